@@ -1,0 +1,16 @@
+// The castor dialect: Castor's graph-level IR.
+#pragma once
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "castor/Dialect/CastorDialect.h.inc"
+#include "castor/Dialect/CastorEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "castor/Dialect/CastorAttrs.h.inc"

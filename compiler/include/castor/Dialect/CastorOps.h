@@ -1,0 +1,9 @@
+// All ops of the castor dialect.
+#pragma once
+
+#include "castor/Dialect/CastorDialect.h"
+
+#define GET_OP_CLASSES
+#include "castor/Dialect/NNOps.h.inc"
+#define GET_OP_CLASSES
+#include "castor/Dialect/TensorOps.h.inc"

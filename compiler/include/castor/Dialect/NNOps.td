@@ -1,0 +1,207 @@
+//===- NNOps.td - castor forward ops with window or contraction shape rules ===//
+//
+// Convolution, normalisation, pooling, matrix products, softmax and the loss. Every op here
+// infers its result types from the shared shape rules (runtime/include/castor/shape_rules.h);
+// the verifier compares the declared types against the inferred ones, so the two cannot drift.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CASTOR_NN_OPS_TD
+#define CASTOR_NN_OPS_TD
+
+include "castor/Dialect/CastorEnums.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Castor_Conv2dOp : Castor_Op<"conv2d", [Pure, InferTypeOpAdaptor]> {
+  let summary = "2-D convolution (cross-correlation) in NCHW";
+  let description = [{
+    `input` is [N, C, H, W], `filter` is [K, C/groups, R, S], the optional `bias` is [K]; the
+    result is [N, K, P, Q]. `pads` are [top, left, bottom, right]. Operands share one
+    floating-point element type.
+
+    ```mlir
+    %y = castor.conv2d %x, %w {pads = array<i64: 3, 3, 3, 3>, strides = array<i64: 2, 2>}
+        : (tensor<1x3x224x224xf32>, tensor<64x3x7x7xf32>) -> tensor<1x64x112x112xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$input, Castor_FloatTensor:$filter,
+                       Optional<Castor_FloatTensor>:$bias,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$strides,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$pads,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$groups);
+  let results = (outs Castor_FloatTensor:$output);
+  let assemblyFormat = [{
+    $input `,` $filter (`,` $bias^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Castor_BatchNormTrainingOp : Castor_Op<"batch_norm_training", [Pure, InferTypeOpAdaptor]> {
+  let summary = "batch normalisation with batch statistics (training form)";
+  let description = [{
+    Normalises `input` [N, C, ...] per channel with the mean and biased variance of the batch,
+    then applies `scale` and `bias` ([C]). Returns the output, the batch mean and the batch
+    inverse standard deviation 1/sqrt(var + epsilon), which the backward pass reuses. Running
+    statistics are not updated here: the training-step pass adds that update, with `momentum`.
+    `scale` and `bias` may be of a wider type than `input` (f32 statistics for f16 data); the
+    statistics have their type.
+
+    ```mlir
+    %y, %mean, %invstd = castor.batch_norm_training %x, %gamma, %beta {epsilon = 1.0e-05 : f64}
+        : (tensor<8x64x56x56xf32>, tensor<64xf32>, tensor<64xf32>)
+        -> (tensor<8x64x56x56xf32>, tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$input, Castor_FloatTensor:$scale, Castor_FloatTensor:$bias,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon,
+                       DefaultValuedAttr<F64Attr, "0.1">:$momentum);
+  let results = (outs Castor_FloatTensor:$output, Castor_FloatTensor:$batch_mean,
+                      Castor_FloatTensor:$batch_inv_std);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $bias attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Castor_BatchNormInferenceOp : Castor_Op<"batch_norm_inference", [Pure, InferTypeOpAdaptor]> {
+  let summary = "batch normalisation with running statistics (inference form)";
+  let description = [{
+    y = scale * (input - mean) / sqrt(variance + epsilon) + bias, per channel of
+    `input` [N, C, ...]; the four per-channel operands are [C] and share one element type.
+
+    ```mlir
+    %y = castor.batch_norm_inference %x, %gamma, %beta, %mean, %var {epsilon = 1.0e-05 : f64}
+        : (tensor<1x64x56x56xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
+        -> tensor<1x64x56x56xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$input, Castor_FloatTensor:$scale, Castor_FloatTensor:$bias,
+                       Castor_FloatTensor:$mean, Castor_FloatTensor:$variance,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs Castor_FloatTensor:$output);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $bias `,` $mean `,` $variance attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Castor_MaxPool2dOp : Castor_Op<"max_pool2d", [Pure, InferTypeOpAdaptor]> {
+  let summary = "2-D max pooling in NCHW";
+  let description = [{
+    Padding never wins the maximum (it acts as -inf). `pads` are [top, left, bottom, right].
+
+    ```mlir
+    %y = castor.max_pool2d %x {kernel = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>,
+                               strides = array<i64: 2, 2>}
+        : (tensor<1x64x112x112xf32>) -> tensor<1x64x56x56xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$input,
+                       DenseI64ArrayAttr:$kernel,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$strides,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$pads,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$dilations,
+                       DefaultValuedAttr<BoolAttr, "false">:$ceil_mode);
+  let results = (outs Castor_FloatTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Castor_AvgPool2dOp : Castor_Op<"avg_pool2d", [Pure, InferTypeOpAdaptor]> {
+  let summary = "2-D average pooling in NCHW";
+  let description = [{
+    With `count_include_pad` the divisor is the full kernel area, otherwise the number of
+    input elements under the window. `pads` are [top, left, bottom, right].
+
+    ```mlir
+    %y = castor.avg_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>}
+        : (tensor<1x128x56x56xf32>) -> tensor<1x128x28x28xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$input,
+                       DenseI64ArrayAttr:$kernel,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$strides,
+                       DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$pads,
+                       DefaultValuedAttr<BoolAttr, "false">:$ceil_mode,
+                       DefaultValuedAttr<BoolAttr, "false">:$count_include_pad);
+  let results = (outs Castor_FloatTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Castor_GlobalAvgPoolOp : Castor_Op<"global_avg_pool", [Pure, InferTypeOpAdaptor]> {
+  let summary = "mean over all spatial dimensions, kept as size-1 dimensions";
+  let description = [{
+    ```mlir
+    %y = castor.global_avg_pool %x : (tensor<1x2048x7x7xf32>) -> tensor<1x2048x1x1xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$input);
+  let results = (outs Castor_FloatTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Castor_GemmOp : Castor_Op<"gemm", [Pure, InferTypeOpAdaptor]> {
+  let summary = "general matrix product alpha * op(A) op(B) + beta * C";
+  let description = [{
+    As ONNX Gemm: `a` and `b` are rank 2, optionally transposed; `c` broadcasts to the result.
+
+    ```mlir
+    %y = castor.gemm %x, %w, %b {trans_b = true}
+        : (tensor<1x2048xf32>, tensor<1000x2048xf32>, tensor<1000xf32>) -> tensor<1x1000xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$a, Castor_FloatTensor:$b, Optional<Castor_FloatTensor>:$c,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_a,
+                       DefaultValuedAttr<BoolAttr, "false">:$trans_b,
+                       DefaultValuedAttr<F64Attr, "1.0">:$alpha,
+                       DefaultValuedAttr<F64Attr, "1.0">:$beta);
+  let results = (outs Castor_FloatTensor:$output);
+  let assemblyFormat = [{
+    $a `,` $b (`,` $c^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Castor_MatmulOp : Castor_Op<"matmul", [Pure, InferTypeOpAdaptor]> {
+  let summary = "matrix product with numpy semantics";
+  let description = [{
+    As ONNX MatMul: rank-1 operands are promoted, batch dimensions broadcast.
+
+    ```mlir
+    %y = castor.matmul %x, %w : (tensor<4x8x16xf32>, tensor<16x32xf32>) -> tensor<4x8x32xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$a, Castor_FloatTensor:$b);
+  let results = (outs Castor_FloatTensor:$output);
+  let assemblyFormat = "$a `,` $b attr-dict `:` functional-type(operands, results)";
+}
+
+def Castor_SoftmaxOp : Castor_Op<"softmax", [Pure, InferTypeOpAdaptor]> {
+  let summary = "softmax along one axis";
+  let description = [{
+    ```mlir
+    %p = castor.softmax %logits {axis = 1 : i64} : (tensor<8x10xf32>) -> tensor<8x10xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$input, DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs Castor_FloatTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Castor_SoftmaxCrossEntropyOp : Castor_Op<"softmax_cross_entropy", [Pure, InferTypeOpAdaptor]> {
+  let summary = "softmax cross-entropy of logits against integer class labels";
+  let description = [{
+    `logits` is [N, C], `labels` is [N] of i64 class indices. With `label_smoothing` s the
+    target distribution is (1 - s) on the label plus s / C everywhere, as in PyTorch's
+    `cross_entropy`. The `reduction` (mean, sum or none) gives a scalar or an [N] result.
+
+    ```mlir
+    %loss = castor.softmax_cross_entropy %logits, %labels {label_smoothing = 1.0e-01 : f64}
+        : (tensor<8x10xf32>, tensor<8xi64>) -> tensor<f32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$logits, Castor_IndexTensor:$labels,
+                       DefaultValuedAttr<F64Attr, "0.0">:$label_smoothing,
+                       DefaultValuedAttr<Castor_ReductionAttr, "::castor::Reduction::mean">:$reduction);
+  let results = (outs Castor_FloatTensor:$loss);
+  let assemblyFormat = "$logits `,` $labels attr-dict `:` functional-type(operands, results)";
+}
+
+#endif // CASTOR_NN_OPS_TD

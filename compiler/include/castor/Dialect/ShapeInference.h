@@ -1,0 +1,30 @@
+// Bridges castor ops' result-type inference to the shared shape rules.
+#pragma once
+
+#include "castor/shape_rules.h"
+
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/Location.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/IR/Value.h"
+#include "mlir/IR/ValueRange.h"
+
+#include <optional>
+
+namespace castor {
+
+// The static shape of a ranked tensor value.
+shape::Shape shapeOf(mlir::Value value);
+shape::Shape shapeOf(mlir::Type type);
+
+// Appends tensor<rule.shape x elementType> to `inferred`, or reports the rule's error at
+// `loc` (which carries the op, so the verifier's message names it) and fails.
+mlir::LogicalResult appendInferred(std::optional<mlir::Location> loc, const shape::ShapeResult &rule,
+                                   mlir::Type elementType, llvm::SmallVectorImpl<mlir::Type> &inferred);
+
+// Fails with a message at `loc` unless all `values` share one element type.
+mlir::LogicalResult requireSameElementType(std::optional<mlir::Location> loc, mlir::ValueRange values,
+                                           llvm::StringRef what);
+
+} // namespace castor

@@ -1,0 +1,119 @@
+// Result-type inference of the ops in NNOps.td; the verifier reuses it through
+// InferTypeOpInterface, so each shape rule is written once (runtime/shape/shape_rules.cpp).
+#include "castor/Dialect/CastorOps.h"
+#include "castor/Dialect/ShapeInference.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace castor;
+
+namespace {
+std::vector<int64_t> vec(ArrayRef<int64_t> a) { return {a.begin(), a.end()}; }
+} // namespace
+
+LogicalResult Conv2dOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                         SmallVectorImpl<Type> &inferred) {
+  if (failed(requireSameElementType(loc, op.getOperands(), "input, filter and bias")))
+    return failure();
+  shape::Conv2dAttrs attrs{vec(op.getStrides()), vec(op.getPads()), vec(op.getDilations()),
+                          static_cast<int64_t>(op.getGroups())};
+  std::optional<shape::Shape> bias;
+  if (op.getBias())
+    bias = shapeOf(op.getBias());
+  auto rule = shape::conv2d(shapeOf(op.getInput()), shapeOf(op.getFilter()), bias ? &*bias : nullptr, attrs);
+  return appendInferred(loc, rule, getElementTypeOrSelf(op.getInput().getType()), inferred);
+}
+
+LogicalResult BatchNormTrainingOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                                    SmallVectorImpl<Type> &inferred) {
+  if (failed(requireSameElementType(loc, {op.getScale(), op.getBias()}, "scale and bias")))
+    return failure();
+  auto rule = shape::batchNorm(shapeOf(op.getInput()), {shapeOf(op.getScale()), shapeOf(op.getBias())});
+  Type statType = getElementTypeOrSelf(op.getScale().getType());
+  if (failed(appendInferred(loc, rule, getElementTypeOrSelf(op.getInput().getType()), inferred)))
+    return failure();
+  auto perChannel = shape::ShapeResult::ok(shapeOf(op.getScale()));
+  (void)appendInferred(loc, perChannel, statType, inferred);
+  (void)appendInferred(loc, perChannel, statType, inferred);
+  return success();
+}
+
+LogicalResult BatchNormInferenceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                                     SmallVectorImpl<Type> &inferred) {
+  if (failed(requireSameElementType(loc, {op.getScale(), op.getBias(), op.getMean(), op.getVariance()},
+                                    "scale, bias, mean and variance")))
+    return failure();
+  auto rule = shape::batchNorm(shapeOf(op.getInput()), {shapeOf(op.getScale()), shapeOf(op.getBias()),
+                                                        shapeOf(op.getMean()), shapeOf(op.getVariance())});
+  return appendInferred(loc, rule, getElementTypeOrSelf(op.getInput().getType()), inferred);
+}
+
+LogicalResult MaxPool2dOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                            SmallVectorImpl<Type> &inferred) {
+  shape::Pool2dAttrs attrs{vec(op.getKernel()), vec(op.getStrides()), vec(op.getPads()), vec(op.getDilations()),
+                           op.getCeilMode()};
+  return appendInferred(loc, shape::pool2d(shapeOf(op.getInput()), attrs),
+                        getElementTypeOrSelf(op.getInput().getType()), inferred);
+}
+
+LogicalResult AvgPool2dOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                            SmallVectorImpl<Type> &inferred) {
+  shape::Pool2dAttrs attrs{vec(op.getKernel()), vec(op.getStrides()), vec(op.getPads()), {1, 1}, op.getCeilMode()};
+  return appendInferred(loc, shape::pool2d(shapeOf(op.getInput()), attrs),
+                        getElementTypeOrSelf(op.getInput().getType()), inferred);
+}
+
+LogicalResult GlobalAvgPoolOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                                SmallVectorImpl<Type> &inferred) {
+  return appendInferred(loc, shape::globalAvgPool(shapeOf(op.getInput())),
+                        getElementTypeOrSelf(op.getInput().getType()), inferred);
+}
+
+LogicalResult GemmOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                       SmallVectorImpl<Type> &inferred) {
+  if (failed(requireSameElementType(loc, op.getOperands(), "a, b and c")))
+    return failure();
+  std::optional<shape::Shape> c;
+  if (op.getC())
+    c = shapeOf(op.getC());
+  auto rule = shape::gemm(shapeOf(op.getA()), shapeOf(op.getB()), c ? &*c : nullptr, op.getTransA(), op.getTransB());
+  return appendInferred(loc, rule, getElementTypeOrSelf(op.getA().getType()), inferred);
+}
+
+LogicalResult MatmulOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                         SmallVectorImpl<Type> &inferred) {
+  if (failed(requireSameElementType(loc, op.getOperands(), "a and b")))
+    return failure();
+  return appendInferred(loc, shape::matmul(shapeOf(op.getA()), shapeOf(op.getB())),
+                        getElementTypeOrSelf(op.getA().getType()), inferred);
+}
+
+LogicalResult SoftmaxOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                          SmallVectorImpl<Type> &inferred) {
+  return appendInferred(loc, shape::softmax(shapeOf(op.getInput()), op.getAxis()),
+                        getElementTypeOrSelf(op.getInput().getType()), inferred);
+}
+
+LogicalResult SoftmaxCrossEntropyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                                      SmallVectorImpl<Type> &inferred) {
+  double smoothing = op.getLabelSmoothing().convertToDouble();
+  if (smoothing < 0.0 || smoothing > 1.0)
+    return emitOptionalError(loc, "label_smoothing must be in [0, 1], got ", smoothing);
+  shape::Reduction reduction = op.getReduction() == Reduction::none  ? shape::Reduction::None
+                               : op.getReduction() == Reduction::sum ? shape::Reduction::Sum
+                                                                      : shape::Reduction::Mean;
+  return appendInferred(loc, shape::softmaxCrossEntropy(shapeOf(op.getLogits()), shapeOf(op.getLabels()), reduction),
+                        getElementTypeOrSelf(op.getLogits().getType()), inferred);
+}
+
+#define GET_OP_CLASSES
+#include "castor/Dialect/NNOps.cpp.inc"
+
+void CastorDialect::registerNNOps() {
+  addOperations<
+#define GET_OP_LIST
+#include "castor/Dialect/NNOps.cpp.inc"
+      >();
+}

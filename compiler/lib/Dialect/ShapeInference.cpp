@@ -1,0 +1,33 @@
+#include "castor/Dialect/ShapeInference.h"
+
+using namespace mlir;
+
+namespace castor {
+
+shape::Shape shapeOf(Type type) {
+  auto ranked = llvm::cast<RankedTensorType>(type);
+  return shape::Shape(ranked.getShape().begin(), ranked.getShape().end());
+}
+
+shape::Shape shapeOf(Value value) { return shapeOf(value.getType()); }
+
+LogicalResult appendInferred(std::optional<Location> loc, const shape::ShapeResult &rule, Type elementType,
+                             SmallVectorImpl<Type> &inferred) {
+  if (!rule)
+    return emitOptionalError(loc, rule.error);
+  inferred.push_back(RankedTensorType::get(rule.shape, elementType));
+  return success();
+}
+
+LogicalResult requireSameElementType(std::optional<Location> loc, ValueRange values, StringRef what) {
+  if (values.empty())
+    return success();
+  Type first = getElementTypeOrSelf(values.front().getType());
+  for (Value v : values.drop_front())
+    if (getElementTypeOrSelf(v.getType()) != first)
+      return emitOptionalError(loc, what, " must share one element type, got ", first, " and ",
+                               getElementTypeOrSelf(v.getType()));
+  return success();
+}
+
+} // namespace castor

@@ -1,0 +1,20 @@
+// Castor's passes, declared in Passes.td.
+#pragma once
+
+#include "castor/Dialect/CastorDialect.h"
+
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Pass/Pass.h"
+
+namespace castor {
+
+#define GEN_PASS_DECL
+#include "castor/Passes/Passes.h.inc"
+
+// Patterns of castor-cast-cleanup, for pipelines that combine them with others.
+void populateCastCleanupPatterns(mlir::RewritePatternSet &patterns);
+
+#define GEN_PASS_REGISTRATION
+#include "castor/Passes/Passes.h.inc"
+
+} // namespace castor

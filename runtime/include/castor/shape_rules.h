@@ -1,0 +1,87 @@
+// Shape rules of Castor's operations, in one place.
+//
+// The compiler's verifiers and result-type inference call these, and so does the runtime's
+// plan validator, so the three can never disagree about what shape an operation produces.
+// Plain C++ on purpose: the runtime must build without MLIR.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace castor::shape {
+
+using Shape = std::vector<int64_t>;
+
+// The result shape of a rule, or the reason the operands are invalid.
+struct ShapeResult {
+  Shape shape;
+  std::string error;
+
+  static ShapeResult ok(Shape s) { return {std::move(s), {}}; }
+  static ShapeResult fail(std::string why) { return {{}, std::move(why)}; }
+  explicit operator bool() const { return error.empty(); }
+};
+
+// Number of elements, or nullopt if a dimension is negative or the product overflows int64.
+std::optional<int64_t> elementCount(const Shape &shape);
+std::string toString(const Shape &shape);
+
+struct Conv2dAttrs {
+  std::vector<int64_t> strides{1, 1};
+  std::vector<int64_t> pads{0, 0, 0, 0}; // top, left, bottom, right
+  std::vector<int64_t> dilations{1, 1};
+  int64_t groups = 1;
+};
+// input [N, C, H, W], filter [K, C/groups, R, S], optional bias [K] -> [N, K, P, Q].
+ShapeResult conv2d(const Shape &input, const Shape &filter, const Shape *bias,
+                   const Conv2dAttrs &attrs);
+
+struct Pool2dAttrs {
+  std::vector<int64_t> kernel;
+  std::vector<int64_t> strides{1, 1};
+  std::vector<int64_t> pads{0, 0, 0, 0}; // top, left, bottom, right
+  std::vector<int64_t> dilations{1, 1};
+  bool ceilMode = false;
+};
+// input [N, C, H, W] -> [N, C, P, Q].
+ShapeResult pool2d(const Shape &input, const Pool2dAttrs &attrs);
+
+// input [N, C, d...] -> [N, C, 1...].
+ShapeResult globalAvgPool(const Shape &input);
+
+// input [N, C, d...] and every per-channel operand [C] -> input's shape.
+ShapeResult batchNorm(const Shape &input, const std::vector<Shape> &perChannel);
+
+// NumPy/ONNX multidirectional broadcasting.
+ShapeResult broadcast(const Shape &lhs, const Shape &rhs);
+
+// Gemm: op(A) [M, K] x op(B) [K, N] (+ C broadcastable to [M, N]) -> [M, N].
+ShapeResult gemm(const Shape &a, const Shape &b, const Shape *c, bool transA, bool transB);
+
+// MatMul with numpy semantics (1-D promotion, broadcast batch dimensions).
+ShapeResult matmul(const Shape &a, const Shape &b);
+
+// Flatten at `axis` (0 <= axis <= rank) -> [prod(d[:axis]), prod(d[axis:])].
+ShapeResult flatten(const Shape &input, int64_t axis);
+
+// Reshape to `target`, resolving ONNX's 0 (copy, unless allowZero) and a single -1.
+ShapeResult reshapeTarget(const Shape &input, const Shape &target, bool allowZero);
+// Reshape whose result shape is already static: the element counts must match.
+ShapeResult reshape(const Shape &input, const Shape &result);
+
+// Concatenation of `inputs` along `axis` (negative counts from the end).
+ShapeResult concat(const std::vector<Shape> &inputs, int64_t axis);
+
+// Softmax along `axis` (negative counts from the end) -> input's shape.
+ShapeResult softmax(const Shape &input, int64_t axis);
+
+// logits [N, C], labels [N] -> [] for a mean or sum reduction, [N] for none.
+enum class Reduction { Mean, Sum, None };
+ShapeResult softmaxCrossEntropy(const Shape &logits, const Shape &labels, Reduction reduction);
+
+// Normalises a possibly negative axis against `rank`; nullopt when out of range.
+std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
+
+} // namespace castor::shape

@@ -1,0 +1,318 @@
+#include "castor/shape_rules.h"
+
+#include <algorithm>
+#include <limits>
+#include <sstream>
+
+namespace castor::shape {
+namespace {
+
+// Every dimension must be known (non-negative) before a rule can reason about it.
+std::string checkStatic(const Shape &s, const char *what) {
+  for (int64_t d : s)
+    if (d < 0)
+      return std::string(what) + " has a dynamic or negative dimension " + toString(s);
+  if (!elementCount(s))
+    return std::string(what) + " has too many elements " + toString(s);
+  return {};
+}
+
+bool mulOverflows(int64_t a, int64_t b, int64_t &out) {
+  return __builtin_mul_overflow(a, b, &out);
+}
+
+std::string checkLength(const std::vector<int64_t> &v, size_t n, const char *what) {
+  if (v.size() != n)
+    return std::string(what) + " must have " + std::to_string(n) + " values, got " +
+           std::to_string(v.size());
+  return {};
+}
+
+// Output extent of a sliding window, or nullopt when the window does not fit.
+std::optional<int64_t> windowExtent(int64_t in, int64_t padBegin, int64_t padEnd, int64_t kernel,
+                                    int64_t stride, int64_t dilation, bool ceilMode) {
+  int64_t effective;
+  if (mulOverflows(dilation, kernel - 1, effective))
+    return std::nullopt;
+  effective += 1;
+  int64_t padded = in + padBegin + padEnd;
+  if (padded < effective)
+    return std::nullopt;
+  int64_t span = padded - effective;
+  int64_t out = (ceilMode ? (span + stride - 1) / stride : span / stride) + 1;
+  // As in PyTorch and ONNX: the last window of ceil mode must start inside the input or left pad.
+  if (ceilMode && (out - 1) * stride >= in + padBegin)
+    --out;
+  return out;
+}
+
+std::string checkWindowAttrs(const std::vector<int64_t> &kernel, const std::vector<int64_t> &strides,
+                             const std::vector<int64_t> &pads, const std::vector<int64_t> &dilations) {
+  for (auto *e : {&kernel, &strides, &dilations})
+    for (int64_t v : *e)
+      if (v < 1 || v > (int64_t(1) << 31))
+        return "kernel, strides and dilations must be positive, got " + toString(*e);
+  for (int64_t p : pads)
+    if (p < 0 || p > (int64_t(1) << 31))
+      return "pads must be non-negative, got " + toString(pads);
+  return {};
+}
+
+} // namespace
+
+std::optional<int64_t> elementCount(const Shape &shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || mulOverflows(n, d, n))
+      return std::nullopt;
+  }
+  return n;
+}
+
+std::string toString(const Shape &shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i)
+    os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return std::nullopt;
+  return axis < 0 ? axis + rank : axis;
+}
+
+ShapeResult conv2d(const Shape &x, const Shape &w, const Shape *bias, const Conv2dAttrs &a) {
+  if (x.size() != 4)
+    return ShapeResult::fail("input must be rank 4 [N, C, H, W], got " + toString(x));
+  if (w.size() != 4)
+    return ShapeResult::fail("filter must be rank 4 [K, C/groups, R, S], got " + toString(w));
+  for (auto e : {checkStatic(x, "input"), checkStatic(w, "filter"), checkLength(a.strides, 2, "strides"),
+                 checkLength(a.pads, 4, "pads"), checkLength(a.dilations, 2, "dilations"),
+                 checkWindowAttrs({w[2], w[3]}, a.strides, a.pads, a.dilations)})
+    if (!e.empty())
+      return ShapeResult::fail(e);
+  if (a.groups < 1)
+    return ShapeResult::fail("groups must be positive, got " + std::to_string(a.groups));
+  if (x[1] % a.groups != 0 || w[0] % a.groups != 0)
+    return ShapeResult::fail("input channels " + std::to_string(x[1]) + " and output channels " +
+                             std::to_string(w[0]) + " must be divisible by groups " +
+                             std::to_string(a.groups));
+  if (w[1] * a.groups != x[1])
+    return ShapeResult::fail("filter " + toString(w) + " expects " + std::to_string(w[1] * a.groups) +
+                             " input channels, input " + toString(x) + " has " + std::to_string(x[1]));
+  if (bias && (bias->size() != 1 || (*bias)[0] != w[0]))
+    return ShapeResult::fail("bias must be [" + std::to_string(w[0]) + "], got " + toString(*bias));
+  Shape out{x[0], w[0], 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    auto e = windowExtent(x[2 + i], a.pads[i], a.pads[2 + i], w[2 + i], a.strides[i], a.dilations[i], false);
+    if (!e)
+      return ShapeResult::fail("filter " + toString(w) + " does not fit the padded input " + toString(x));
+    out[2 + i] = *e;
+  }
+  return ShapeResult::ok(out);
+}
+
+ShapeResult pool2d(const Shape &x, const Pool2dAttrs &a) {
+  if (x.size() != 4)
+    return ShapeResult::fail("input must be rank 4 [N, C, H, W], got " + toString(x));
+  for (auto e : {checkStatic(x, "input"), checkLength(a.kernel, 2, "kernel"), checkLength(a.strides, 2, "strides"),
+                 checkLength(a.pads, 4, "pads"), checkLength(a.dilations, 2, "dilations")})
+    if (!e.empty())
+      return ShapeResult::fail(e);
+  if (auto e = checkWindowAttrs(a.kernel, a.strides, a.pads, a.dilations); !e.empty())
+    return ShapeResult::fail(e);
+  for (int i = 0; i < 2; ++i)
+    if (a.pads[i] >= a.kernel[i] || a.pads[2 + i] >= a.kernel[i])
+      return ShapeResult::fail("pads " + toString(a.pads) + " must be smaller than the kernel " +
+                               toString(a.kernel));
+  Shape out{x[0], x[1], 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    auto e = windowExtent(x[2 + i], a.pads[i], a.pads[2 + i], a.kernel[i], a.strides[i], a.dilations[i], a.ceilMode);
+    if (!e)
+      return ShapeResult::fail("kernel " + toString(a.kernel) + " does not fit the padded input " + toString(x));
+    out[2 + i] = *e;
+  }
+  return ShapeResult::ok(out);
+}
+
+ShapeResult globalAvgPool(const Shape &x) {
+  if (x.size() < 3)
+    return ShapeResult::fail("input must have rank >= 3 [N, C, d...], got " + toString(x));
+  if (auto e = checkStatic(x, "input"); !e.empty())
+    return ShapeResult::fail(e);
+  Shape out(x.size(), 1);
+  out[0] = x[0];
+  out[1] = x[1];
+  return ShapeResult::ok(out);
+}
+
+ShapeResult batchNorm(const Shape &x, const std::vector<Shape> &perChannel) {
+  if (x.size() < 2)
+    return ShapeResult::fail("input must have rank >= 2 [N, C, ...], got " + toString(x));
+  if (auto e = checkStatic(x, "input"); !e.empty())
+    return ShapeResult::fail(e);
+  for (const Shape &p : perChannel)
+    if (p.size() != 1 || p[0] != x[1])
+      return ShapeResult::fail("per-channel operands must be [" + std::to_string(x[1]) + "], got " +
+                               toString(p));
+  return ShapeResult::ok(x);
+}
+
+ShapeResult broadcast(const Shape &lhs, const Shape &rhs) {
+  for (auto e : {checkStatic(lhs, "lhs"), checkStatic(rhs, "rhs")})
+    if (!e.empty())
+      return ShapeResult::fail(e);
+  size_t rank = std::max(lhs.size(), rhs.size());
+  Shape out(rank);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t l = i < rank - lhs.size() ? 1 : lhs[i - (rank - lhs.size())];
+    int64_t r = i < rank - rhs.size() ? 1 : rhs[i - (rank - rhs.size())];
+    if (l != r && l != 1 && r != 1)
+      return ShapeResult::fail("shapes " + toString(lhs) + " and " + toString(rhs) + " do not broadcast");
+    out[i] = l == 1 ? r : l;
+  }
+  return ShapeResult::ok(out);
+}
+
+ShapeResult gemm(const Shape &a, const Shape &b, const Shape *c, bool transA, bool transB) {
+  if (a.size() != 2 || b.size() != 2)
+    return ShapeResult::fail("operands must be rank 2, got " + toString(a) + " and " + toString(b));
+  for (auto e : {checkStatic(a, "A"), checkStatic(b, "B")})
+    if (!e.empty())
+      return ShapeResult::fail(e);
+  int64_t m = transA ? a[1] : a[0], ka = transA ? a[0] : a[1];
+  int64_t kb = transB ? b[1] : b[0], n = transB ? b[0] : b[1];
+  if (ka != kb)
+    return ShapeResult::fail("inner dimensions differ: op(A) is [" + std::to_string(m) + ", " +
+                             std::to_string(ka) + "], op(B) is [" + std::to_string(kb) + ", " +
+                             std::to_string(n) + "]");
+  Shape out{m, n};
+  if (c) {
+    auto bc = broadcast(*c, out);
+    if (!bc || bc.shape != out)
+      return ShapeResult::fail("C " + toString(*c) + " does not broadcast to " + toString(out));
+  }
+  return ShapeResult::ok(out);
+}
+
+ShapeResult matmul(const Shape &a, const Shape &b) {
+  if (a.empty() || b.empty())
+    return ShapeResult::fail("operands must have rank >= 1");
+  Shape pa = a.size() == 1 ? Shape{1, a[0]} : a;
+  Shape pb = b.size() == 1 ? Shape{b[0], 1} : b;
+  if (pa[pa.size() - 1] != pb[pb.size() - 2])
+    return ShapeResult::fail("inner dimensions differ: " + toString(a) + " x " + toString(b));
+  auto batch = broadcast(Shape(pa.begin(), pa.end() - 2), Shape(pb.begin(), pb.end() - 2));
+  if (!batch)
+    return ShapeResult::fail("batch dimensions: " + batch.error);
+  Shape out = batch.shape;
+  if (a.size() > 1)
+    out.push_back(pa[pa.size() - 2]);
+  if (b.size() > 1)
+    out.push_back(pb.back());
+  return ShapeResult::ok(out);
+}
+
+ShapeResult flatten(const Shape &x, int64_t axis) {
+  if (auto e = checkStatic(x, "input"); !e.empty())
+    return ShapeResult::fail(e);
+  int64_t rank = int64_t(x.size());
+  if (axis < 0)
+    axis += rank;
+  if (axis < 0 || axis > rank)
+    return ShapeResult::fail("axis must be in [-rank, rank], got " + std::to_string(axis));
+  Shape out{*elementCount(Shape(x.begin(), x.begin() + axis)), *elementCount(Shape(x.begin() + axis, x.end()))};
+  return ShapeResult::ok(out);
+}
+
+ShapeResult reshapeTarget(const Shape &x, const Shape &target, bool allowZero) {
+  if (auto e = checkStatic(x, "input"); !e.empty())
+    return ShapeResult::fail(e);
+  Shape out = target;
+  int inferred = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == 0 && !allowZero) {
+      if (i >= x.size())
+        return ShapeResult::fail("target " + toString(target) + " copies dimension " + std::to_string(i) +
+                                 " that the input " + toString(x) + " lacks");
+      out[i] = x[i];
+    } else if (out[i] == -1) {
+      if (inferred >= 0)
+        return ShapeResult::fail("target " + toString(target) + " has more than one -1");
+      inferred = int(i);
+    } else if (out[i] < -1) {
+      return ShapeResult::fail("target " + toString(target) + " has a negative dimension");
+    }
+  }
+  int64_t total = *elementCount(x);
+  if (inferred >= 0) {
+    out[inferred] = 1;
+    auto known = elementCount(out);
+    if (!known || *known == 0 || total % *known != 0)
+      return ShapeResult::fail("cannot reshape " + toString(x) + " to " + toString(target));
+    out[inferred] = total / *known;
+  }
+  return reshape(x, out);
+}
+
+ShapeResult reshape(const Shape &x, const Shape &result) {
+  for (auto e : {checkStatic(x, "input"), checkStatic(result, "result")})
+    if (!e.empty())
+      return ShapeResult::fail(e);
+  if (*elementCount(x) != *elementCount(result))
+    return ShapeResult::fail("cannot reshape " + toString(x) + " (" + std::to_string(*elementCount(x)) +
+                             " elements) to " + toString(result) + " (" +
+                             std::to_string(*elementCount(result)) + " elements)");
+  return ShapeResult::ok(result);
+}
+
+ShapeResult concat(const std::vector<Shape> &inputs, int64_t axis) {
+  if (inputs.empty())
+    return ShapeResult::fail("needs at least one input");
+  const Shape &first = inputs.front();
+  auto ax = normalizeAxis(axis, int64_t(first.size()));
+  if (!ax)
+    return ShapeResult::fail("axis " + std::to_string(axis) + " out of range for rank " +
+                             std::to_string(first.size()));
+  Shape out = first;
+  out[*ax] = 0;
+  for (const Shape &s : inputs) {
+    if (auto e = checkStatic(s, "input"); !e.empty())
+      return ShapeResult::fail(e);
+    if (s.size() != first.size())
+      return ShapeResult::fail("inputs have different ranks: " + toString(first) + " and " + toString(s));
+    for (size_t i = 0; i < s.size(); ++i)
+      if (int64_t(i) != *ax && s[i] != first[i])
+        return ShapeResult::fail("inputs differ outside the concatenation axis: " + toString(first) +
+                                 " and " + toString(s));
+    if (__builtin_add_overflow(out[*ax], s[*ax], &out[*ax]))
+      return ShapeResult::fail("concatenated dimension overflows");
+  }
+  if (!elementCount(out))
+    return ShapeResult::fail("result has too many elements");
+  return ShapeResult::ok(out);
+}
+
+ShapeResult softmax(const Shape &x, int64_t axis) {
+  if (auto e = checkStatic(x, "input"); !e.empty())
+    return ShapeResult::fail(e);
+  if (!normalizeAxis(axis, int64_t(x.size())))
+    return ShapeResult::fail("axis " + std::to_string(axis) + " out of range for rank " +
+                             std::to_string(x.size()));
+  return ShapeResult::ok(x);
+}
+
+ShapeResult softmaxCrossEntropy(const Shape &logits, const Shape &labels, Reduction reduction) {
+  if (logits.size() != 2)
+    return ShapeResult::fail("logits must be rank 2 [N, C], got " + toString(logits));
+  if (labels.size() != 1 || labels[0] != logits[0])
+    return ShapeResult::fail("labels must be [" + std::to_string(logits[0]) + "], got " + toString(labels));
+  if (auto e = checkStatic(logits, "logits"); !e.empty())
+    return ShapeResult::fail(e);
+  return ShapeResult::ok(reduction == Reduction::None ? Shape{logits[0]} : Shape{});
+}
+
+} // namespace castor::shape
