@@ -1,0 +1,236 @@
+// Drives an import: validate the model, reject unsupported ops all at once, then convert the
+// nodes in topological order into one func.func @forward.
+#include "castor/Frontends/Onnx/Importer.h"
+#include "NodeImporter.h"
+#include "TensorData.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+
+#include <fstream>
+#include <sstream>
+
+using namespace mlir;
+
+namespace castor::onnx_import {
+namespace {
+
+std::string dirName(const std::string &path) {
+  auto slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+// Every op type must have a converter; all unsupported ones are reported together.
+bool checkSupportedOps(const OnnxModel &model, ErrorList &errors) {
+  bool ok = true;
+  for (const auto *node : model.order) {
+    bool defaultDomain = node->domain().empty() || node->domain() == "ai.onnx";
+    if (!defaultDomain) {
+      errors.node(*node, "op of domain '" + node->domain() + "' is not supported");
+      ok = false;
+    } else if (!findConverter(node->op_type())) {
+      errors.node(*node, "op type '" + node->op_type() + "' is not supported");
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+// The graph input's tensor type; the batch (first) dimension may be symbolic and becomes
+// `batch`, every other dimension must be static.
+FailureOr<RankedTensorType> inputType(ImportState &state, const onnx::ValueInfoProto &input) {
+  const auto &type = input.type();
+  if (!type.has_tensor_type()) {
+    state.errors.model("graph input '" + input.name() + "' is not a tensor");
+    return failure();
+  }
+  Type element = elementTypeOf(state.context, type.tensor_type().elem_type());
+  if (!element) {
+    state.errors.model("graph input '" + input.name() + "' has unsupported " +
+                       onnxTypeName(type.tensor_type().elem_type()));
+    return failure();
+  }
+  if (!type.tensor_type().has_shape()) {
+    state.errors.model("graph input '" + input.name() + "' has no shape");
+    return failure();
+  }
+  SmallVector<int64_t> dims;
+  const auto &shape = type.tensor_type().shape();
+  for (int i = 0; i < shape.dim_size(); ++i) {
+    const auto &d = shape.dim(i);
+    if (i == 0) {
+      dims.push_back(state.options.batch);
+    } else if (d.has_dim_value() && d.dim_value() > 0 && d.dim_value() < (int64_t(1) << 31)) {
+      dims.push_back(d.dim_value());
+    } else {
+      state.errors.model("graph input '" + input.name() + "' dimension " + std::to_string(i) +
+                         " is not static; only the batch dimension may be");
+      return failure();
+    }
+  }
+  return RankedTensorType::get(dims, element);
+}
+
+class GraphImporter {
+public:
+  GraphImporter(ImportState &state) : state_(state) {}
+
+  LogicalResult run(ModuleOp module) {
+    auto &b = state_.builder;
+    b.setInsertionPointToEnd(module.getBody());
+
+    SmallVector<Type> argTypes;
+    for (const auto *in : state_.model.inputs) {
+      auto t = inputType(state_, *in);
+      if (failed(t))
+        return failure();
+      argTypes.push_back(*t);
+    }
+    auto loc = FileLineColLoc::get(&state_.context, state_.fileName, 0, 0);
+    auto func = b.create<func::FuncOp>(loc, "forward", b.getFunctionType(argTypes, {}));
+    Block *entry = func.addEntryBlock();
+    for (auto [i, in] : llvm::enumerate(state_.model.inputs)) {
+      state_.values[in->name()] = entry->getArgument(i);
+      func.setArgAttr(i, "castor.name", b.getStringAttr(in->name()));
+    }
+    b.setInsertionPointToEnd(entry);
+
+    for (const auto *node : state_.model.order) {
+      if (node->op_type() == "Constant" && (node->domain().empty() || node->domain() == "ai.onnx")) {
+        if (failed(recordConstant(*node)))
+          return failure();
+        continue;
+      }
+      NodeImporter n(state_, *node);
+      if (failed(findConverter(node->op_type())(n)))
+        return failure();
+    }
+
+    SmallVector<Value> results;
+    SmallVector<Type> resultTypes;
+    for (const auto &out : state_.model.graph().output()) {
+      auto it = state_.values.find(out.name());
+      if (it == state_.values.end()) {
+        // An output read straight from an initializer or constant.
+        state_.errors.model("graph output '" + out.name() + "' is not computed by the graph");
+        return failure();
+      }
+      results.push_back(it->second);
+      resultTypes.push_back(it->second.getType());
+    }
+    b.create<func::ReturnOp>(loc, results);
+    func.setFunctionType(b.getFunctionType(argTypes, resultTypes));
+    for (auto [i, out] : llvm::enumerate(state_.model.graph().output()))
+      func.setResultAttr(i, "castor.name", b.getStringAttr(out.name()));
+    return success();
+  }
+
+private:
+  // Constant nodes become values only when an op consumes them as a tensor, so constants
+  // that only feed attributes (Reshape's shape, Clip's bounds) leave nothing in the IR.
+  LogicalResult recordConstant(const onnx::NodeProto &node) {
+    if (node.output_size() != 1 || node.attribute_size() != 1) {
+      state_.errors.node(node, "expects one output and one value attribute");
+      return failure();
+    }
+    const auto &attr = node.attribute(0);
+    auto tensor = std::make_unique<onnx::TensorProto>();
+    if (attr.name() == "value" && attr.has_t()) {
+      *tensor = attr.t();
+    } else if (attr.name() == "value_float") {
+      tensor->set_data_type(onnx::TensorProto::FLOAT);
+      tensor->add_float_data(attr.f());
+    } else if (attr.name() == "value_floats") {
+      tensor->set_data_type(onnx::TensorProto::FLOAT);
+      tensor->add_dims(attr.floats_size());
+      for (float f : attr.floats())
+        tensor->add_float_data(f);
+    } else if (attr.name() == "value_int") {
+      tensor->set_data_type(onnx::TensorProto::INT64);
+      tensor->add_int64_data(attr.i());
+    } else if (attr.name() == "value_ints") {
+      tensor->set_data_type(onnx::TensorProto::INT64);
+      tensor->add_dims(attr.ints_size());
+      for (int64_t v : attr.ints())
+        tensor->add_int64_data(v);
+    } else {
+      state_.errors.node(node, "value attribute '" + attr.name() + "' is not supported");
+      return failure();
+    }
+    tensor->set_name(node.output(0));
+    state_.constants[node.output(0)] = tensor.get();
+    ownedConstants_.push_back(std::move(tensor));
+    return success();
+  }
+
+  ImportState &state_;
+  std::vector<std::unique_ptr<onnx::TensorProto>> ownedConstants_;
+};
+
+} // namespace
+
+ImportResult importOnnxBytes(MLIRContext &context, const std::string &bytes, const std::string &displayName,
+                             const std::string &baseDir, const ImportOptions &options) {
+  context.loadDialect<CastorDialect, func::FuncDialect>();
+  ImportResult result;
+  ErrorList errors(displayName);
+  OnnxModel model;
+  if (options.batch < 1 || options.batch > (int64_t(1) << 24)) {
+    errors.model("batch must be between 1 and 2^24, got " + std::to_string(options.batch));
+    result.errors = errors.take();
+    return result;
+  }
+  if (!parseAndValidate(bytes, model, errors) || !checkSupportedOps(model, errors)) {
+    result.errors = errors.take();
+    return result;
+  }
+
+  ImportState state(context, model, errors, options, baseDir);
+  state.fileName = displayName;
+  // Op verifiers report through diagnostics; keep their text for the node's error message.
+  ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
+    state.diagnostics.push_back(diag.str());
+    return success();
+  });
+
+  auto loc = FileLineColLoc::get(&context, displayName, 0, 0);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  Builder b(&context);
+  (*module)->setAttr("castor.batch", b.getI64IntegerAttr(options.batch));
+  if (options.init == WeightInit::Kaiming)
+    (*module)->setAttr("castor.init_seed", b.getI64IntegerAttr(int64_t(options.seed)));
+
+  GraphImporter importer(state);
+  if (failed(importer.run(*module))) {
+    if (errors.empty())
+      errors.model("import failed");
+    result.errors = errors.take();
+    return result;
+  }
+  state.diagnostics.clear();
+  if (failed(verify(*module))) {
+    for (const auto &d : state.diagnostics)
+      errors.model("the imported IR does not verify: " + d);
+    if (errors.empty())
+      errors.model("the imported IR does not verify");
+    result.errors = errors.take();
+    return result;
+  }
+  result.module = std::move(module);
+  result.weights = std::move(state.weights);
+  return result;
+}
+
+ImportResult importOnnxFile(MLIRContext &context, const std::string &path, const ImportOptions &options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    ImportResult result;
+    result.errors.push_back(path + ": cannot open the file");
+    return result;
+  }
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return importOnnxBytes(context, bytes.str(), path, dirName(path), options);
+}
+
+} // namespace castor::onnx_import

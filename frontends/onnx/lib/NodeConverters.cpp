@@ -1,0 +1,453 @@
+// One converter per supported ONNX op type (default domain, opsets 13 to 21).
+#include "NodeImporter.h"
+#include "TensorData.h"
+#include "castor/Dialect/ShapeInference.h"
+
+#include <algorithm>
+
+#include "llvm/ADT/StringMap.h"
+
+using namespace mlir;
+
+namespace castor::onnx_import {
+namespace {
+
+// Expands ONNX's 2-D pads [top, left, bottom, right] (already in that order) and checks
+// auto_pad, which Castor supports only as NOTSET or VALID.
+LogicalResult windowAttrs(NodeImporter &n, std::vector<int64_t> &pads) {
+  auto autoPad = n.attrString("auto_pad", "NOTSET");
+  if (failed(autoPad))
+    return failure();
+  if (*autoPad != "NOTSET" && *autoPad != "VALID")
+    return n.fail("auto_pad=" + *autoPad + " is not supported; export with explicit pads");
+  auto p = n.attrInts("pads", {0, 0, 0, 0});
+  if (failed(p))
+    return failure();
+  if (p->size() != 4)
+    return n.fail("only 2-D windows are supported (pads has " + std::to_string(p->size()) + " values)");
+  pads = *p;
+  return success();
+}
+
+LogicalResult need2d(NodeImporter &n, const std::vector<int64_t> &v, const char *what) {
+  if (v.size() != 2)
+    return n.fail(std::string("only 2-D windows are supported (") + what + " has " + std::to_string(v.size()) +
+                  " values)");
+  return success();
+}
+
+LogicalResult convertConv(NodeImporter &n) {
+  if (failed(n.checkArity(2, 3)) ||
+      failed(n.checkAttrs({"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"})))
+    return failure();
+  auto x = n.input(0), w = n.input(1, ParamRole::ConvWeight);
+  if (failed(x) || failed(w))
+    return failure();
+  auto wType = llvm::cast<RankedTensorType>(w->getType());
+  if (wType.getRank() != 4)
+    return n.fail("only 2-D convolution is supported (the filter has rank " + std::to_string(wType.getRank()) + ")");
+  std::vector<int64_t> pads;
+  auto strides = n.attrInts("strides", {1, 1});
+  auto dilations = n.attrInts("dilations", {1, 1});
+  auto group = n.attrInt("group", 1);
+  auto kernel = n.attrInts("kernel_shape", {wType.getDimSize(2), wType.getDimSize(3)});
+  if (failed(windowAttrs(n, pads)) || failed(strides) || failed(dilations) || failed(group) || failed(kernel) ||
+      failed(need2d(n, *strides, "strides")) || failed(need2d(n, *dilations, "dilations")))
+    return failure();
+  if (*kernel != std::vector<int64_t>{wType.getDimSize(2), wType.getDimSize(3)})
+    return n.fail("kernel_shape does not match the filter's shape");
+  SmallVector<Value> operands{*x, *w};
+  if (n.hasInput(2)) {
+    auto b = n.input(2, ParamRole::ConvBias);
+    if (failed(b))
+      return failure();
+    operands.push_back(*b);
+  }
+  Builder b(n.context());
+  Conv2dOp::Properties p;
+  p.strides = b.getDenseI64ArrayAttr(*strides);
+  p.pads = b.getDenseI64ArrayAttr(pads);
+  p.dilations = b.getDenseI64ArrayAttr(*dilations);
+  p.groups = b.getI64IntegerAttr(*group);
+  auto op = n.create<Conv2dOp>(operands, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertBatchNorm(NodeImporter &n) {
+  if (failed(n.checkArity(5, 5)) || failed(n.checkAttrs({"epsilon", "momentum", "training_mode", "spatial"})))
+    return failure();
+  auto eps = n.attrFloat("epsilon", 1e-5);
+  auto momentum = n.attrFloat("momentum", 0.9);
+  // Before opset 14 a training-mode BatchNormalization is recognisable by its extra outputs.
+  auto training = n.attrInt("training_mode", n.node().output_size() > 1 ? 1 : 0);
+  if (failed(eps) || failed(momentum) || failed(training))
+    return failure();
+  auto x = n.input(0), scale = n.input(1, ParamRole::NormScale), bias = n.input(2, ParamRole::NormBias);
+  auto mean = n.input(3, ParamRole::RunningMean), var = n.input(4, ParamRole::RunningVar);
+  if (failed(x) || failed(scale) || failed(bias) || failed(mean) || failed(var))
+    return failure();
+  Builder b(n.context());
+  if (*training) {
+    // ONNX's running-statistics outputs: Castor updates running statistics in the training
+    // step it builds, so the forward graph must not read them.
+    for (int i = 1; i < n.node().output_size(); ++i)
+      if (failed(n.requireUnused(i, "running statistics")))
+        return failure();
+    BatchNormTrainingOp::Properties p;
+    p.epsilon = b.getF64FloatAttr(*eps);
+    // ONNX keeps running = running * momentum + batch * (1 - momentum); PyTorch the opposite.
+    p.momentum = b.getF64FloatAttr(decimalOfFloat(float(1.0 - *momentum)));
+    auto op = n.create<BatchNormTrainingOp>({*x, *scale, *bias}, p);
+    return failed(op) ? failure() : n.setOutput(0, op->getResult(0));
+  }
+  BatchNormInferenceOp::Properties p;
+  p.epsilon = b.getF64FloatAttr(*eps);
+  auto op = n.create<BatchNormInferenceOp>({*x, *scale, *bias, *mean, *var}, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+template <typename OpT>
+LogicalResult convertUnary(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)) || failed(n.checkAttrs({})))
+    return failure();
+  auto x = n.input(0);
+  if (failed(x))
+    return failure();
+  auto op = n.create<OpT>({*x});
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+template <typename OpT>
+LogicalResult convertBinary(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({})))
+    return failure();
+  auto a = n.input(0), b = n.input(1);
+  if (failed(a) || failed(b))
+    return failure();
+  auto op = n.create<OpT>({*a, *b});
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertClip(NodeImporter &n) {
+  if (failed(n.checkArity(1, 3)) || failed(n.checkAttrs({})))
+    return failure();
+  auto x = n.input(0);
+  if (failed(x))
+    return failure();
+  Builder b(n.context());
+  ClipOp::Properties p;
+  for (int i : {1, 2}) {
+    if (!n.hasInput(i))
+      continue;
+    auto v = n.constDoubles(i);
+    if (failed(v))
+      return failure();
+    if (v->size() != 1)
+      return n.fail("clip bounds must be scalars");
+    (i == 1 ? p.min : p.max) = b.getF64FloatAttr(v->front());
+  }
+  auto op = n.create<ClipOp>({*x}, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertMaxPool(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)) ||
+      failed(n.checkAttrs({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"})) ||
+      failed(n.requireUnused(1, "indices")))
+    return failure();
+  std::vector<int64_t> pads;
+  auto kernel = n.attrInts("kernel_shape", {});
+  auto strides = n.attrInts("strides", {1, 1});
+  auto dilations = n.attrInts("dilations", {1, 1});
+  auto ceil = n.attrInt("ceil_mode", 0);
+  auto order = n.attrInt("storage_order", 0);
+  if (failed(windowAttrs(n, pads)) || failed(kernel) || failed(strides) || failed(dilations) || failed(ceil) ||
+      failed(order) || failed(need2d(n, *kernel, "kernel_shape")) || failed(need2d(n, *strides, "strides")) ||
+      failed(need2d(n, *dilations, "dilations")))
+    return failure();
+  if (*order != 0)
+    return n.fail("storage_order=1 is not supported");
+  auto x = n.input(0);
+  if (failed(x))
+    return failure();
+  Builder b(n.context());
+  MaxPool2dOp::Properties p;
+  p.kernel = b.getDenseI64ArrayAttr(*kernel);
+  p.strides = b.getDenseI64ArrayAttr(*strides);
+  p.pads = b.getDenseI64ArrayAttr(pads);
+  p.dilations = b.getDenseI64ArrayAttr(*dilations);
+  p.ceil_mode = b.getBoolAttr(*ceil);
+  auto op = n.create<MaxPool2dOp>({*x}, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertAveragePool(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)) ||
+      failed(n.checkAttrs({"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"})))
+    return failure();
+  std::vector<int64_t> pads;
+  auto kernel = n.attrInts("kernel_shape", {});
+  auto strides = n.attrInts("strides", {1, 1});
+  auto dilations = n.attrInts("dilations", {1, 1});
+  auto ceil = n.attrInt("ceil_mode", 0);
+  auto includePad = n.attrInt("count_include_pad", 0);
+  if (failed(windowAttrs(n, pads)) || failed(kernel) || failed(strides) || failed(dilations) || failed(ceil) ||
+      failed(includePad) || failed(need2d(n, *kernel, "kernel_shape")) || failed(need2d(n, *strides, "strides")))
+    return failure();
+  for (int64_t d : *dilations)
+    if (d != 1)
+      return n.fail("dilated average pooling is not supported");
+  auto x = n.input(0);
+  if (failed(x))
+    return failure();
+  Builder b(n.context());
+  AvgPool2dOp::Properties p;
+  p.kernel = b.getDenseI64ArrayAttr(*kernel);
+  p.strides = b.getDenseI64ArrayAttr(*strides);
+  p.pads = b.getDenseI64ArrayAttr(pads);
+  p.ceil_mode = b.getBoolAttr(*ceil);
+  p.count_include_pad = b.getBoolAttr(*includePad);
+  auto op = n.create<AvgPool2dOp>({*x}, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertGlobalAveragePool(NodeImporter &n) { return convertUnary<GlobalAvgPoolOp>(n); }
+
+// ReduceMean over exactly the spatial dimensions is a global average pool; the dynamo
+// exporter emits it where TorchScript emitted GlobalAveragePool.
+LogicalResult convertReduceMean(NodeImporter &n) {
+  if (failed(n.checkArity(1, 2)) || failed(n.checkAttrs({"axes", "keepdims", "noop_with_empty_axes"})))
+    return failure();
+  auto x = n.input(0);
+  auto keep = n.attrInt("keepdims", 1);
+  if (failed(x) || failed(keep))
+    return failure();
+  FailureOr<std::vector<int64_t>> axes = n.opset() >= 18 ? (n.hasInput(1) ? n.constInts(1) : std::vector<int64_t>{})
+                                                         : n.attrInts("axes", {});
+  if (failed(axes))
+    return failure();
+  auto type = llvm::cast<RankedTensorType>(x->getType());
+  int64_t rank = type.getRank();
+  std::vector<int64_t> normalized;
+  for (int64_t a : *axes)
+    normalized.push_back(a < 0 ? a + rank : a);
+  std::sort(normalized.begin(), normalized.end());
+  std::vector<int64_t> spatial;
+  for (int64_t d = 2; d < rank; ++d)
+    spatial.push_back(d);
+  if (rank < 3 || normalized != spatial)
+    return n.fail("ReduceMean is supported only over all spatial dimensions of an [N, C, ...] tensor");
+  auto pool = n.create<GlobalAvgPoolOp>({*x});
+  if (failed(pool))
+    return failure();
+  if (*keep)
+    return n.setOutput(0, pool->getResult());
+  auto flat = RankedTensorType::get({type.getDimSize(0), type.getDimSize(1)}, type.getElementType());
+  auto reshape = n.build<ReshapeOp>(flat, {pool->getResult()});
+  return failed(reshape) ? failure() : n.setOutput(0, reshape->getResult());
+}
+
+LogicalResult convertFlatten(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)) || failed(n.checkAttrs({"axis"})))
+    return failure();
+  auto x = n.input(0);
+  auto axis = n.attrInt("axis", 1);
+  if (failed(x) || failed(axis))
+    return failure();
+  FlattenOp::Properties p;
+  p.axis = Builder(n.context()).getI64IntegerAttr(*axis);
+  auto op = n.create<FlattenOp>({*x}, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertReshape(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({"allowzero"})))
+    return failure();
+  auto x = n.input(0);
+  auto target = n.constInts(1);
+  auto allowZero = n.attrInt("allowzero", 0);
+  if (failed(x) || failed(target) || failed(allowZero))
+    return failure();
+  auto type = llvm::cast<RankedTensorType>(x->getType());
+  auto rule = shape::reshapeTarget(shapeOf(type), *target, *allowZero != 0);
+  if (!rule)
+    return n.fail(rule.error);
+  auto op = n.build<ReshapeOp>(RankedTensorType::get(rule.shape, type.getElementType()), {*x});
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertGemm(NodeImporter &n) {
+  if (failed(n.checkArity(2, 3)) || failed(n.checkAttrs({"alpha", "beta", "transA", "transB"})))
+    return failure();
+  auto a = n.input(0), b = n.input(1, ParamRole::LinearWeight);
+  auto alpha = n.attrFloat("alpha", 1.0), beta = n.attrFloat("beta", 1.0);
+  auto transA = n.attrInt("transA", 0), transB = n.attrInt("transB", 0);
+  if (failed(a) || failed(b) || failed(alpha) || failed(beta) || failed(transA) || failed(transB))
+    return failure();
+  SmallVector<Value> operands{*a, *b};
+  if (n.hasInput(2)) {
+    auto c = n.input(2, ParamRole::LinearBias);
+    if (failed(c))
+      return failure();
+    operands.push_back(*c);
+  }
+  Builder bld(n.context());
+  GemmOp::Properties p;
+  p.trans_a = bld.getBoolAttr(*transA);
+  p.trans_b = bld.getBoolAttr(*transB);
+  p.alpha = bld.getF64FloatAttr(*alpha);
+  p.beta = bld.getF64FloatAttr(*beta);
+  auto op = n.create<GemmOp>(operands, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertMatMul(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({})))
+    return failure();
+  auto a = n.input(0), b = n.input(1, ParamRole::LinearWeight);
+  if (failed(a) || failed(b))
+    return failure();
+  auto op = n.create<MatmulOp>({*a, *b});
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertConcat(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1 << 20)) || failed(n.checkAttrs({"axis"})))
+    return failure();
+  auto axis = n.attrInt("axis", 0);
+  if (failed(axis))
+    return failure();
+  if (!n.hasAttr("axis"))
+    return n.fail("attribute 'axis' is required");
+  SmallVector<Value> inputs;
+  for (int i = 0; i < n.node().input_size(); ++i) {
+    auto v = n.input(i);
+    if (failed(v))
+      return failure();
+    inputs.push_back(*v);
+  }
+  ConcatOp::Properties p;
+  p.axis = Builder(n.context()).getI64IntegerAttr(*axis);
+  auto op = n.create<ConcatOp>(inputs, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertDropout(NodeImporter &n) {
+  if (failed(n.checkArity(1, 3)) || failed(n.checkAttrs({"seed"})) || failed(n.requireUnused(1, "mask")))
+    return failure();
+  auto x = n.input(0);
+  if (failed(x))
+    return failure();
+  double ratio = 0.5;
+  bool training = false;
+  if (n.hasInput(1)) {
+    auto r = n.constDoubles(1);
+    if (failed(r))
+      return failure();
+    if (r->size() != 1)
+      return n.fail("ratio must be a scalar");
+    ratio = r->front();
+  }
+  if (n.hasInput(2)) {
+    auto t = n.constInts(2);
+    // training_mode is a bool tensor; accept it through its raw bytes.
+    if (failed(t))
+      return failure();
+    training = !t->empty() && t->front() != 0;
+  }
+  // Outside training mode ONNX's Dropout is the identity.
+  if (!training)
+    return n.setOutput(0, *x);
+  DropoutOp::Properties p;
+  p.ratio = Builder(n.context()).getF64FloatAttr(ratio);
+  auto op = n.create<DropoutOp>({*x}, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertCast(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)) || failed(n.checkAttrs({"to", "saturate"})))
+    return failure();
+  auto x = n.input(0);
+  auto to = n.attrInt("to", 0);
+  if (failed(x) || failed(to))
+    return failure();
+  Type element = elementTypeOf(*n.context(), int32_t(*to));
+  if (!element)
+    return n.fail("cast to " + onnxTypeName(int32_t(*to)) + " is not supported");
+  auto type = llvm::cast<RankedTensorType>(x->getType());
+  auto op = n.build<CastOp>(RankedTensorType::get(type.getShape(), element), {*x});
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertSoftmax(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)) || failed(n.checkAttrs({"axis"})))
+    return failure();
+  auto x = n.input(0);
+  auto axis = n.attrInt("axis", -1);
+  if (failed(x) || failed(axis))
+    return failure();
+  SoftmaxOp::Properties p;
+  p.axis = Builder(n.context()).getI64IntegerAttr(*axis);
+  auto op = n.create<SoftmaxOp>({*x}, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertSoftmaxCrossEntropyLoss(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({"reduction"})) || failed(n.requireUnused(1, "log_prob")))
+    return failure();
+  auto logits = n.input(0), labels = n.input(1);
+  auto reduction = n.attrString("reduction", "mean");
+  if (failed(logits) || failed(labels) || failed(reduction))
+    return failure();
+  auto r = symbolizeReduction(*reduction);
+  if (!r)
+    return n.fail("reduction '" + *reduction + "' is not supported");
+  SoftmaxCrossEntropyOp::Properties p;
+  p.reduction = ReductionAttr::get(n.context(), *r);
+  p.label_smoothing = Builder(n.context()).getF64FloatAttr(0.0);
+  auto op = n.create<SoftmaxCrossEntropyOp>({*logits, *labels}, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertIdentity(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)) || failed(n.checkAttrs({})))
+    return failure();
+  auto x = n.input(0);
+  return failed(x) ? failure() : n.setOutput(0, *x);
+}
+
+const llvm::StringMap<ConvertFn> &registry() {
+  static const llvm::StringMap<ConvertFn> converters = {
+      {"Conv", convertConv},
+      {"BatchNormalization", convertBatchNorm},
+      {"Relu", convertUnary<ReluOp>},
+      {"Sigmoid", convertUnary<SigmoidOp>},
+      {"Clip", convertClip},
+      {"Add", convertBinary<AddOp>},
+      {"Mul", convertBinary<MulOp>},
+      {"MaxPool", convertMaxPool},
+      {"AveragePool", convertAveragePool},
+      {"GlobalAveragePool", convertGlobalAveragePool},
+      {"ReduceMean", convertReduceMean},
+      {"Flatten", convertFlatten},
+      {"Reshape", convertReshape},
+      {"Gemm", convertGemm},
+      {"MatMul", convertMatMul},
+      {"Concat", convertConcat},
+      {"Dropout", convertDropout},
+      {"Cast", convertCast},
+      {"Softmax", convertSoftmax},
+      {"SoftmaxCrossEntropyLoss", convertSoftmaxCrossEntropyLoss},
+      {"Identity", convertIdentity},
+  };
+  return converters;
+}
+
+} // namespace
+
+ConvertFn findConverter(const std::string &opType) {
+  auto it = registry().find(opType);
+  return it == registry().end() ? nullptr : it->second;
+}
+
+} // namespace castor::onnx_import

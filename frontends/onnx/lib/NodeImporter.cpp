@@ -1,0 +1,272 @@
+#include "NodeImporter.h"
+#include "TensorData.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+using namespace mlir;
+
+namespace castor::onnx_import {
+
+// Constants with more elements than this become non-trainable parameters, so that no weight
+// values end up in the IR.
+constexpr int64_t kMaxInlineConstantElements = 256;
+
+static Location nodeLocation(ImportState &state, const onnx::NodeProto &node) {
+  // Layer names are ONNX node names: precision policies and reports refer to them.
+  auto file = FileLineColLoc::get(&state.context, state.fileName, 0, 0);
+  return NameLoc::get(StringAttr::get(&state.context, nodeLabel(node)), file);
+}
+
+NodeImporter::NodeImporter(ImportState &state, const onnx::NodeProto &node)
+    : state_(state), node_(node), loc_(nodeLocation(state, node)) {
+  state_.builder.setInsertionPointToEnd(state_.builder.getInsertionBlock());
+}
+
+LogicalResult NodeImporter::fail(const std::string &reason) {
+  state_.errors.node(node_, reason);
+  return failure();
+}
+
+LogicalResult NodeImporter::failDiagnostics() {
+  std::string joined;
+  for (const auto &d : state_.diagnostics)
+    joined += (joined.empty() ? "" : "; ") + d;
+  return fail(joined.empty() ? "invalid operands or attributes" : joined);
+}
+
+LogicalResult NodeImporter::checkArity(int minInputs, int maxInputs, int minOutputs) {
+  int n = node_.input_size();
+  while (n > 0 && node_.input(n - 1).empty())
+    --n;
+  if (n < minInputs || n > maxInputs)
+    return fail("expects " + (minInputs == maxInputs ? std::to_string(minInputs)
+                                                       : std::to_string(minInputs) + " to " + std::to_string(maxInputs)) +
+                " inputs, has " + std::to_string(n));
+  if (node_.output_size() < minOutputs || node_.output(0).empty())
+    return fail("expects at least " + std::to_string(minOutputs) + " output(s)");
+  return success();
+}
+
+bool NodeImporter::hasInput(int i) const { return i < node_.input_size() && !node_.input(i).empty(); }
+
+const onnx::AttributeProto *NodeImporter::findAttr(const std::string &name) const {
+  for (const auto &a : node_.attribute())
+    if (a.name() == name)
+      return &a;
+  return nullptr;
+}
+
+LogicalResult NodeImporter::checkAttrs(std::initializer_list<const char *> known) {
+  for (const auto &a : node_.attribute()) {
+    bool found = false;
+    for (const char *k : known)
+      found |= a.name() == k;
+    if (!found)
+      return fail("attribute '" + a.name() + "' is not supported");
+  }
+  return success();
+}
+
+FailureOr<int64_t> NodeImporter::attrInt(const std::string &name, int64_t dflt) {
+  const auto *a = findAttr(name);
+  if (!a)
+    return dflt;
+  if (a->type() != onnx::AttributeProto::INT)
+    return fail("attribute '" + name + "' must be an int");
+  return a->i();
+}
+
+double decimalOfFloat(float f) {
+  char buf[32];
+  for (int precision = 1; precision <= 9; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, double(f));
+    if (std::strtof(buf, nullptr) == f)
+      return std::strtod(buf, nullptr);
+  }
+  return double(f);
+}
+
+FailureOr<double> NodeImporter::attrFloat(const std::string &name, double dflt) {
+  const auto *a = findAttr(name);
+  if (!a)
+    return dflt;
+  if (a->type() != onnx::AttributeProto::FLOAT)
+    return fail("attribute '" + name + "' must be a float");
+  return decimalOfFloat(a->f());
+}
+
+FailureOr<std::vector<int64_t>> NodeImporter::attrInts(const std::string &name, std::vector<int64_t> dflt) {
+  const auto *a = findAttr(name);
+  if (!a)
+    return dflt;
+  if (a->type() != onnx::AttributeProto::INTS)
+    return fail("attribute '" + name + "' must be a list of ints");
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+
+FailureOr<std::string> NodeImporter::attrString(const std::string &name, std::string dflt) {
+  const auto *a = findAttr(name);
+  if (!a)
+    return dflt;
+  if (a->type() != onnx::AttributeProto::STRING)
+    return fail("attribute '" + name + "' must be a string");
+  return a->s();
+}
+
+const onnx::TensorProto *NodeImporter::constTensor(int i) {
+  if (!hasInput(i))
+    return nullptr;
+  const std::string &name = node_.input(i);
+  auto init = state_.model.initializers.find(name);
+  if (init != state_.model.initializers.end())
+    return init->second;
+  auto c = state_.constants.find(name);
+  return c == state_.constants.end() ? nullptr : c->second;
+}
+
+FailureOr<std::vector<int64_t>> NodeImporter::constInts(int i) {
+  const auto *t = constTensor(i);
+  if (!t)
+    return fail("input " + std::to_string(i) + " ('" + (hasInput(i) ? node_.input(i) : "") +
+                "') must be a constant (an initializer or a Constant node)");
+  std::vector<int64_t> values;
+  std::string why;
+  if (!readInts(*t, state_.baseDir, values, why))
+    return fail(why);
+  return values;
+}
+
+FailureOr<std::vector<double>> NodeImporter::constDoubles(int i) {
+  const auto *t = constTensor(i);
+  if (!t)
+    return fail("input " + std::to_string(i) + " ('" + (hasInput(i) ? node_.input(i) : "") +
+                "') must be a constant (an initializer or a Constant node)");
+  std::vector<double> values;
+  std::string why;
+  if (!readDoubles(*t, state_.baseDir, values, why))
+    return fail(why);
+  return values;
+}
+
+static std::optional<Init> seededInit(ParamRole role) {
+  switch (role) {
+  case ParamRole::ConvWeight: return Init::kaiming_normal;
+  case ParamRole::ConvBias:
+  case ParamRole::LinearWeight:
+  case ParamRole::LinearBias: return Init::linear_uniform;
+  case ParamRole::NormScale:
+  case ParamRole::RunningVar: return Init::ones;
+  case ParamRole::NormBias:
+  case ParamRole::RunningMean: return Init::zeros;
+  case ParamRole::Data: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+FailureOr<Value> NodeImporter::parameter(const onnx::TensorProto &tensor, ParamRole role) {
+  std::string why;
+  auto dims = tensorShape(tensor, why);
+  if (!dims)
+    return fail(why);
+  Type element = elementTypeOf(state_.context, tensor.data_type());
+  if (!element)
+    return fail("initializer '" + tensor.name() + "' has unsupported " + onnxTypeName(tensor.data_type()));
+  auto type = RankedTensorType::get(*dims, element);
+
+  Init init = Init::file;
+  if (state_.options.init == WeightInit::Kaiming)
+    init = seededInit(role).value_or(Init::file);
+  if (init == Init::file) {
+    WeightData w{tensor.name(), element, *dims, {}};
+    DataStatus status = readTensorBytes(tensor, state_.baseDir, w.bytes, why);
+    if (status == DataStatus::Missing)
+      return fail("weight data is missing: " + why +
+                  (role == ParamRole::Data ? "" : " (use --init kaiming to initialise from a seed instead)"));
+    if (status == DataStatus::Invalid)
+      return fail(why);
+    state_.weights.push_back(std::move(w));
+  }
+
+  bool trainable = role != ParamRole::RunningMean && role != ParamRole::RunningVar && role != ParamRole::Data &&
+                   llvm::isa<FloatType>(element);
+  ParameterOp::Properties props;
+  props.name = StringAttr::get(context(), tensor.name());
+  props.init = InitAttr::get(context(), init);
+  if (trainable)
+    props.trainable = UnitAttr::get(context());
+  auto op = build<ParameterOp>(type, {}, props);
+  if (failed(op))
+    return failure();
+  state_.values[tensor.name()] = op->getResult();
+  return op->getResult();
+}
+
+FailureOr<Value> NodeImporter::constant(const onnx::TensorProto &tensor) {
+  std::string why;
+  auto dims = tensorShape(tensor, why);
+  if (!dims)
+    return fail(why);
+  int64_t count = 1;
+  for (int64_t d : *dims)
+    count *= d;
+  if (count > kMaxInlineConstantElements)
+    return parameter(tensor, ParamRole::Data);
+  Type element = elementTypeOf(state_.context, tensor.data_type());
+  if (!element)
+    return fail("constant '" + tensor.name() + "' has unsupported " + onnxTypeName(tensor.data_type()));
+  std::vector<char> bytes;
+  if (readTensorBytes(tensor, state_.baseDir, bytes, why) != DataStatus::Ok)
+    return fail(why);
+  auto type = RankedTensorType::get(*dims, element);
+  bool splat = false;
+  if (!DenseElementsAttr::isValidRawBuffer(type, bytes, splat))
+    return fail("constant '" + tensor.name() + "' has malformed data");
+  auto value = DenseElementsAttr::getFromRawBuffer(type, bytes);
+  ConstantOp::Properties props;
+  props.value = value;
+  auto op = create<ConstantOp>({}, props);
+  if (failed(op))
+    return failure();
+  return op->getResult();
+}
+
+FailureOr<Value> NodeImporter::input(int i, ParamRole role) {
+  if (!hasInput(i))
+    return fail("input " + std::to_string(i) + " is missing");
+  const std::string &name = node_.input(i);
+  auto it = state_.values.find(name);
+  if (it != state_.values.end())
+    return it->second;
+  auto init = state_.model.initializers.find(name);
+  if (init != state_.model.initializers.end())
+    return parameter(*init->second, role);
+  auto c = state_.constants.find(name);
+  if (c != state_.constants.end()) {
+    auto v = constant(*c->second);
+    if (succeeded(v))
+      state_.values[name] = *v;
+    return v;
+  }
+  return fail("input '" + name + "' has no value (its producer failed to import)");
+}
+
+LogicalResult NodeImporter::setOutput(int i, Value value) {
+  if (i >= node_.output_size() || node_.output(i).empty())
+    return success(); // the output is omitted
+  state_.values[node_.output(i)] = value;
+  return success();
+}
+
+LogicalResult NodeImporter::requireUnused(int i, const std::string &what) {
+  if (i >= node_.output_size() || node_.output(i).empty())
+    return success();
+  auto it = state_.model.useCount.find(node_.output(i));
+  if (it != state_.model.useCount.end() && it->second > 0)
+    return fail("output " + std::to_string(i) + " (" + what + ") is used, which is not supported");
+  return success();
+}
+
+} // namespace castor::onnx_import

@@ -1,0 +1,128 @@
+// What a node converter sees: its ONNX node, typed access to attributes and inputs, and a
+// checked way to create castor ops.
+#pragma once
+
+#include "OnnxModel.h"
+#include "castor/Frontends/Onnx/Importer.h"
+#include "castor/Dialect/CastorOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace castor::onnx_import {
+
+// How a node uses an initializer; decides its seeded initialiser and whether it trains.
+enum class ParamRole { Data, ConvWeight, ConvBias, LinearWeight, LinearBias, NormScale, NormBias, RunningMean, RunningVar };
+
+// State shared by all nodes of one import.
+struct ImportState {
+  ImportState(mlir::MLIRContext &ctx, OnnxModel &model, ErrorList &errors, const ImportOptions &options,
+              std::string baseDir)
+      : context(ctx), builder(&ctx), model(model), errors(errors), options(options), baseDir(std::move(baseDir)) {}
+
+  mlir::MLIRContext &context;
+  mlir::OpBuilder builder;
+  OnnxModel &model;
+  ErrorList &errors;
+  const ImportOptions &options;
+  std::string baseDir;
+  std::string fileName;
+  std::map<std::string, mlir::Value> values;
+  // Tensors of Constant nodes, usable as constant inputs.
+  std::map<std::string, const onnx::TensorProto *> constants;
+  std::vector<WeightData> weights;
+  // Messages of the diagnostics emitted while creating the current op.
+  std::vector<std::string> diagnostics;
+};
+
+// An op's properties struct, or mlir::EmptyProperties for ops without attributes.
+template <typename OpT>
+using PropsOf = typename OpT::template InferredProperties<OpT>;
+
+class NodeImporter {
+public:
+  NodeImporter(ImportState &state, const onnx::NodeProto &node);
+
+  const onnx::NodeProto &node() const { return node_; }
+  int64_t opset() const { return state_.model.opset; }
+  mlir::MLIRContext *context() { return &state_.context; }
+  mlir::Location loc() const { return loc_; }
+
+  // Records `reason` against this node and fails.
+  mlir::LogicalResult fail(const std::string &reason);
+
+  // Fails unless the node has between min and max inputs (trailing omitted ones ignored)
+  // and at least `minOutputs` outputs.
+  mlir::LogicalResult checkArity(int minInputs, int maxInputs, int minOutputs = 1);
+  bool hasInput(int i) const;
+  mlir::FailureOr<mlir::Value> input(int i, ParamRole role = ParamRole::Data);
+  // The values of a constant input (an initializer or a Constant node's output).
+  mlir::FailureOr<std::vector<int64_t>> constInts(int i);
+  mlir::FailureOr<std::vector<double>> constDoubles(int i);
+
+  bool hasAttr(const std::string &name) const { return findAttr(name) != nullptr; }
+  mlir::FailureOr<int64_t> attrInt(const std::string &name, int64_t dflt);
+  mlir::FailureOr<double> attrFloat(const std::string &name, double dflt);
+  mlir::FailureOr<std::vector<int64_t>> attrInts(const std::string &name, std::vector<int64_t> dflt);
+  mlir::FailureOr<std::string> attrString(const std::string &name, std::string dflt);
+  const onnx::AttributeProto *findAttr(const std::string &name) const;
+  // Fails naming the first attribute not in `known`.
+  mlir::LogicalResult checkAttrs(std::initializer_list<const char *> known);
+
+  mlir::LogicalResult setOutput(int i, mlir::Value value);
+  // Fails when output i exists and is read by a node or the graph.
+  mlir::LogicalResult requireUnused(int i, const std::string &what);
+
+  // Creates an op whose result types are inferred; verifier failures become this node's error.
+  template <typename OpT>
+  mlir::FailureOr<OpT> create(mlir::ValueRange operands, PropsOf<OpT> props = {}) {
+    llvm::SmallVector<mlir::Type> types;
+    state_.diagnostics.clear();
+    if (mlir::failed(OpT::inferReturnTypes(context(), loc_, operands, {}, mlir::OpaqueProperties(&props), {}, types)))
+      return failDiagnostics();
+    return build<OpT>(types, operands, props);
+  }
+
+  // Creates an op with the given result types and verifies it.
+  template <typename OpT>
+  mlir::FailureOr<OpT> build(mlir::TypeRange types, mlir::ValueRange operands, PropsOf<OpT> props = {}) {
+    mlir::OperationState os(loc_, OpT::getOperationName());
+    os.addOperands(operands);
+    os.addTypes(types);
+    if constexpr (!std::is_same_v<PropsOf<OpT>, mlir::EmptyProperties>)
+      os.getOrAddProperties<PropsOf<OpT>>() = props;
+    state_.diagnostics.clear();
+    mlir::Operation *op = state_.builder.create(os);
+    if (mlir::failed(mlir::verify(op, /*verifyRecursively=*/false))) {
+      op->erase();
+      return failDiagnostics();
+    }
+    return llvm::cast<OpT>(op);
+  }
+
+private:
+  mlir::LogicalResult failDiagnostics();
+  mlir::FailureOr<mlir::Value> parameter(const onnx::TensorProto &tensor, ParamRole role);
+  mlir::FailureOr<mlir::Value> constant(const onnx::TensorProto &tensor);
+  const onnx::TensorProto *constTensor(int i);
+
+  ImportState &state_;
+  const onnx::NodeProto &node_;
+  mlir::Location loc_;
+};
+
+// The shortest decimal that reads back as `f` (ONNX stores attributes as f32: 1e-5, not
+// 9.99999974e-6).
+double decimalOfFloat(float f);
+
+using ConvertFn = mlir::LogicalResult (*)(NodeImporter &);
+
+// The converter of an op type of the default domain, or null when it is unsupported.
+ConvertFn findConverter(const std::string &opType);
+
+} // namespace castor::onnx_import
