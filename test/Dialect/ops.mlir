@@ -1,0 +1,132 @@
+// RUN: castor-opt %s -split-input-file | castor-opt -split-input-file | FileCheck %s
+// RUN: castor-opt %s -split-input-file -mlir-print-op-generic | castor-opt -split-input-file | FileCheck %s
+
+// CHECK-LABEL: func @conv_bn_relu
+func.func @conv_bn_relu(%x: tensor<2x3x32x32xf32>) -> tensor<2x8x16x16xf32> {
+  // CHECK: castor.parameter "conv.weight" {init = #castor.init<kaiming_normal>, trainable} : tensor<8x3x3x3xf32>
+  %w = castor.parameter "conv.weight" {init = #castor.init<kaiming_normal>, trainable} : tensor<8x3x3x3xf32>
+  // CHECK: castor.conv2d %{{.*}}, %{{.*}} {pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x3x32x32xf32>, tensor<8x3x3x3xf32>) -> tensor<2x8x16x16xf32>
+  %c = castor.conv2d %x, %w {pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x3x32x32xf32>, tensor<8x3x3x3xf32>) -> tensor<2x8x16x16xf32>
+  %g = castor.parameter "bn.weight" {init = #castor.init<ones>, trainable} : tensor<8xf32>
+  %b = castor.parameter "bn.bias" {init = #castor.init<zeros>, trainable} : tensor<8xf32>
+  // CHECK: castor.batch_norm_training %{{.*}} {epsilon = 1.000000e-03 : f64, momentum = 1.000000e-02 : f64} : (tensor<2x8x16x16xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x16x16xf32>, tensor<8xf32>, tensor<8xf32>)
+  %y, %mean, %istd = castor.batch_norm_training %c, %g, %b {epsilon = 1.0e-3 : f64, momentum = 1.0e-2 : f64} : (tensor<2x8x16x16xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x16x16xf32>, tensor<8xf32>, tensor<8xf32>)
+  // CHECK: castor.relu %{{.*}} : tensor<2x8x16x16xf32>
+  %r = castor.relu %y : tensor<2x8x16x16xf32>
+  return %r : tensor<2x8x16x16xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @grouped_dilated_conv_with_bias
+func.func @grouped_dilated_conv_with_bias(%x: tensor<1x8x10x10xf16>, %w: tensor<8x2x3x3xf16>, %b: tensor<8xf16>) -> tensor<1x8x6x6xf16> {
+  // CHECK: castor.conv2d %{{.*}}, %{{.*}}, %{{.*}} {dilations = array<i64: 2, 2>, groups = 4 : i64}
+  %y = castor.conv2d %x, %w, %b {dilations = array<i64: 2, 2>, groups = 4 : i64} : (tensor<1x8x10x10xf16>, tensor<8x2x3x3xf16>, tensor<8xf16>) -> tensor<1x8x6x6xf16>
+  return %y : tensor<1x8x6x6xf16>
+}
+
+// -----
+
+// CHECK-LABEL: func @batch_norm_inference
+func.func @batch_norm_inference(%x: tensor<4x6xbf16>, %p: tensor<6xf32>) -> tensor<4x6xbf16> {
+  // CHECK: castor.batch_norm_inference %{{.*}} : (tensor<4x6xbf16>, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<4x6xbf16>
+  %y = castor.batch_norm_inference %x, %p, %p, %p, %p : (tensor<4x6xbf16>, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>, tensor<6xf32>) -> tensor<4x6xbf16>
+  return %y : tensor<4x6xbf16>
+}
+
+// -----
+
+// CHECK-LABEL: func @pools
+func.func @pools(%x: tensor<1x4x7x7xf32>) -> (tensor<1x4x4x4xf32>, tensor<1x4x3x3xf32>, tensor<1x4x1x1xf32>) {
+  // CHECK: castor.max_pool2d %{{.*}} {ceil_mode = true, kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x4x7x7xf32>) -> tensor<1x4x4x4xf32>
+  %m = castor.max_pool2d %x {kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>, ceil_mode = true} : (tensor<1x4x7x7xf32>) -> tensor<1x4x4x4xf32>
+  // CHECK: castor.avg_pool2d %{{.*}} {count_include_pad = true, kernel = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 3, 3>} : (tensor<1x4x7x7xf32>) -> tensor<1x4x3x3xf32>
+  %a = castor.avg_pool2d %x {kernel = array<i64: 3, 3>, strides = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, count_include_pad = true} : (tensor<1x4x7x7xf32>) -> tensor<1x4x3x3xf32>
+  // CHECK: castor.global_avg_pool %{{.*}} : (tensor<1x4x7x7xf32>) -> tensor<1x4x1x1xf32>
+  %g = castor.global_avg_pool %x : (tensor<1x4x7x7xf32>) -> tensor<1x4x1x1xf32>
+  return %m, %a, %g : tensor<1x4x4x4xf32>, tensor<1x4x3x3xf32>, tensor<1x4x1x1xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @classifier
+func.func @classifier(%x: tensor<2x16x1x1xf32>, %labels: tensor<2xi64>) -> (tensor<f32>, tensor<2x10xf32>) {
+  // CHECK: castor.flatten %{{.*}} : (tensor<2x16x1x1xf32>) -> tensor<2x16xf32>
+  %f = castor.flatten %x : (tensor<2x16x1x1xf32>) -> tensor<2x16xf32>
+  %w = castor.parameter "fc.weight" {init = #castor.init<linear_uniform>, trainable} : tensor<10x16xf32>
+  %b = castor.parameter "fc.bias" {init = #castor.init<linear_uniform>, trainable} : tensor<10xf32>
+  // CHECK: castor.gemm %{{.*}}, %{{.*}}, %{{.*}} {alpha = 5.000000e-01 : f64, trans_b = true} : (tensor<2x16xf32>, tensor<10x16xf32>, tensor<10xf32>) -> tensor<2x10xf32>
+  %y = castor.gemm %f, %w, %b {trans_b = true, alpha = 0.5 : f64} : (tensor<2x16xf32>, tensor<10x16xf32>, tensor<10xf32>) -> tensor<2x10xf32>
+  // CHECK: castor.softmax %{{.*}} {axis = 1 : i64} : (tensor<2x10xf32>) -> tensor<2x10xf32>
+  %p = castor.softmax %y {axis = 1 : i64} : (tensor<2x10xf32>) -> tensor<2x10xf32>
+  // CHECK: castor.softmax_cross_entropy %{{.*}}, %{{.*}} {label_smoothing = 1.000000e-01 : f64} : (tensor<2x10xf32>, tensor<2xi64>) -> tensor<f32>
+  %l = castor.softmax_cross_entropy %y, %labels {label_smoothing = 0.1 : f64} : (tensor<2x10xf32>, tensor<2xi64>) -> tensor<f32>
+  return %l, %p : tensor<f32>, tensor<2x10xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @per_sample_loss
+func.func @per_sample_loss(%y: tensor<3x5xf64>, %labels: tensor<3xi64>) -> tensor<3xf64> {
+  // CHECK: castor.softmax_cross_entropy %{{.*}}, %{{.*}} {reduction = #castor.reduction<none>} : (tensor<3x5xf64>, tensor<3xi64>) -> tensor<3xf64>
+  %l = castor.softmax_cross_entropy %y, %labels {reduction = #castor.reduction<none>} : (tensor<3x5xf64>, tensor<3xi64>) -> tensor<3xf64>
+  return %l : tensor<3xf64>
+}
+
+// -----
+
+// CHECK-LABEL: func @matmul_broadcast
+func.func @matmul_broadcast(%a: tensor<4x8x16xf32>, %b: tensor<16x32xf32>, %v: tensor<32xf32>) -> tensor<4x8xf32> {
+  // CHECK: castor.matmul %{{.*}}, %{{.*}} : (tensor<4x8x16xf32>, tensor<16x32xf32>) -> tensor<4x8x32xf32>
+  %y = castor.matmul %a, %b : (tensor<4x8x16xf32>, tensor<16x32xf32>) -> tensor<4x8x32xf32>
+  // CHECK: castor.matmul %{{.*}}, %{{.*}} : (tensor<4x8x32xf32>, tensor<32xf32>) -> tensor<4x8xf32>
+  %z = castor.matmul %y, %v : (tensor<4x8x32xf32>, tensor<32xf32>) -> tensor<4x8xf32>
+  return %z : tensor<4x8xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @elementwise
+func.func @elementwise(%a: tensor<2x3x4x4xf32>, %s: tensor<1x3x1x1xf32>) -> tensor<2x3x4x4xf32> {
+  // CHECK: castor.add %{{.*}}, %{{.*}} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %0 = castor.add %a, %a : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  // CHECK: castor.mul %{{.*}}, %{{.*}} : (tensor<2x3x4x4xf32>, tensor<1x3x1x1xf32>) -> tensor<2x3x4x4xf32>
+  %1 = castor.mul %0, %s : (tensor<2x3x4x4xf32>, tensor<1x3x1x1xf32>) -> tensor<2x3x4x4xf32>
+  // CHECK: castor.sigmoid %{{.*}} : tensor<2x3x4x4xf32>
+  %2 = castor.sigmoid %1 : tensor<2x3x4x4xf32>
+  // CHECK: castor.clip %{{.*}} {max = 6.000000e+00 : f64, min = 0.000000e+00 : f64} : tensor<2x3x4x4xf32>
+  %3 = castor.clip %2 {min = 0.0 : f64, max = 6.0 : f64} : tensor<2x3x4x4xf32>
+  // CHECK: castor.clip %{{.*}} {min = -1.000000e+00 : f64} : tensor<2x3x4x4xf32>
+  %4 = castor.clip %3 {min = -1.0 : f64} : tensor<2x3x4x4xf32>
+  // CHECK: castor.dropout %{{.*}} {ratio = 2.000000e-01 : f64} : tensor<2x3x4x4xf32>
+  %5 = castor.dropout %4 {ratio = 0.2 : f64} : tensor<2x3x4x4xf32>
+  return %5 : tensor<2x3x4x4xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @data_movement
+func.func @data_movement(%a: tensor<1x4x2x2xf32>, %b: tensor<1x2x2x2xf32>) -> (tensor<6x4xf32>, tensor<1x6x2x2xf16>, tensor<1x4x2x2xf32>) {
+  // CHECK: castor.concat %{{.*}}, %{{.*}} {axis = 1 : i64} : (tensor<1x4x2x2xf32>, tensor<1x2x2x2xf32>) -> tensor<1x6x2x2xf32>
+  %c = castor.concat %a, %b {axis = 1 : i64} : (tensor<1x4x2x2xf32>, tensor<1x2x2x2xf32>) -> tensor<1x6x2x2xf32>
+  // CHECK: castor.reshape %{{.*}} : tensor<1x6x2x2xf32> to tensor<6x4xf32>
+  %r = castor.reshape %c : tensor<1x6x2x2xf32> to tensor<6x4xf32>
+  // CHECK: castor.cast %{{.*}} : tensor<1x6x2x2xf32> to tensor<1x6x2x2xf16>
+  %h = castor.cast %c : tensor<1x6x2x2xf32> to tensor<1x6x2x2xf16>
+  // CHECK: castor.identity %{{.*}} : tensor<1x4x2x2xf32>
+  %i = castor.identity %a : tensor<1x4x2x2xf32>
+  return %r, %h, %i : tensor<6x4xf32>, tensor<1x6x2x2xf16>, tensor<1x4x2x2xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func @sources
+func.func @sources() -> (tensor<2xf32>, tensor<3xi64>, tensor<4xf32>) {
+  // CHECK: castor.constant dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>
+  %c = castor.constant dense<[1.0, 2.0]> : tensor<2xf32>
+  // CHECK: castor.parameter "steps" : tensor<3xi64>
+  %s = castor.parameter "steps" : tensor<3xi64>
+  // CHECK: castor.parameter "bn.running_var" {init = #castor.init<ones>} : tensor<4xf32>
+  %v = castor.parameter "bn.running_var" {init = #castor.init<ones>} : tensor<4xf32>
+  return %c, %s, %v : tensor<2xf32>, tensor<3xi64>, tensor<4xf32>
+}
