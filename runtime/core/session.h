@@ -1,0 +1,60 @@
+// A plan loaded onto a backend, with parameters in place and inputs/outputs by binding name.
+//
+//   auto s = castor::Session::create(plan, castor::createCpuBackend(), {.weightsPath = "w.safetensors"});
+//   s->setInput("images", images);  s->run();  auto y = s->output("logits");
+#pragma once
+
+#include "castor/backend.h"
+#include "castor/status.h"
+#include "plan/plan.h"
+#include "weights/safetensors.h"
+
+#include <memory>
+#include <string>
+
+namespace castor {
+
+using HostTensor = weights::NamedTensor;
+
+struct SessionOptions {
+  std::string weightsPath; // safetensors; empty: every parameter comes from its initializer
+  uint64_t seed = 0;       // for seeded initializers
+};
+
+class Session {
+public:
+  // Validates the plan, loads it onto `backend` and sets every parameter: from the weights file
+  // when it holds a tensor of that name (shape must match; float dtypes are converted), else
+  // from the parameter's seeded initializer (an init FILE parameter missing from the file is an
+  // error).
+  static Expected<std::unique_ptr<Session>> create(plan::Plan plan, std::unique_ptr<Backend> backend,
+                                                   const SessionOptions &options);
+
+  const plan::Plan &plan() const { return plan_; }
+  Backend &backend() { return *backend_; }
+  int parametersFromFile() const { return fromFile_; }
+  int parametersInitialized() const { return initialized_; }
+
+  // Shape must match the bound tensor; floating-point data is converted to its dtype.
+  Status setInput(const std::string &name, const HostTensor &value);
+  Status run();
+  // The bound tensor, in its own dtype.
+  Expected<HostTensor> output(const std::string &name);
+
+  // Any tensor of the plan by id.
+  Expected<HostTensor> tensor(uint32_t id);
+
+private:
+  Session() = default;
+  Status setTensor(const plan::Tensor &t, const HostTensor &value, const std::string &what);
+  const plan::Tensor *byId(uint32_t id) const;
+
+  plan::Plan plan_;
+  std::unique_ptr<Backend> backend_;
+  int fromFile_ = 0, initialized_ = 0;
+};
+
+// Converts between floating-point dtypes (or copies when equal); refuses float <-> int.
+Expected<HostTensor> convertTensor(const HostTensor &value, plan::DType dtype);
+
+} // namespace castor

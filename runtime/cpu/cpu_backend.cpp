@@ -1,0 +1,800 @@
+// The CPU reference backend.
+//
+// Every kernel reads its floating-point operands into double precision, computes in double
+// (so every sum accumulates in fp64), and rounds once when it stores each result in the output's
+// dtype (round to nearest even for f32, f16 and bf16). Loops run in a fixed order: results are
+// deterministic.
+
+#include "castor/backend.h"
+#include "castor/float_convert.h"
+#include "castor/shape_rules.h"
+#include "plan/op_attrs.h"
+#include "plan/plan_validator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+namespace castor {
+namespace {
+
+using plan::Kernel;
+using plan::Tensor;
+using shape::Shape;
+
+using Values = std::vector<double>;
+using RunFn = std::function<Status()>;
+
+Shape shapeOf(const Tensor &t) { return Shape(t.shape().begin(), t.shape().end()); }
+int64_t countOf(const Tensor &t) { return *plan::elementCount(t); }
+
+class CpuBackend;
+
+// What a kernel builder sees: the backend's arena and the kernel's resolved operands.
+struct KernelContext {
+  CpuBackend &backend;
+  const Kernel &kernel;
+  std::vector<const Tensor *> in, out;
+};
+
+using Builder = std::function<Expected<RunFn>(const KernelContext &)>;
+const std::map<std::string, Builder> &builders();
+
+class CpuBackend final : public Backend {
+public:
+  explicit CpuBackend(const BackendOptions &options)
+      : poison_(options.poison || poisonRequestedByEnvironment()) {}
+
+  std::string name() const override { return "cpu"; }
+
+  Status load(const plan::Plan &p) override {
+    plan_ = p;
+    tensors_.clear();
+    kernels_.clear();
+    poisonAfter_.clear();
+    for (const Tensor &t : plan_.tensors()) {
+      auto count = plan::elementCount(t);
+      uint64_t size = plan::dtypeSize(t.dtype());
+      if (!count || size == 0 || t.bytes() != uint64_t(*count) * size ||
+          t.offset() > plan_.arena_bytes() || t.bytes() > plan_.arena_bytes() - t.offset())
+        return Status::error("tensor " + std::to_string(t.id()) + " '" + t.name() +
+                             "' does not fit the arena (validate the plan first)");
+      tensors_[t.id()] = &t;
+    }
+    try {
+      arena_.assign(plan_.arena_bytes(), 0);
+    } catch (const std::bad_alloc &) {
+      return Status::error("cannot allocate an arena of " + std::to_string(plan_.arena_bytes()) + " bytes");
+    }
+    for (int i = 0; i < plan_.kernels_size(); ++i) {
+      const Kernel &k = plan_.kernels(i);
+      auto where = plan::describeKernel(plan_, i);
+      KernelContext ctx{*this, k, {}, {}};
+      for (uint32_t id : k.inputs()) {
+        auto it = tensors_.find(id);
+        if (it == tensors_.end())
+          return Status::error(where + ": unknown tensor id " + std::to_string(id));
+        ctx.in.push_back(it->second);
+      }
+      for (uint32_t id : k.outputs()) {
+        auto it = tensors_.find(id);
+        if (it == tensors_.end())
+          return Status::error(where + ": unknown tensor id " + std::to_string(id));
+        ctx.out.push_back(it->second);
+      }
+      auto b = builders().find(k.op());
+      if (b == builders().end())
+        return Status::error(where + ": the cpu backend has no kernel '" + k.op() + "'");
+      auto fn = b->second(ctx);
+      if (!fn)
+        return fn.status().withContext(where);
+      kernels_.push_back(std::move(*fn));
+    }
+    if (poison_) {
+      poisonAfter_.resize(plan_.kernels_size());
+      auto ranges = plan::computeLiveRanges(plan_);
+      for (const Tensor &t : plan_.tensors()) {
+        if (t.kind() != Tensor::ACTIVATION && t.kind() != Tensor::INPUT)
+          continue;
+        int64_t end = ranges[t.id()].end;
+        if (end >= 0 && end < plan_.kernels_size())
+          poisonAfter_[end].push_back(&t);
+      }
+    }
+    return Status::ok();
+  }
+
+  Status upload(uint32_t id, const void *data, size_t bytes) override {
+    auto t = find(id, bytes);
+    if (!t)
+      return t.status();
+    std::memcpy(arena_.data() + (*t)->offset(), data, bytes);
+    return Status::ok();
+  }
+
+  Status download(uint32_t id, void *data, size_t bytes) override {
+    auto t = find(id, bytes);
+    if (!t)
+      return t.status();
+    std::memcpy(data, arena_.data() + (*t)->offset(), bytes);
+    return Status::ok();
+  }
+
+  Status run() override {
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      Status s;
+      try {
+        s = kernels_[i]();
+      } catch (const std::exception &e) {
+        s = Status::error(e.what());
+      }
+      if (!s)
+        return s.withContext(plan::describeKernel(plan_, int(i)));
+      if (poison_)
+        for (const Tensor *t : poisonAfter_[i])
+          std::memset(arena_.data() + t->offset(), 0xFF, t->bytes());
+    }
+    return Status::ok();
+  }
+
+  // Element access in double precision.
+  uint8_t *slot(const Tensor &t) { return arena_.data() + t.offset(); }
+
+  Values read(const Tensor &t) {
+    int64_t n = countOf(t);
+    Values v(static_cast<size_t>(n));
+    const uint8_t *p = slot(t);
+    switch (t.dtype()) {
+    case plan::F32:
+      for (int64_t i = 0; i < n; ++i) {
+        float f;
+        std::memcpy(&f, p + 4 * i, 4);
+        v[i] = f;
+      }
+      break;
+    case plan::F64:
+      std::memcpy(v.data(), p, size_t(n) * 8);
+      break;
+    case plan::F16:
+    case plan::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        v[i] = t.dtype() == plan::F16 ? halfToDouble(h) : bfloat16ToDouble(h);
+      }
+      break;
+    case plan::I64:
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t x;
+        std::memcpy(&x, p + 8 * i, 8);
+        v[i] = double(x);
+      }
+      break;
+    default:
+      break;
+    }
+    return v;
+  }
+
+  std::vector<int64_t> readInts(const Tensor &t) {
+    std::vector<int64_t> v(size_t(countOf(t)));
+    std::memcpy(v.data(), slot(t), v.size() * 8);
+    return v;
+  }
+
+  void write(const Tensor &t, const Values &v) {
+    uint8_t *p = slot(t);
+    int64_t n = countOf(t);
+    switch (t.dtype()) {
+    case plan::F32:
+      for (int64_t i = 0; i < n; ++i) {
+        float f = float(v[i]);
+        std::memcpy(p + 4 * i, &f, 4);
+      }
+      break;
+    case plan::F64:
+      std::memcpy(p, v.data(), size_t(n) * 8);
+      break;
+    case plan::F16:
+    case plan::BF16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h = t.dtype() == plan::F16 ? doubleToHalf(v[i]) : doubleToBFloat16(v[i]);
+        std::memcpy(p + 2 * i, &h, 2);
+      }
+      break;
+    case plan::I64:
+      for (int64_t i = 0; i < n; ++i) {
+        int64_t x = int64_t(v[i]);
+        std::memcpy(p + 8 * i, &x, 8);
+      }
+      break;
+    default:
+      break;
+    }
+  }
+
+private:
+  Expected<const Tensor *> find(uint32_t id, size_t bytes) {
+    auto it = tensors_.find(id);
+    if (it == tensors_.end())
+      return Status::error("no tensor with id " + std::to_string(id));
+    if (it->second->bytes() != bytes)
+      return Status::error("tensor " + std::to_string(id) + " '" + it->second->name() + "' holds " +
+                           std::to_string(it->second->bytes()) + " bytes, got " + std::to_string(bytes));
+    return it->second;
+  }
+
+  bool poison_;
+  plan::Plan plan_;
+  std::unordered_map<uint32_t, const Tensor *> tensors_;
+  std::vector<uint8_t> arena_;
+  std::vector<RunFn> kernels_;
+  std::vector<std::vector<const Tensor *>> poisonAfter_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Helpers.
+
+// Maps each flat index of `out` to the flat index of `in` broadcast against it (numpy rules).
+std::vector<int64_t> broadcastIndex(const Shape &in, const Shape &out) {
+  size_t rank = out.size();
+  std::vector<int64_t> strides(rank, 0);
+  int64_t stride = 1;
+  for (size_t i = 0; i < in.size(); ++i) {
+    size_t d = in.size() - 1 - i;
+    size_t o = rank - 1 - i;
+    strides[o] = in[d] == 1 ? 0 : stride;
+    stride *= in[d];
+  }
+  int64_t n = *shape::elementCount(out);
+  std::vector<int64_t> map(static_cast<size_t>(n));
+  std::vector<int64_t> idx(rank, 0);
+  int64_t at = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    map[i] = at;
+    for (size_t d = rank; d-- > 0;) {
+      ++idx[d];
+      at += strides[d];
+      if (idx[d] < out[d])
+        break;
+      at -= strides[d] * idx[d];
+      idx[d] = 0;
+    }
+  }
+  return map;
+}
+
+// Product of dims [from, to).
+int64_t span(const Shape &s, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to && i < s.size(); ++i)
+    n *= s[i];
+  return n;
+}
+
+// Unary elementwise kernel in double.
+Builder unary(std::function<Expected<std::function<double(double)>>(const Kernel &)> make) {
+  return [make](const KernelContext &c) -> Expected<RunFn> {
+    auto f = make(c.kernel);
+    if (!f)
+      return f.status();
+    CpuBackend *b = &c.backend;
+    const Tensor *x = c.in[0], *y = c.out[0];
+    auto fn = *f;
+    return RunFn([=]() {
+      Values v = b->read(*x);
+      for (double &e : v)
+        e = fn(e);
+      b->write(*y, v);
+      return Status::ok();
+    });
+  };
+}
+
+Builder binary(std::function<double(double, double)> op) {
+  return [op](const KernelContext &c) -> Expected<RunFn> {
+    CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
+    CpuBackend *b = &c.backend;
+    const Tensor *x = c.in[0], *y = c.in[1], *z = c.out[0];
+    Shape out = shapeOf(*z);
+    auto ix = broadcastIndex(shapeOf(*x), out), iy = broadcastIndex(shapeOf(*y), out);
+    return RunFn([=]() {
+      Values a = b->read(*x), bb = b->read(*y), r(ix.size());
+      for (size_t i = 0; i < r.size(); ++i)
+        r[i] = op(a[ix[i]], bb[iy[i]]);
+      b->write(*z, r);
+      return Status::ok();
+    });
+  };
+}
+
+// Same-dtype byte copy (identity, reshape, flatten, dropout at inference).
+RunFn byteCopy(CpuBackend *b, const Tensor *x, const Tensor *y) {
+  return [=]() {
+    std::memmove(b->slot(*y), b->slot(*x), x->bytes());
+    return Status::ok();
+  };
+}
+
+Expected<RunFn> convertCopy(const KernelContext &c) {
+  CpuBackend *b = &c.backend;
+  const Tensor *x = c.in[0], *y = c.out[0];
+  if (x->dtype() == y->dtype())
+    return byteCopy(b, x, y);
+  return RunFn([=]() {
+    if (x->dtype() == plan::I64) {
+      std::vector<int64_t> v = b->readInts(*x);
+      Values d(v.begin(), v.end());
+      b->write(*y, d);
+      return Status::ok();
+    }
+    Values v = b->read(*x);
+    if (y->dtype() == plan::I64) {
+      for (double &e : v) {
+        if (!std::isfinite(e) || e >= 9.2233720368547758e18 || e < -9.2233720368547758e18)
+          return Status::error("cannot cast " + std::to_string(e) + " to i64");
+        e = std::trunc(e);
+      }
+    }
+    b->write(*y, v);
+    return Status::ok();
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels.
+
+Expected<RunFn> buildConv2d(const KernelContext &c) {
+  auto p = plan::parseConv2d(c.kernel);
+  if (!p)
+    return p.status();
+  CpuBackend *b = &c.backend;
+  const Tensor *x = c.in[0], *w = c.in[1], *bias = c.in.size() > 2 ? c.in[2] : nullptr, *y = c.out[0];
+  Shape xs = shapeOf(*x), ws = shapeOf(*w), ys = shapeOf(*y);
+  auto a = p->shape;
+  return RunFn([=]() {
+    Values X = b->read(*x), W = b->read(*w), B = bias ? b->read(*bias) : Values(), Y(size_t(span(ys, 0, 4)));
+    const int64_t N = xs[0], C = xs[1], H = xs[2], Wd = xs[3];
+    const int64_t K = ws[0], Cg = ws[1], R = ws[2], S = ws[3];
+    const int64_t P = ys[2], Q = ys[3], G = a.groups, Kg = K / G;
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t g = k / Kg;
+        for (int64_t op = 0; op < P; ++op)
+          for (int64_t oq = 0; oq < Q; ++oq) {
+            double acc = B.empty() ? 0.0 : B[k];
+            for (int64_t ci = 0; ci < Cg; ++ci) {
+              const int64_t cc = g * Cg + ci;
+              for (int64_t r = 0; r < R; ++r) {
+                const int64_t h = op * a.strides[0] - a.pads[0] + r * a.dilations[0];
+                if (h < 0 || h >= H)
+                  continue;
+                for (int64_t s = 0; s < S; ++s) {
+                  const int64_t ww = oq * a.strides[1] - a.pads[1] + s * a.dilations[1];
+                  if (ww < 0 || ww >= Wd)
+                    continue;
+                  acc += X[((n * C + cc) * H + h) * Wd + ww] * W[((k * Cg + ci) * R + r) * S + s];
+                }
+              }
+            }
+            Y[((n * K + k) * P + op) * Q + oq] = acc;
+          }
+      }
+    b->write(*y, Y);
+    return Status::ok();
+  });
+}
+
+Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
+  auto p = plan::parseBatchNorm(c.kernel);
+  if (!p)
+    return p.status();
+  CpuBackend *b = &c.backend;
+  auto in = c.in;
+  auto out = c.out;
+  Shape xs = shapeOf(*in[0]);
+  const double eps = p->epsilon, momentum = p->momentum;
+  return RunFn([=]() {
+    Values X = b->read(*in[0]), gamma = b->read(*in[1]), beta = b->read(*in[2]);
+    const int64_t N = xs[0], C = xs[1], inner = span(xs, 2, xs.size());
+    const int64_t m = N * inner;
+    Values Y(X.size()), mean(static_cast<size_t>(C)), invStd(static_cast<size_t>(C)), var(static_cast<size_t>(C));
+    for (int64_t ch = 0; ch < C; ++ch) {
+      double sum = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t i = 0; i < inner; ++i)
+          sum += X[(n * C + ch) * inner + i];
+      double mu = m ? sum / double(m) : 0.0;
+      double sq = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t i = 0; i < inner; ++i) {
+          double d = X[(n * C + ch) * inner + i] - mu;
+          sq += d * d;
+        }
+      double v = m ? sq / double(m) : 0.0; // biased, as used for normalization
+      double is = 1.0 / std::sqrt(v + eps);
+      mean[ch] = mu;
+      var[ch] = v;
+      invStd[ch] = is;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t i = 0; i < inner; ++i) {
+          int64_t at = (n * C + ch) * inner + i;
+          Y[at] = (X[at] - mu) * is * gamma[ch] + beta[ch];
+        }
+    }
+    Values runMean, runVar;
+    if (in.size() == 5) {
+      runMean = b->read(*in[3]);
+      runVar = b->read(*in[4]);
+      for (int64_t ch = 0; ch < C; ++ch) {
+        double unbiased = m > 1 ? var[ch] * double(m) / double(m - 1) : var[ch];
+        runMean[ch] = (1 - momentum) * runMean[ch] + momentum * mean[ch];
+        runVar[ch] = (1 - momentum) * runVar[ch] + momentum * unbiased;
+      }
+    }
+    b->write(*out[0], Y);
+    b->write(*out[1], mean);
+    b->write(*out[2], invStd);
+    if (in.size() == 5) {
+      b->write(*out[3], runMean);
+      b->write(*out[4], runVar);
+    }
+    return Status::ok();
+  });
+}
+
+Expected<RunFn> buildBatchNormInference(const KernelContext &c) {
+  auto p = plan::parseBatchNorm(c.kernel);
+  if (!p)
+    return p.status();
+  CpuBackend *b = &c.backend;
+  auto in = c.in;
+  const Tensor *y = c.out[0];
+  Shape xs = shapeOf(*in[0]);
+  const double eps = p->epsilon;
+  return RunFn([=]() {
+    Values X = b->read(*in[0]), gamma = b->read(*in[1]), beta = b->read(*in[2]), mean = b->read(*in[3]),
+           var = b->read(*in[4]);
+    const int64_t N = xs[0], C = xs[1], inner = span(xs, 2, xs.size());
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t ch = 0; ch < C; ++ch) {
+        double is = 1.0 / std::sqrt(var[ch] + eps);
+        for (int64_t i = 0; i < inner; ++i) {
+          double &e = X[(n * C + ch) * inner + i];
+          e = (e - mean[ch]) * is * gamma[ch] + beta[ch];
+        }
+      }
+    b->write(*y, X);
+    return Status::ok();
+  });
+}
+
+Expected<RunFn> buildPool(const KernelContext &c, bool isMax) {
+  auto p = plan::parsePool2d(c.kernel);
+  if (!p)
+    return p.status();
+  CpuBackend *b = &c.backend;
+  const Tensor *x = c.in[0], *y = c.out[0];
+  Shape xs = shapeOf(*x), ys = shapeOf(*y);
+  auto a = p->shape;
+  bool includePad = p->countIncludePad;
+  return RunFn([=]() {
+    Values X = b->read(*x), Y(size_t(span(ys, 0, 4)));
+    const int64_t NC = xs[0] * xs[1], H = xs[2], W = xs[3], P = ys[2], Q = ys[3];
+    for (int64_t nc = 0; nc < NC; ++nc)
+      for (int64_t op = 0; op < P; ++op)
+        for (int64_t oq = 0; oq < Q; ++oq) {
+          const int64_t h0 = op * a.strides[0] - a.pads[0], w0 = oq * a.strides[1] - a.pads[1];
+          double acc = isMax ? -std::numeric_limits<double>::infinity() : 0.0;
+          int64_t valid = 0;
+          for (int64_t r = 0; r < a.kernel[0]; ++r) {
+            const int64_t h = h0 + r * a.dilations[0];
+            if (h < 0 || h >= H)
+              continue;
+            for (int64_t s = 0; s < a.kernel[1]; ++s) {
+              const int64_t w = w0 + s * a.dilations[1];
+              if (w < 0 || w >= W)
+                continue;
+              double v = X[(nc * H + h) * W + w];
+              if (isMax)
+                acc = (v > acc || std::isnan(v)) ? v : acc;
+              else
+                acc += v;
+              ++valid;
+            }
+          }
+          if (!isMax) {
+            int64_t divisor = valid;
+            if (includePad) {
+              // As PyTorch: the window clipped to the padded input (not to the ceil-mode overhang).
+              int64_t h1 = std::min(h0 + a.kernel[0], H + a.pads[2]);
+              int64_t w1 = std::min(w0 + a.kernel[1], W + a.pads[3]);
+              divisor = (h1 - h0) * (w1 - w0);
+            }
+            acc = divisor > 0 ? acc / double(divisor) : 0.0;
+          }
+          Y[(nc * P + op) * Q + oq] = acc;
+        }
+    b->write(*y, Y);
+    return Status::ok();
+  });
+}
+
+Expected<RunFn> buildGlobalAvgPool(const KernelContext &c) {
+  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
+  CpuBackend *b = &c.backend;
+  const Tensor *x = c.in[0], *y = c.out[0];
+  Shape xs = shapeOf(*x);
+  return RunFn([=]() {
+    Values X = b->read(*x);
+    const int64_t NC = xs[0] * xs[1], inner = span(xs, 2, xs.size());
+    Values Y(static_cast<size_t>(NC));
+    for (int64_t i = 0; i < NC; ++i) {
+      double sum = 0;
+      for (int64_t j = 0; j < inner; ++j)
+        sum += X[i * inner + j];
+      Y[i] = sum / double(inner);
+    }
+    b->write(*y, Y);
+    return Status::ok();
+  });
+}
+
+Expected<RunFn> buildGemm(const KernelContext &c) {
+  auto p = plan::parseGemm(c.kernel);
+  if (!p)
+    return p.status();
+  CpuBackend *b = &c.backend;
+  const Tensor *A = c.in[0], *B = c.in[1], *Ct = c.in.size() > 2 ? c.in[2] : nullptr, *Yt = c.out[0];
+  Shape as = shapeOf(*A), ys = shapeOf(*Yt);
+  const int64_t M = ys[0], N = ys[1], K = p->transA ? as[0] : as[1];
+  std::vector<int64_t> ci = Ct ? broadcastIndex(shapeOf(*Ct), ys) : std::vector<int64_t>();
+  auto g = *p;
+  return RunFn([=]() {
+    Values a = b->read(*A), bb = b->read(*B), cc = Ct ? b->read(*Ct) : Values(), y(size_t(M * N));
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double acc = 0;
+        for (int64_t k = 0; k < K; ++k)
+          acc += a[g.transA ? k * M + i : i * K + k] * bb[g.transB ? j * K + k : k * N + j];
+        double v = g.alpha * acc;
+        if (Ct)
+          v += g.beta * cc[ci[i * N + j]];
+        y[i * N + j] = v;
+      }
+    b->write(*Yt, y);
+    return Status::ok();
+  });
+}
+
+Expected<RunFn> buildMatmul(const KernelContext &c) {
+  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
+  CpuBackend *b = &c.backend;
+  const Tensor *A = c.in[0], *B = c.in[1], *Yt = c.out[0];
+  Shape as = shapeOf(*A), bs = shapeOf(*B);
+  Shape pa = as.size() == 1 ? Shape{1, as[0]} : as;
+  Shape pb = bs.size() == 1 ? Shape{bs[0], 1} : bs;
+  const int64_t M = pa[pa.size() - 2], K = pa.back(), N = pb.back();
+  Shape batchA(pa.begin(), pa.end() - 2), batchB(pb.begin(), pb.end() - 2);
+  auto batch = shape::broadcast(batchA, batchB);
+  if (!batch)
+    return Status::error(batch.error);
+  auto ia = broadcastIndex(batchA, batch.shape), ib = broadcastIndex(batchB, batch.shape);
+  return RunFn([=]() {
+    Values a = b->read(*A), bb = b->read(*B), y(ia.size() * size_t(M * N));
+    for (size_t t = 0; t < ia.size(); ++t) {
+      const double *pa_ = a.data() + ia[t] * M * K;
+      const double *pb_ = bb.data() + ib[t] * K * N;
+      double *py = y.data() + t * M * N;
+      for (int64_t i = 0; i < M; ++i)
+        for (int64_t j = 0; j < N; ++j) {
+          double acc = 0;
+          for (int64_t k = 0; k < K; ++k)
+            acc += pa_[i * K + k] * pb_[k * N + j];
+          py[i * N + j] = acc;
+        }
+    }
+    b->write(*Yt, y);
+    return Status::ok();
+  });
+}
+
+Expected<RunFn> buildConcat(const KernelContext &c) {
+  auto axis = plan::parseAxis(c.kernel, 0);
+  if (!axis)
+    return axis.status();
+  CpuBackend *b = &c.backend;
+  auto in = c.in;
+  const Tensor *y = c.out[0];
+  Shape ys = shapeOf(*y);
+  auto ax = shape::normalizeAxis(*axis, int64_t(ys.size()));
+  if (!ax)
+    return Status::error("axis out of range");
+  const int64_t outer = span(ys, 0, size_t(*ax));
+  const uint64_t elem = plan::dtypeSize(y->dtype());
+  const uint64_t innerBytes = uint64_t(span(ys, size_t(*ax) + 1, ys.size())) * elem;
+  return RunFn([=]() {
+    // Read every input first: an output slot may not alias an input, but be safe regardless.
+    std::vector<std::vector<uint8_t>> data;
+    for (const Tensor *t : in)
+      data.emplace_back(b->slot(*t), b->slot(*t) + t->bytes());
+    uint8_t *dst = b->slot(*y);
+    for (int64_t o = 0; o < outer; ++o)
+      for (size_t i = 0; i < in.size(); ++i) {
+        uint64_t chunk = uint64_t(in[i]->shape(int(*ax))) * innerBytes;
+        std::memcpy(dst, data[i].data() + o * chunk, chunk);
+        dst += chunk;
+      }
+    return Status::ok();
+  });
+}
+
+Expected<RunFn> buildSoftmax(const KernelContext &c) {
+  auto axis = plan::parseAxis(c.kernel, -1);
+  if (!axis)
+    return axis.status();
+  CpuBackend *b = &c.backend;
+  const Tensor *x = c.in[0], *y = c.out[0];
+  Shape xs = shapeOf(*x);
+  auto ax = shape::normalizeAxis(*axis, int64_t(xs.size()));
+  if (!ax)
+    return Status::error("axis out of range");
+  const int64_t outer = span(xs, 0, size_t(*ax)), n = xs[size_t(*ax)],
+                inner = span(xs, size_t(*ax) + 1, xs.size());
+  return RunFn([=]() {
+    Values X = b->read(*x);
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t i = 0; i < inner; ++i) {
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t j = 0; j < n; ++j)
+          mx = std::max(mx, X[(o * n + j) * inner + i]);
+        double sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          double &e = X[(o * n + j) * inner + i];
+          e = std::exp(e - mx);
+          sum += e;
+        }
+        for (int64_t j = 0; j < n; ++j)
+          X[(o * n + j) * inner + i] /= sum;
+      }
+    b->write(*y, X);
+    return Status::ok();
+  });
+}
+
+// PyTorch's cross_entropy on logits with class-index targets and label smoothing eps:
+// loss_n = (1 - eps) * -log p[n, y_n] + eps / C * sum_c -log p[n, c].
+Expected<RunFn> buildSoftmaxCrossEntropy(const KernelContext &c) {
+  auto p = plan::parseSoftmaxCrossEntropy(c.kernel);
+  if (!p)
+    return p.status();
+  CpuBackend *b = &c.backend;
+  const Tensor *x = c.in[0], *labels = c.in[1], *loss = c.out[0];
+  const Tensor *probs = c.out.size() > 1 ? c.out[1] : nullptr;
+  const int64_t N = x->shape(0), C = x->shape(1);
+  const double eps = p->labelSmoothing;
+  const shape::Reduction reduction = p->reduction;
+  return RunFn([=]() {
+    Values X = b->read(*x);
+    std::vector<int64_t> y = b->readInts(*labels);
+    Values perSample(static_cast<size_t>(N)), P(X.size());
+    for (int64_t n = 0; n < N; ++n) {
+      if (y[n] < 0 || y[n] >= C)
+        return Status::error("label " + std::to_string(y[n]) + " of sample " + std::to_string(n) +
+                             " is outside [0, " + std::to_string(C) + ")");
+      const double *row = X.data() + n * C;
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < C; ++j)
+        mx = std::max(mx, row[j]);
+      double sum = 0;
+      for (int64_t j = 0; j < C; ++j)
+        sum += std::exp(row[j] - mx);
+      const double logZ = mx + std::log(sum);
+      double nllAll = 0;
+      for (int64_t j = 0; j < C; ++j) {
+        nllAll += logZ - row[j];
+        P[n * C + j] = std::exp(row[j] - logZ);
+      }
+      perSample[n] = (1 - eps) * (logZ - row[y[n]]) + eps / double(C) * nllAll;
+    }
+    if (reduction == shape::Reduction::None) {
+      b->write(*loss, perSample);
+    } else {
+      double total = 0;
+      for (double v : perSample)
+        total += v;
+      if (reduction == shape::Reduction::Mean)
+        total /= double(N);
+      b->write(*loss, Values{total});
+    }
+    if (probs)
+      b->write(*probs, P);
+    return Status::ok();
+  });
+}
+
+const std::map<std::string, Builder> &builders() {
+  static const std::map<std::string, Builder> table = {
+      {"conv2d", buildConv2d},
+      {"batch_norm_training", buildBatchNormTraining},
+      {"batch_norm_inference", buildBatchNormInference},
+      {"relu", unary([](const Kernel &k) -> Expected<std::function<double(double)>> {
+         CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+         return std::function<double(double)>([](double v) { return v > 0 ? v : (std::isnan(v) ? v : 0.0); });
+       })},
+      {"sigmoid", unary([](const Kernel &k) -> Expected<std::function<double(double)>> {
+         CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+         return std::function<double(double)>([](double v) { return 1.0 / (1.0 + std::exp(-v)); });
+       })},
+      {"clip", unary([](const Kernel &k) -> Expected<std::function<double(double)>> {
+         auto p = plan::parseClip(k);
+         if (!p)
+           return p.status();
+         double lo = p->min ? *p->min : -std::numeric_limits<double>::infinity();
+         double hi = p->max ? *p->max : std::numeric_limits<double>::infinity();
+         return std::function<double(double)>([lo, hi](double v) {
+           if (std::isnan(v))
+             return v;
+           return std::min(std::max(v, lo), hi);
+         });
+       })},
+      {"add", binary([](double a, double b) { return a + b; })},
+      {"mul", binary([](double a, double b) { return a * b; })},
+      {"max_pool2d", [](const KernelContext &c) { return buildPool(c, true); }},
+      {"avg_pool2d", [](const KernelContext &c) { return buildPool(c, false); }},
+      {"global_avg_pool", buildGlobalAvgPool},
+      {"flatten",
+       [](const KernelContext &c) -> Expected<RunFn> {
+         auto axis = plan::parseAxis(c.kernel, 1);
+         if (!axis)
+           return axis.status();
+         return convertCopy(c);
+       }},
+      {"reshape",
+       [](const KernelContext &c) -> Expected<RunFn> {
+         CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
+         return convertCopy(c);
+       }},
+      {"identity",
+       [](const KernelContext &c) -> Expected<RunFn> {
+         CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
+         return convertCopy(c);
+       }},
+      {"dropout",
+       [](const KernelContext &c) -> Expected<RunFn> {
+         // Inference form: the identity.
+         CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel, {"ratio"}));
+         return convertCopy(c);
+       }},
+      {"cast",
+       [](const KernelContext &c) -> Expected<RunFn> {
+         CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
+         return convertCopy(c);
+       }},
+      {"gemm", buildGemm},
+      {"matmul", buildMatmul},
+      {"concat", buildConcat},
+      {"softmax", buildSoftmax},
+      {"softmax_cross_entropy", buildSoftmaxCrossEntropy},
+  };
+  return table;
+}
+
+} // namespace
+
+bool poisonRequestedByEnvironment() {
+  const char *v = std::getenv("CASTOR_POISON");
+  return v && *v && std::strcmp(v, "0") != 0;
+}
+
+std::unique_ptr<Backend> createCpuBackend(const BackendOptions &options) {
+  return std::make_unique<CpuBackend>(options);
+}
+
+} // namespace castor

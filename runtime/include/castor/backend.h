@@ -1,0 +1,58 @@
+// The interface every execution backend implements (cpu reference; cuda later).
+//
+// A backend owns one arena of plan.arena_bytes() bytes in which every tensor of the plan has its
+// slot (Tensor.offset, Tensor.bytes). Typical use:
+//
+//   auto backend = castor::createCpuBackend();
+//   CASTOR_RETURN_IF_ERROR(castor::plan::validatePlan(plan));   // the backend trusts the plan
+//   CASTOR_RETURN_IF_ERROR(backend->load(plan));                // arena + kernel preparation
+//   CASTOR_RETURN_IF_ERROR(backend->upload(inputId, data, bytes));
+//   CASTOR_RETURN_IF_ERROR(backend->run());
+//   CASTOR_RETURN_IF_ERROR(backend->download(outputId, out, bytes));
+//
+// No method throws. Data crosses the interface in the tensor's own dtype and byte size.
+#pragma once
+
+#include "castor/status.h"
+#include "plan/plan.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace castor {
+
+struct BackendOptions {
+  // Fill each activation's and input's slot with NaN (all-ones bytes) right after its last use,
+  // so that a plan whose live tensors alias produces NaN instead of silently wrong numbers.
+  // Also switched on by the environment variable CASTOR_POISON=1.
+  bool poison = false;
+};
+
+class Backend {
+public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // Allocates the arena (zero-filled) and prepares every kernel of `plan`, refusing kernels the
+  // backend does not implement. The plan should have passed validatePlan; load itself only
+  // re-checks what would make it touch memory outside the arena. The plan is copied.
+  virtual Status load(const plan::Plan &plan) = 0;
+
+  // Copies a tensor's bytes in or out of its arena slot; `bytes` must equal Tensor.bytes.
+  virtual Status upload(uint32_t tensorId, const void *data, size_t bytes) = 0;
+  virtual Status download(uint32_t tensorId, void *data, size_t bytes) = 0;
+
+  // Runs the plan's kernel list once, in order.
+  virtual Status run() = 0;
+};
+
+// The CPU reference backend: plain loops, fp64 accumulation, exact fp16/bf16 rounding,
+// deterministic.
+std::unique_ptr<Backend> createCpuBackend(const BackendOptions &options = {});
+
+// Whether CASTOR_POISON is set to a value other than "" or "0".
+bool poisonRequestedByEnvironment();
+
+} // namespace castor

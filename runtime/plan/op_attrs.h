@@ -1,0 +1,83 @@
+// Attributes of the kernels the runtime knows, parsed in one place.
+//
+// The plan validator and every backend read kernel attributes through these functions, so
+// names, types and defaults cannot drift apart. Unknown attribute names are refused (a typo
+// such as "stride" would otherwise be silently ignored).
+#pragma once
+
+#include "castor/shape_rules.h"
+#include "castor/status.h"
+#include "plan/plan.h"
+
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace castor::plan {
+
+// Typed access to a kernel's attribute map, recording the first error and the names read.
+class AttrReader {
+public:
+  explicit AttrReader(const Kernel &kernel) : kernel_(kernel) {}
+
+  // Integer list ("ints"). An absent attribute yields `fallback`.
+  std::vector<int64_t> ints(const std::string &name, std::vector<int64_t> fallback);
+  // One integer ("ints" with one value, or "b").
+  int64_t integer(const std::string &name, int64_t fallback);
+  // One real ("floats" or "ints" with one value). optReal: nullopt when absent.
+  double real(const std::string &name, double fallback);
+  std::optional<double> optReal(const std::string &name);
+  // A bool ("b", or "ints" with one value 0 or 1).
+  bool boolean(const std::string &name, bool fallback);
+  std::string string(const std::string &name, std::string fallback);
+
+  // The first type error, or an attribute that no accessor asked for.
+  Status finish() const;
+
+private:
+  const Attr *find(const std::string &name);
+  void fail(const std::string &message);
+
+  const Kernel &kernel_;
+  std::set<std::string> read_;
+  std::string error_;
+};
+
+struct Conv2dParams {
+  shape::Conv2dAttrs shape; // strides [2], pads [4] top,left,bottom,right, dilations [2], groups
+};
+struct Pool2dParams {
+  shape::Pool2dAttrs shape;     // kernel [2], strides [2], pads [4], dilations [2], ceil_mode
+  bool countIncludePad = false; // avg_pool2d only
+};
+struct BatchNormParams {
+  double epsilon = 1e-5;
+  // PyTorch's convention: running = (1 - momentum) * running + momentum * batch statistic.
+  double momentum = 0.1;
+};
+struct GemmParams {
+  bool transA = false, transB = false;
+  double alpha = 1.0, beta = 1.0;
+};
+struct ClipParams {
+  std::optional<double> min, max;
+};
+struct SoftmaxCrossEntropyParams {
+  double labelSmoothing = 0.0;
+  shape::Reduction reduction = shape::Reduction::Mean;
+};
+
+Expected<Conv2dParams> parseConv2d(const Kernel &k);
+Expected<Pool2dParams> parsePool2d(const Kernel &k); // max_pool2d or avg_pool2d
+Expected<BatchNormParams> parseBatchNorm(const Kernel &k);
+Expected<GemmParams> parseGemm(const Kernel &k);
+Expected<ClipParams> parseClip(const Kernel &k);
+Expected<SoftmaxCrossEntropyParams> parseSoftmaxCrossEntropy(const Kernel &k);
+// "axis" of concat (default 0... required), softmax (default -1) and flatten (default 1).
+Expected<int64_t> parseAxis(const Kernel &k, int64_t fallback);
+// Ops without attributes (relu, add, ...) and those whose attributes are informative only
+// (dropout's ratio).
+Status parseNoAttrs(const Kernel &k, const std::vector<std::string> &ignored = {});
+
+} // namespace castor::plan

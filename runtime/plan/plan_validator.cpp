@@ -1,0 +1,493 @@
+#include "plan/plan_validator.h"
+
+#include "castor/shape_rules.h"
+#include "plan/op_attrs.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <vector>
+
+namespace castor::plan {
+namespace {
+
+using shape::Shape;
+
+Shape shapeOf(const Tensor &t) { return Shape(t.shape().begin(), t.shape().end()); }
+
+std::string tensorLabel(const Tensor &t) {
+  return "tensor " + std::to_string(t.id()) + (t.name().empty() ? "" : " '" + t.name() + "'");
+}
+
+bool isFloat(DType d) { return d == F32 || d == F16 || d == BF16 || d == F64; }
+
+// The operands of one kernel, resolved.
+struct KernelView {
+  const Kernel &kernel;
+  std::vector<const Tensor *> in, out;
+};
+
+Status expectArity(const KernelView &k, size_t minIn, size_t maxIn, size_t minOut, size_t maxOut) {
+  auto range = [](size_t lo, size_t hi) {
+    return lo == hi ? std::to_string(lo) : std::to_string(lo) + " to " + std::to_string(hi);
+  };
+  if (k.in.size() < minIn || k.in.size() > maxIn)
+    return Status::error("takes " + range(minIn, maxIn) + " inputs, got " + std::to_string(k.in.size()));
+  if (k.out.size() < minOut || k.out.size() > maxOut)
+    return Status::error("produces " + range(minOut, maxOut) + " outputs, got " +
+                         std::to_string(k.out.size()));
+  return Status::ok();
+}
+
+Status expectFloat(const std::vector<const Tensor *> &ts, const char *what) {
+  for (size_t i = 0; i < ts.size(); ++i)
+    if (!isFloat(ts[i]->dtype()))
+      return Status::error(std::string(what) + " " + std::to_string(i) + " (" + tensorLabel(*ts[i]) +
+                           ") must be a floating-point tensor, got " + dtypeName(ts[i]->dtype()));
+  return Status::ok();
+}
+
+Status expectShape(const Tensor &t, const shape::ShapeResult &r, const char *what) {
+  if (!r)
+    return Status::error(r.error);
+  if (shapeOf(t) != r.shape)
+    return Status::error(std::string(what) + " " + tensorLabel(t) + " has shape " + shapeString(t) +
+                         ", the operands give " + shape::toString(r.shape));
+  return Status::ok();
+}
+
+Status sameShapeUnary(const KernelView &k) {
+  CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
+  CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+  CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+  return expectShape(*k.out[0], shape::ShapeResult::ok(shapeOf(*k.in[0])), "output");
+}
+
+using Checker = std::function<Status(const KernelView &)>;
+
+const std::map<std::string, Checker> &checkers() {
+  static const std::map<std::string, Checker> table = {
+      {"conv2d",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 2, 3, 1, 1));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+         auto p = parseConv2d(k.kernel);
+         if (!p)
+           return p.status();
+         Shape bias = k.in.size() == 3 ? shapeOf(*k.in[2]) : Shape{};
+         return expectShape(*k.out[0],
+                            shape::conv2d(shapeOf(*k.in[0]), shapeOf(*k.in[1]),
+                                          k.in.size() == 3 ? &bias : nullptr, p->shape),
+                            "output");
+       }},
+      {"batch_norm_training",
+       [](const KernelView &k) -> Status {
+         // x, scale, bias [, running_mean, running_var] -> y, mean, inv_std
+         // [, running_mean', running_var'].
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 3, 5, 3, 5));
+         if (k.in.size() == 4 || k.in.size() != k.out.size())
+           return Status::error("takes x, scale, bias -> y, mean, inv_std, optionally with "
+                                "running_mean, running_var as inputs and outputs (3 or 5 of each)");
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+         auto p = parseBatchNorm(k.kernel);
+         if (!p)
+           return p.status();
+         std::vector<Shape> perChannel;
+         for (size_t i = 1; i < k.in.size(); ++i)
+           perChannel.push_back(shapeOf(*k.in[i]));
+         auto r = shape::batchNorm(shapeOf(*k.in[0]), perChannel);
+         CASTOR_RETURN_IF_ERROR(expectShape(*k.out[0], r, "output"));
+         Shape c{k.in[0]->shape_size() > 1 ? k.in[0]->shape(1) : 0};
+         for (size_t i = 1; i < k.out.size(); ++i)
+           CASTOR_RETURN_IF_ERROR(expectShape(*k.out[i], shape::ShapeResult::ok(c), "output"));
+         return Status::ok();
+       }},
+      {"batch_norm_inference",
+       [](const KernelView &k) -> Status {
+         // x, scale, bias, mean, var -> y
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 5, 5, 1, 1));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+         auto p = parseBatchNorm(k.kernel);
+         if (!p)
+           return p.status();
+         std::vector<Shape> perChannel;
+         for (size_t i = 1; i < 5; ++i)
+           perChannel.push_back(shapeOf(*k.in[i]));
+         return expectShape(*k.out[0], shape::batchNorm(shapeOf(*k.in[0]), perChannel), "output");
+       }},
+      {"relu",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
+         return sameShapeUnary(k);
+       }},
+      {"sigmoid",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
+         return sameShapeUnary(k);
+       }},
+      {"clip",
+       [](const KernelView &k) -> Status {
+         auto p = parseClip(k.kernel);
+         if (!p)
+           return p.status();
+         return sameShapeUnary(k);
+       }},
+      {"dropout",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel, {"ratio"}));
+         return sameShapeUnary(k);
+       }},
+      {"identity",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
+         if (k.in[0]->dtype() != k.out[0]->dtype())
+           return Status::error("input and output dtypes differ (use cast)");
+         return expectShape(*k.out[0], shape::ShapeResult::ok(shapeOf(*k.in[0])), "output");
+       }},
+      {"cast",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
+         return expectShape(*k.out[0], shape::ShapeResult::ok(shapeOf(*k.in[0])), "output");
+       }},
+      {"add",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 2, 2, 1, 1));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+         return expectShape(*k.out[0], shape::broadcast(shapeOf(*k.in[0]), shapeOf(*k.in[1])), "output");
+       }},
+      {"mul",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 2, 2, 1, 1));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+         return expectShape(*k.out[0], shape::broadcast(shapeOf(*k.in[0]), shapeOf(*k.in[1])), "output");
+       }},
+      {"max_pool2d",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+         auto p = parsePool2d(k.kernel);
+         if (!p)
+           return p.status();
+         return expectShape(*k.out[0], shape::pool2d(shapeOf(*k.in[0]), p->shape), "output");
+       }},
+      {"avg_pool2d",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+         auto p = parsePool2d(k.kernel);
+         if (!p)
+           return p.status();
+         return expectShape(*k.out[0], shape::pool2d(shapeOf(*k.in[0]), p->shape), "output");
+       }},
+      {"global_avg_pool",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+         return expectShape(*k.out[0], shape::globalAvgPool(shapeOf(*k.in[0])), "output");
+       }},
+      {"flatten",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
+         auto axis = parseAxis(k.kernel, 1);
+         if (!axis)
+           return axis.status();
+         if (k.in[0]->dtype() != k.out[0]->dtype())
+           return Status::error("input and output dtypes differ");
+         return expectShape(*k.out[0], shape::flatten(shapeOf(*k.in[0]), *axis), "output");
+       }},
+      {"reshape",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
+         if (k.in[0]->dtype() != k.out[0]->dtype())
+           return Status::error("input and output dtypes differ");
+         return expectShape(*k.out[0], shape::reshape(shapeOf(*k.in[0]), shapeOf(*k.out[0])), "output");
+       }},
+      {"gemm",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 2, 3, 1, 1));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+         auto p = parseGemm(k.kernel);
+         if (!p)
+           return p.status();
+         Shape c = k.in.size() == 3 ? shapeOf(*k.in[2]) : Shape{};
+         return expectShape(*k.out[0],
+                            shape::gemm(shapeOf(*k.in[0]), shapeOf(*k.in[1]),
+                                        k.in.size() == 3 ? &c : nullptr, p->transA, p->transB),
+                            "output");
+       }},
+      {"matmul",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 2, 2, 1, 1));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+         return expectShape(*k.out[0], shape::matmul(shapeOf(*k.in[0]), shapeOf(*k.in[1])), "output");
+       }},
+      {"concat",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, SIZE_MAX, 1, 1));
+         auto axis = parseAxis(k.kernel, 0);
+         if (!axis)
+           return axis.status();
+         std::vector<Shape> shapes;
+         for (const Tensor *t : k.in) {
+           if (t->dtype() != k.out[0]->dtype())
+             return Status::error("inputs and output must share one dtype");
+           shapes.push_back(shapeOf(*t));
+         }
+         return expectShape(*k.out[0], shape::concat(shapes, *axis), "output");
+       }},
+      {"softmax",
+       [](const KernelView &k) -> Status {
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+         auto axis = parseAxis(k.kernel, -1);
+         if (!axis)
+           return axis.status();
+         return expectShape(*k.out[0], shape::softmax(shapeOf(*k.in[0]), *axis), "output");
+       }},
+      {"softmax_cross_entropy",
+       [](const KernelView &k) -> Status {
+         // logits [N, C], labels i64 [N] -> loss [] (mean, sum) or [N] (none) [, probs [N, C]].
+         CASTOR_RETURN_IF_ERROR(expectArity(k, 2, 2, 1, 2));
+         CASTOR_RETURN_IF_ERROR(expectFloat({k.in[0]}, "logits"));
+         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+         if (k.in[1]->dtype() != I64)
+           return Status::error("labels (" + tensorLabel(*k.in[1]) + ") must be i64, got " +
+                                dtypeName(k.in[1]->dtype()));
+         auto p = parseSoftmaxCrossEntropy(k.kernel);
+         if (!p)
+           return p.status();
+         CASTOR_RETURN_IF_ERROR(expectShape(
+             *k.out[0], shape::softmaxCrossEntropy(shapeOf(*k.in[0]), shapeOf(*k.in[1]), p->reduction),
+             "loss"));
+         if (k.out.size() == 2)
+           CASTOR_RETURN_IF_ERROR(
+               expectShape(*k.out[1], shape::ShapeResult::ok(shapeOf(*k.in[0])), "probabilities"));
+         return Status::ok();
+       }},
+  };
+  return table;
+}
+
+} // namespace
+
+std::string describeKernel(const Plan &plan, int index) {
+  const Kernel &k = plan.kernels(index);
+  return "kernel #" + std::to_string(index) + " (" + k.op() + (k.name().empty() ? "" : " '" + k.name() + "'") +
+         ")";
+}
+
+std::unordered_map<uint32_t, LiveRange> computeLiveRanges(const Plan &plan) {
+  const int64_t n = plan.kernels_size();
+  std::unordered_map<uint32_t, LiveRange> ranges;
+  std::unordered_map<uint32_t, int64_t> firstWrite, lastRead;
+  for (int64_t i = 0; i < n; ++i) {
+    const Kernel &k = plan.kernels(int(i));
+    for (uint32_t id : k.outputs())
+      firstWrite.emplace(id, i);
+    for (uint32_t id : k.inputs())
+      lastRead[id] = i;
+  }
+  for (const Tensor &t : plan.tensors()) {
+    LiveRange r;
+    auto w = firstWrite.find(t.id());
+    auto rd = lastRead.find(t.id());
+    switch (t.kind()) {
+    case Tensor::INPUT:
+      r.begin = -1;
+      r.end = rd != lastRead.end() ? rd->second : -1;
+      break;
+    case Tensor::PARAMETER: // Kept from one step to the next, like state.
+    case Tensor::STATE:
+      r.begin = -1;
+      r.end = n;
+      break;
+    case Tensor::OUTPUT:
+      r.begin = w != firstWrite.end() ? w->second : -1;
+      r.end = n;
+      break;
+    default:
+      r.begin = w != firstWrite.end() ? w->second : (rd != lastRead.end() ? -1 : 0);
+      r.end = rd != lastRead.end() ? rd->second : r.begin;
+      r.end = std::max(r.end, r.begin);
+      break;
+    }
+    ranges[t.id()] = r;
+  }
+  return ranges;
+}
+
+Status validatePlan(const Plan &plan) {
+  if (plan.format_version() != kPlanFormatVersion)
+    return Status::error("unsupported plan format version " + std::to_string(plan.format_version()) +
+                         " (this runtime reads version " + std::to_string(kPlanFormatVersion) + ")");
+  if (plan.batch() < 0)
+    return Status::error("negative batch " + std::to_string(plan.batch()));
+
+  // Tensors.
+  std::unordered_map<uint32_t, const Tensor *> byId;
+  for (const Tensor &t : plan.tensors()) {
+    std::string label = tensorLabel(t);
+    if (!byId.emplace(t.id(), &t).second)
+      return Status::error("duplicate tensor id " + std::to_string(t.id()));
+    if (dtypeSize(t.dtype()) == 0)
+      return Status::error(label + " has no valid dtype");
+    if (!Tensor::Kind_IsValid(t.kind()) || t.kind() == Tensor::KIND_UNSPECIFIED)
+      return Status::error(label + " has no valid kind");
+    auto count = elementCount(t);
+    if (!count)
+      return Status::error(label + " has an invalid shape " + shapeString(t));
+    uint64_t expected;
+    if (__builtin_mul_overflow(uint64_t(*count), dtypeSize(t.dtype()), &expected))
+      return Status::error(label + " is too large");
+    if (t.bytes() != expected)
+      return Status::error(label + " " + shapeString(t) + " " + dtypeName(t.dtype()) + " needs " +
+                           std::to_string(expected) + " bytes, the plan says " + std::to_string(t.bytes()));
+    if (t.offset() % kArenaAlignment != 0)
+      return Status::error(label + " has misaligned arena offset " + std::to_string(t.offset()) +
+                           " (must be a multiple of " + std::to_string(kArenaAlignment) + ")");
+    uint64_t end;
+    if (__builtin_add_overflow(t.offset(), t.bytes(), &end) || end > plan.arena_bytes())
+      return Status::error(label + " slot [" + std::to_string(t.offset()) + ", " +
+                           std::to_string(t.offset() + t.bytes()) + ") is out of bounds of the arena (" +
+                           std::to_string(plan.arena_bytes()) + " bytes)");
+  }
+
+  // Kernels.
+  std::set<uint32_t> written;
+  for (int i = 0; i < plan.kernels_size(); ++i) {
+    const Kernel &k = plan.kernels(i);
+    auto where = [&] { return describeKernel(plan, i); };
+    if (k.op().empty())
+      return Status::error(where() + ": empty op name");
+    KernelView view{k, {}, {}};
+    for (uint32_t id : k.inputs()) {
+      auto it = byId.find(id);
+      if (it == byId.end())
+        return Status::error(where() + ": input tensor id " + std::to_string(id) + " does not exist");
+      const Tensor &t = *it->second;
+      if ((t.kind() == Tensor::ACTIVATION || t.kind() == Tensor::OUTPUT) && !written.count(id))
+        return Status::error(where() + " reads " + tensorLabel(t) + " before any kernel writes it");
+      view.in.push_back(&t);
+    }
+    for (uint32_t id : k.outputs()) {
+      auto it = byId.find(id);
+      if (it == byId.end())
+        return Status::error(where() + ": output tensor id " + std::to_string(id) + " does not exist");
+      if (it->second->kind() == Tensor::INPUT)
+        return Status::error(where() + " writes input " + tensorLabel(*it->second));
+      view.out.push_back(it->second);
+    }
+    auto checker = checkers().find(k.op());
+    if (checker != checkers().end())
+      CASTOR_RETURN_IF_ERROR(checker->second(view).withContext(where()));
+    for (uint32_t id : k.outputs())
+      written.insert(id);
+  }
+  for (const Tensor &t : plan.tensors())
+    if (t.kind() == Tensor::OUTPUT && !written.count(t.id()))
+      return Status::error("no kernel writes output " + tensorLabel(t));
+
+  // Parameters.
+  std::set<std::string> names;
+  for (const Parameter &p : plan.parameters()) {
+    std::string label = "parameter '" + p.name() + "'";
+    if (p.name().empty())
+      return Status::error("a parameter has no name (tensor " + std::to_string(p.tensor()) + ")");
+    if (!names.insert(p.name()).second)
+      return Status::error("duplicate " + label);
+    auto it = byId.find(p.tensor());
+    if (it == byId.end())
+      return Status::error(label + ": tensor id " + std::to_string(p.tensor()) + " does not exist");
+    if (it->second->kind() != Tensor::PARAMETER && it->second->kind() != Tensor::STATE)
+      return Status::error(label + ": " + tensorLabel(*it->second) + " is a " +
+                           kindName(it->second->kind()) + ", not a parameter or state");
+    switch (p.init()) {
+    case Parameter::FILE:
+    case Parameter::ZEROS:
+    case Parameter::ONES:
+      break;
+    case Parameter::KAIMING_NORMAL:
+      if (p.fan_out() <= 0)
+        return Status::error(label + ": kaiming_normal needs a positive fan_out");
+      break;
+    case Parameter::LINEAR_UNIFORM:
+      if (p.fan_in() <= 0)
+        return Status::error(label + ": linear_uniform needs a positive fan_in");
+      break;
+    default:
+      return Status::error(label + " has no valid initializer");
+    }
+    if (!isFloat(it->second->dtype()) && p.init() != Parameter::FILE && p.init() != Parameter::ZEROS &&
+        p.init() != Parameter::ONES)
+      return Status::error(label + ": random initialization needs a floating-point tensor");
+  }
+
+  // Bindings.
+  auto checkBindings = [&](const auto &bindings, Tensor::Kind kind, const char *what) -> Status {
+    std::set<std::string> seen;
+    for (const Binding &b : bindings) {
+      if (!seen.insert(b.name()).second)
+        return Status::error("duplicate " + std::string(what) + " binding '" + b.name() + "'");
+      auto it = byId.find(b.tensor());
+      if (it == byId.end())
+        return Status::error(std::string(what) + " '" + b.name() + "': tensor id " +
+                             std::to_string(b.tensor()) + " does not exist");
+      if (it->second->kind() != kind && it->second->kind() != Tensor::STATE)
+        return Status::error(std::string(what) + " '" + b.name() + "' is bound to " +
+                             tensorLabel(*it->second) + ", a " + kindName(it->second->kind()));
+    }
+    return Status::ok();
+  };
+  CASTOR_RETURN_IF_ERROR(checkBindings(plan.inputs(), Tensor::INPUT, "input"));
+  CASTOR_RETURN_IF_ERROR(checkBindings(plan.outputs(), Tensor::OUTPUT, "output"));
+
+  // Tensors live at the same time must not share arena bytes.
+  auto ranges = computeLiveRanges(plan);
+  std::vector<const Tensor *> sorted;
+  for (const Tensor &t : plan.tensors())
+    if (t.bytes() > 0)
+      sorted.push_back(&t);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Tensor *a, const Tensor *b) { return a->offset() < b->offset(); });
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    const Tensor &a = *sorted[i];
+    const LiveRange &ra = ranges[a.id()];
+    for (size_t j = i + 1; j < sorted.size() && sorted[j]->offset() < a.offset() + a.bytes(); ++j) {
+      const Tensor &b = *sorted[j];
+      const LiveRange &rb = ranges[b.id()];
+      if (ra.begin <= rb.end && rb.begin <= ra.end) {
+        auto when = [&](int64_t k) {
+          return k < 0 ? std::string("start") : k >= plan.kernels_size() ? std::string("end")
+                                                                          : "#" + std::to_string(k);
+        };
+        return Status::error(tensorLabel(a) + " [" + std::to_string(a.offset()) + ", " +
+                             std::to_string(a.offset() + a.bytes()) + ") and " + tensorLabel(b) + " [" +
+                             std::to_string(b.offset()) + ", " + std::to_string(b.offset() + b.bytes()) +
+                             ") overlap in the arena while both are live (kernels " + when(ra.begin) +
+                             ".." + when(ra.end) + " and " + when(rb.begin) + ".." + when(rb.end) + ")");
+      }
+    }
+  }
+  return Status::ok();
+}
+
+} // namespace castor::plan
