@@ -37,7 +37,7 @@ def linear(b, x, module, fan_in, fan_out):
     bound = 1.0 / np.sqrt(fan_in)  # nn.Linear's default init
     w = b.param(module + ".weight", b.rng.uniform(-bound, bound, (fan_out, fan_in)))
     bias = b.param(module + ".bias", b.rng.uniform(-bound, bound, (fan_out,)))
-    return b.node("Gemm", resnet.scope_of(module), [x, w, bias],
+    return b.node("Gemm", b.scope(module), [x, w, bias],
                   alpha=1.0, beta=1.0, transB=1)
 
 
@@ -48,19 +48,21 @@ def constant(b, scope, value):
 def build_mlp(args):
     b = resnet.GraphBuilder(np.random.default_rng(args.seed))
     fan_in = args.in_channels * args.image_size * args.image_size
-    x = b.node("Flatten", resnet.scope_of("flatten"), ["input"], axis=1)
+    x = b.node("Flatten", b.scope("flatten"), ["input"], axis=1)
     x = linear(b, x, "fc1", fan_in, args.hidden)
-    x = b.node("Relu", resnet.scope_of("relu"), [x])
+    x = b.node("Relu", b.scope("relu"), [x])
     if args.dropout is not None:
-        ratio = constant(b, "", helper.make_tensor("value", TensorProto.FLOAT, [],
-                                                   [args.dropout]))
-        training = constant(b, "", helper.make_tensor("value", TensorProto.BOOL, [],
-                                                      [True]))
-        x, _mask = b.node("Dropout", resnet.scope_of("dropout"), [x, ratio, training],
-                          n_outputs=2, seed=args.seed)
+        # torch writes the two Constants inside the dropout module's scope
+        # (/dropout/Constant, /dropout/Constant_1) and sets no seed.
+        scope = b.scope("dropout")
+        ratio = constant(b, scope, helper.make_tensor("value", TensorProto.FLOAT, [],
+                                                      [args.dropout]))
+        training = constant(b, scope, helper.make_tensor("value", TensorProto.BOOL, [],
+                                                         [True]))
+        x, _mask = b.node("Dropout", scope, [x, ratio, training], n_outputs=2)
     x = linear(b, x, "fc2", args.hidden, args.num_classes)
     if args.sigmoid:
-        x = b.node("Sigmoid", resnet.scope_of("sigmoid"), [x])
+        x = b.node("Sigmoid", b.scope("sigmoid"), [x])
     # the last node writes the graph output directly
     b.nodes[-1].output[0] = "output"
     inputs = [helper.make_tensor_value_info(

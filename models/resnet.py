@@ -60,6 +60,7 @@ class GraphBuilder:
         self.nodes = []
         self.initializers = []  # (name, numpy array)
         self.name_counts = {}
+        self.module_calls = {}
 
     def _unique(self, name):
         # The exporter suffixes repeated node names with _1, _2, ...
@@ -72,6 +73,14 @@ class GraphBuilder:
         outputs = ["%s_output_%d" % (name, i) for i in range(n_outputs)]
         self.nodes.append(helper.make_node(op, inputs, outputs, name=name, **attrs))
         return outputs[0] if n_outputs == 1 else outputs
+
+    def scope(self, module):
+        """Scope of one call of `module`; a module called again (torchvision's
+        blocks reuse their `relu`) gets `_1`, `_2`, ... on its own scope level:
+        `/layer1/layer1.0/relu_1/Relu`."""
+        n = self.module_calls.get(module, 0)
+        self.module_calls[module] = n + 1
+        return scope_of(module) + ("_%d" % n if n else "")
 
     def param(self, name, array):
         self.initializers.append((name, array.astype(np.float32)))
@@ -97,7 +106,7 @@ def conv(b, x, module, cin, cout, k, stride=1, pad=0):
     # torchvision: kaiming_normal_(mode="fan_out", nonlinearity="relu")
     std = np.sqrt(2.0 / (cout * k * k))
     w = b.param(module + ".weight", b.rng.normal(0.0, std, (cout, cin, k, k)))
-    return b.node("Conv", scope_of(module), [x, w],
+    return b.node("Conv", b.scope(module), [x, w],
                   dilations=[1, 1], group=1, kernel_shape=[k, k],
                   pads=[pad, pad, pad, pad], strides=[stride, stride])
 
@@ -108,13 +117,13 @@ def batchnorm(b, x, module, c, zero_gamma=False):
              b.param(module + ".running_mean", np.zeros(c)),
              b.param(module + ".running_var", np.ones(c))]
     y, _running_mean, _running_var = b.node(
-        "BatchNormalization", scope_of(module), [x] + names, n_outputs=3,
+        "BatchNormalization", b.scope(module), [x] + names, n_outputs=3,
         epsilon=BN_EPSILON, momentum=BN_MOMENTUM, training_mode=1)
     return y
 
 
 def relu(b, x, module):
-    return b.node("Relu", scope_of(module), [x])
+    return b.node("Relu", b.scope(module), [x])
 
 
 def basic_block(b, x, prefix, cin, cout, stride):
@@ -164,15 +173,15 @@ def build_resnet(arch, num_classes, image_size, in_channels, seed):
         x = conv(b, x, "conv1", in_channels, 64, 7, 2, 3)
         x = batchnorm(b, x, "bn1", 64)
         x = relu(b, x, "relu")
-        x = b.node("MaxPool", scope_of("maxpool"), [x],
-                   ceil_mode=0, kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])
+        x = b.node("MaxPool", b.scope("maxpool"), [x], ceil_mode=0, dilations=[1, 1],
+                   kernel_shape=[3, 3], pads=[1, 1, 1, 1], strides=[2, 2])
         widths, c = [64, 128, 256, 512][: len(layers)], 64
     block = basic_block if kind == "basic" else bottleneck
     for stage, (planes, n) in enumerate(zip(widths, layers)):
         for i in range(n):
             stride = 2 if (stage > 0 and i == 0) else 1
             x, c = block(b, x, "layer%d.%d" % (stage + 1, i), c, planes, stride)
-    x = b.node("GlobalAveragePool", scope_of("avgpool"), [x])
+    x = b.node("GlobalAveragePool", b.scope("avgpool"), [x])
     x = b.node("Flatten", "", [x], axis=1)
     # nn.Linear default init: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias
     bound = 1.0 / np.sqrt(c)
