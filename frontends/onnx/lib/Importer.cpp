@@ -59,6 +59,8 @@ FailureOr<RankedTensorType> inputType(ImportState &state, const onnx::ValueInfoP
   for (int i = 0; i < shape.dim_size(); ++i) {
     const auto &d = shape.dim(i);
     if (i == 0) {
+      if (d.has_dim_value() && d.dim_value() > 0)
+        state.declaredBatch = d.dim_value();
       dims.push_back(state.options.batch);
     } else if (d.has_dim_value() && d.dim_value() > 0 && d.dim_value() < (int64_t(1) << 31)) {
       dims.push_back(d.dim_value());
@@ -96,11 +98,6 @@ public:
     b.setInsertionPointToEnd(entry);
 
     for (const auto *node : state_.model.order) {
-      if (node->op_type() == "Constant" && (node->domain().empty() || node->domain() == "ai.onnx")) {
-        if (failed(recordConstant(*node)))
-          return failure();
-        continue;
-      }
       NodeImporter n(state_, *node);
       if (failed(findConverter(node->op_type())(n)))
         return failure();
@@ -126,45 +123,7 @@ public:
   }
 
 private:
-  // Constant nodes become values only when an op consumes them as a tensor, so constants
-  // that only feed attributes (Reshape's shape, Clip's bounds) leave nothing in the IR.
-  LogicalResult recordConstant(const onnx::NodeProto &node) {
-    if (node.output_size() != 1 || node.attribute_size() != 1) {
-      state_.errors.node(node, "expects one output and one value attribute");
-      return failure();
-    }
-    const auto &attr = node.attribute(0);
-    auto tensor = std::make_unique<onnx::TensorProto>();
-    if (attr.name() == "value" && attr.has_t()) {
-      *tensor = attr.t();
-    } else if (attr.name() == "value_float") {
-      tensor->set_data_type(onnx::TensorProto::FLOAT);
-      tensor->add_float_data(attr.f());
-    } else if (attr.name() == "value_floats") {
-      tensor->set_data_type(onnx::TensorProto::FLOAT);
-      tensor->add_dims(attr.floats_size());
-      for (float f : attr.floats())
-        tensor->add_float_data(f);
-    } else if (attr.name() == "value_int") {
-      tensor->set_data_type(onnx::TensorProto::INT64);
-      tensor->add_int64_data(attr.i());
-    } else if (attr.name() == "value_ints") {
-      tensor->set_data_type(onnx::TensorProto::INT64);
-      tensor->add_dims(attr.ints_size());
-      for (int64_t v : attr.ints())
-        tensor->add_int64_data(v);
-    } else {
-      state_.errors.node(node, "value attribute '" + attr.name() + "' is not supported");
-      return failure();
-    }
-    tensor->set_name(node.output(0));
-    state_.constants[node.output(0)] = tensor.get();
-    ownedConstants_.push_back(std::move(tensor));
-    return success();
-  }
-
   ImportState &state_;
-  std::vector<std::unique_ptr<onnx::TensorProto>> ownedConstants_;
 };
 
 } // namespace

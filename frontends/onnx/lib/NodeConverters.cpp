@@ -269,6 +269,10 @@ LogicalResult convertReshape(NodeImporter &n) {
   if (failed(x) || failed(target) || failed(allowZero))
     return failure();
   auto type = llvm::cast<RankedTensorType>(x->getType());
+  // An export with a fixed batch bakes it into reshape targets; rebind it to --batch.
+  if (n.declaredBatch() > 0 && n.declaredBatch() != n.batch() && !target->empty() &&
+      target->front() == n.declaredBatch() && type.getRank() > 0 && type.getDimSize(0) == n.batch())
+    target->front() = n.batch();
   auto rule = shape::reshapeTarget(shapeOf(type), *target, *allowZero != 0);
   if (!rule)
     return n.fail(rule.error);
@@ -412,8 +416,43 @@ LogicalResult convertSoftmaxCrossEntropyLoss(NodeImporter &n) {
 LogicalResult convertIdentity(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)) || failed(n.checkAttrs({})))
     return failure();
+  // Exporters alias shared initializers through Identity (eval-mode constant folding).
+  if (n.forwardConstantInput())
+    return success();
   auto x = n.input(0);
   return failed(x) ? failure() : n.setOutput(0, *x);
+}
+
+// Constant nodes become values only when an op consumes them as a tensor, so constants
+// that only feed attributes (Reshape's shape, Clip's bounds) leave nothing in the IR.
+LogicalResult convertConstant(NodeImporter &n) {
+  const auto &node = n.node();
+  if (node.output_size() != 1 || node.attribute_size() != 1)
+    return n.fail("expects one output and one value attribute");
+  const auto &attr = node.attribute(0);
+  auto tensor = std::make_unique<onnx::TensorProto>();
+  if (attr.name() == "value" && attr.has_t()) {
+    *tensor = attr.t();
+  } else if (attr.name() == "value_float") {
+    tensor->set_data_type(onnx::TensorProto::FLOAT);
+    tensor->add_float_data(attr.f());
+  } else if (attr.name() == "value_floats") {
+    tensor->set_data_type(onnx::TensorProto::FLOAT);
+    tensor->add_dims(attr.floats_size());
+    for (float f : attr.floats())
+      tensor->add_float_data(f);
+  } else if (attr.name() == "value_int") {
+    tensor->set_data_type(onnx::TensorProto::INT64);
+    tensor->add_int64_data(attr.i());
+  } else if (attr.name() == "value_ints") {
+    tensor->set_data_type(onnx::TensorProto::INT64);
+    tensor->add_dims(attr.ints_size());
+    for (int64_t v : attr.ints())
+      tensor->add_int64_data(v);
+  } else {
+    return n.fail("value attribute '" + attr.name() + "' is not supported");
+  }
+  return n.defineConstant(std::move(tensor));
 }
 
 const llvm::StringMap<ConvertFn> &registry() {
@@ -439,6 +478,7 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"Softmax", convertSoftmax},
       {"SoftmaxCrossEntropyLoss", convertSoftmaxCrossEntropyLoss},
       {"Identity", convertIdentity},
+      {"Constant", convertConstant},
   };
   return converters;
 }

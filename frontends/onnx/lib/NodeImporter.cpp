@@ -116,10 +116,16 @@ FailureOr<std::string> NodeImporter::attrString(const std::string &name, std::st
   return a->s();
 }
 
+const std::string &NodeImporter::inputName(int i) const {
+  const std::string &name = node_.input(i);
+  auto alias = state_.aliases.find(name);
+  return alias == state_.aliases.end() ? name : alias->second;
+}
+
 const onnx::TensorProto *NodeImporter::constTensor(int i) {
   if (!hasInput(i))
     return nullptr;
-  const std::string &name = node_.input(i);
+  const std::string &name = inputName(i);
   auto init = state_.model.initializers.find(name);
   if (init != state_.model.initializers.end())
     return init->second;
@@ -236,7 +242,7 @@ FailureOr<Value> NodeImporter::constant(const onnx::TensorProto &tensor) {
 FailureOr<Value> NodeImporter::input(int i, ParamRole role) {
   if (!hasInput(i))
     return fail("input " + std::to_string(i) + " is missing");
-  const std::string &name = node_.input(i);
+  const std::string &name = inputName(i);
   auto it = state_.values.find(name);
   if (it != state_.values.end())
     return it->second;
@@ -258,6 +264,23 @@ LogicalResult NodeImporter::setOutput(int i, Value value) {
     return success(); // the output is omitted
   state_.values[node_.output(i)] = value;
   return success();
+}
+
+LogicalResult NodeImporter::defineConstant(std::unique_ptr<onnx::TensorProto> tensor) {
+  tensor->set_name(node_.output(0));
+  state_.constants[node_.output(0)] = tensor.get();
+  state_.ownedConstants.push_back(std::move(tensor));
+  return success();
+}
+
+bool NodeImporter::forwardConstantInput() {
+  if (!hasInput(0) || node_.output_size() < 1 || node_.output(0).empty())
+    return false;
+  const std::string &name = inputName(0);
+  if (state_.values.count(name) || (!state_.model.initializers.count(name) && !state_.constants.count(name)))
+    return false;
+  state_.aliases[node_.output(0)] = name;
+  return true;
 }
 
 LogicalResult NodeImporter::requireUnused(int i, const std::string &what) {

@@ -10,6 +10,7 @@
 #include "mlir/IR/Verifier.h"
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,12 @@ struct ImportState {
   std::map<std::string, mlir::Value> values;
   // Tensors of Constant nodes, usable as constant inputs.
   std::map<std::string, const onnx::TensorProto *> constants;
+  std::vector<std::unique_ptr<onnx::TensorProto>> ownedConstants;
+  // Identity outputs of initializers and constants, resolved to the name they forward, so
+  // the consumer decides the parameter's role.
+  std::map<std::string, std::string> aliases;
+  // The batch dimension the model file declares, 0 when it is symbolic.
+  int64_t declaredBatch = 0;
   std::vector<WeightData> weights;
   // Messages of the diagnostics emitted while creating the current op.
   std::vector<std::string> diagnostics;
@@ -75,6 +82,13 @@ public:
   mlir::LogicalResult checkAttrs(std::initializer_list<const char *> known);
 
   mlir::LogicalResult setOutput(int i, mlir::Value value);
+  // Makes output 0 a constant tensor (a Constant node's value).
+  mlir::LogicalResult defineConstant(std::unique_ptr<onnx::TensorProto> tensor);
+  // Forwards output 0 to input 0 without materialising it, when input 0 is an initializer
+  // or constant; returns false when it is an ordinary value.
+  bool forwardConstantInput();
+  int64_t declaredBatch() const { return state_.declaredBatch; }
+  int64_t batch() const { return state_.options.batch; }
   // Fails when output i exists and is read by a node or the graph.
   mlir::LogicalResult requireUnused(int i, const std::string &what);
 
@@ -110,6 +124,7 @@ private:
   mlir::FailureOr<mlir::Value> parameter(const onnx::TensorProto &tensor, ParamRole role);
   mlir::FailureOr<mlir::Value> constant(const onnx::TensorProto &tensor);
   const onnx::TensorProto *constTensor(int i);
+  const std::string &inputName(int i) const;
 
   ImportState &state_;
   const onnx::NodeProto &node_;
