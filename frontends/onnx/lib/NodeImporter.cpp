@@ -3,8 +3,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 
-#include <cstdio>
-#include <cstdlib>
+
 
 using namespace mlir;
 
@@ -77,16 +76,6 @@ FailureOr<int64_t> NodeImporter::attrInt(const std::string &name, int64_t dflt) 
   if (a->type() != onnx::AttributeProto::INT)
     return fail("attribute '" + name + "' must be an int");
   return a->i();
-}
-
-double decimalOfFloat(float f) {
-  char buf[32];
-  for (int precision = 1; precision <= 9; ++precision) {
-    std::snprintf(buf, sizeof(buf), "%.*g", precision, double(f));
-    if (std::strtof(buf, nullptr) == f)
-      return std::strtod(buf, nullptr);
-  }
-  return double(f);
 }
 
 FailureOr<double> NodeImporter::attrFloat(const std::string &name, double dflt) {

@@ -131,10 +131,6 @@ private:
   mlir::Location loc_;
 };
 
-// The shortest decimal that reads back as `f` (ONNX stores attributes as f32: 1e-5, not
-// 9.99999974e-6).
-double decimalOfFloat(float f);
-
 using ConvertFn = mlir::LogicalResult (*)(NodeImporter &);
 
 // The converter of an op type of the default domain, or null when it is unsupported.

@@ -3,6 +3,8 @@
 #include "mlir/IR/BuiltinTypes.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sys/stat.h>
@@ -145,6 +147,16 @@ DataStatus readTensorBytes(const TensorProto &tensor, const std::string &baseDir
   return DataStatus::Ok;
 }
 
+double decimalOfFloat(float f) {
+  char buf[32];
+  for (int precision = 1; precision <= 9; ++precision) {
+    std::snprintf(buf, sizeof(buf), "%.*g", precision, double(f));
+    if (std::strtof(buf, nullptr) == f)
+      return std::strtod(buf, nullptr);
+  }
+  return double(f);
+}
+
 static double halfToDouble(uint16_t h) {
   int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
   double sign = (h & 0x8000) ? -1.0 : 1.0;
@@ -197,7 +209,7 @@ bool readDoubles(const TensorProto &tensor, const std::string &baseDir, std::vec
       values.push_back(convert(bytes.data() + i));
   };
   switch (tensor.data_type()) {
-  case TensorProto::FLOAT: each(4, [](const char *p) { float f; std::memcpy(&f, p, 4); return double(f); }); break;
+  case TensorProto::FLOAT: each(4, [](const char *p) { float f; std::memcpy(&f, p, 4); return decimalOfFloat(f); }); break;
   case TensorProto::DOUBLE: each(8, [](const char *p) { double d; std::memcpy(&d, p, 8); return d; }); break;
   case TensorProto::FLOAT16: each(2, [](const char *p) { uint16_t h; std::memcpy(&h, p, 2); return halfToDouble(h); }); break;
   case TensorProto::BFLOAT16: each(2, [](const char *p) { uint16_t h; std::memcpy(&h, p, 2); return bf16ToDouble(h); }); break;

@@ -26,6 +26,10 @@ enum class DataStatus { Ok, Missing, Invalid };
 DataStatus readTensorBytes(const onnx::TensorProto &tensor, const std::string &baseDir, std::vector<char> &bytes,
                            std::string &why);
 
+// The shortest decimal that reads back as `f`: ONNX stores attributes and scalar constants as
+// f32, and the IR should say 1e-5, not 9.99999974e-6.
+double decimalOfFloat(float f);
+
 // Integer (int64/int32) or floating-point (f32/f64/f16/bf16) values, converted.
 bool readInts(const onnx::TensorProto &tensor, const std::string &baseDir, std::vector<int64_t> &values,
               std::string &why);
