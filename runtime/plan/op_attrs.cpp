@@ -109,7 +109,7 @@ Expected<Pool2dParams> parsePool2d(const Kernel &k) {
   AttrReader r(k);
   Pool2dParams p;
   p.shape.kernel = r.ints("kernel", {});
-  p.shape.strides = r.ints("strides", p.shape.kernel);
+  p.shape.strides = r.ints("strides", {1, 1}); // ONNX default (PyTorch defaults to the kernel)
   p.shape.pads = r.ints("pads", {0, 0, 0, 0});
   p.shape.ceilMode = r.boolean("ceil_mode", false);
   if (k.op() == "max_pool2d") {

@@ -18,7 +18,9 @@ namespace detail {
 inline uint16_t roundMagnitude(double a, int mantBits, int bias, uint16_t infBits) {
   if (a == 0.0)
     return 0;
-  int exp2;
+  if (std::isinf(a))
+    return infBits;
+  int exp2 = 0;
   std::frexp(a, &exp2); // a = f * 2^exp2, f in [0.5, 1)
   int e = exp2 - 1;     // a in [2^e, 2^(e+1))
   if (e > bias)
