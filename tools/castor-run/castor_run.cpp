@@ -9,6 +9,7 @@
 #include "core/session.h"
 #include "plan/plan_io.h"
 #include "plan/plan_validator.h"
+#include "weights/json.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/core.h>
@@ -66,7 +67,7 @@ struct Table {
   }
 };
 
-int inspect(const std::string &path, bool json) {
+int inspect(const std::string &path, bool asJson) {
   auto read = plan::readPlanFile(path);
   if (!read)
     return fail(read.message());
@@ -95,7 +96,7 @@ int inspect(const std::string &path, bool json) {
   for (const plan::Tensor &t : p.tensors())
     tensorBytes += t.bytes();
 
-  if (json) {
+  if (asJson) {
     std::string planJson;
     google::protobuf::util::JsonPrintOptions options;
     options.preserve_proto_field_names = true;
@@ -108,17 +109,11 @@ int inspect(const std::string &path, bool json) {
     std::string ops;
     for (const auto &[op, n] : opCounts)
       ops += fmt::format("{}\"{}\": {}", ops.empty() ? "" : ", ", op, n);
-    std::string message;
-    for (char c : valid.message()) {
-      if (c == '"' || c == '\\')
-        message += '\\';
-      message += c;
-    }
-    fmt::print("{{\"file\": \"{}\", \"valid\": {}, \"validation_error\": \"{}\", "
+    fmt::print("{{\"file\": {}, \"valid\": {}, \"validation_error\": {}, "
                "\"summary\": {{\"kernels\": {}, \"tensors\": {}, \"parameters\": {}, "
                "\"parameter_values\": {}, \"parameter_bytes\": {}, \"arena_bytes\": {}, "
                "\"tensor_bytes\": {}, \"ops\": {{{}}}}}, \"plan\": {}}}\n",
-               path, valid.isOk() ? "true" : "false", message, p.kernels_size(), p.tensors_size(),
+               json::quote(path), valid.isOk() ? "true" : "false", json::quote(valid.message()), p.kernels_size(), p.tensors_size(),
                p.parameters_size(), paramValues, paramBytes, p.arena_bytes(), tensorBytes, ops, planJson);
     return valid ? 0 : 1;
   }
@@ -126,9 +121,9 @@ int inspect(const std::string &path, bool json) {
   fmt::print("Plan {}\n", path);
   fmt::print("  format version {}, producer \"{}\", target \"{}\", batch {}\n", p.format_version(), p.producer(),
              p.target(), p.batch());
-  fmt::print("  arena {} ({} bytes; sum of tensor slots {}, reuse x{:.2f})\n", humanBytes(p.arena_bytes()),
-             p.arena_bytes(), humanBytes(tensorBytes),
-             p.arena_bytes() ? double(tensorBytes) / double(p.arena_bytes()) : 0.0);
+  fmt::print("  arena {} ({} bytes); tensors total {}, {:.0f}% of the arena (above 100%: slots reused)\n",
+             humanBytes(p.arena_bytes()), p.arena_bytes(), humanBytes(tensorBytes),
+             p.arena_bytes() ? 100.0 * double(tensorBytes) / double(p.arena_bytes()) : 0.0);
   fmt::print("  {} kernels, {} tensors, {} parameters ({} values, {})\n", p.kernels_size(), p.tensors_size(),
              p.parameters_size(), paramValues, humanBytes(paramBytes));
   fmt::print("  validation: {}\n", valid ? std::string("ok") : valid.message());
