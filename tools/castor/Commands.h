@@ -8,4 +8,7 @@ namespace castor::cli {
 extern llvm::cl::SubCommand importCommand;
 int runImport();
 
+extern llvm::cl::SubCommand compileCommand;
+int runCompile();
+
 } // namespace castor::cli

@@ -9,6 +9,8 @@ int main(int argc, char **argv) {
   llvm::cl::ParseCommandLineOptions(argc, argv, "Castor: compiles ONNX models into training steps\n");
   if (castor::cli::importCommand)
     return castor::cli::runImport();
+  if (castor::cli::compileCommand)
+    return castor::cli::runCompile();
   llvm::errs() << "castor: name a command (castor --help lists them)\n";
   return 2;
 }

@@ -9,6 +9,7 @@ using namespace castor;
 
 #include "castor/Dialect/CastorDialect.cpp.inc"
 #include "castor/Dialect/CastorEnums.cpp.inc"
+#include "castor/Dialect/CastorInterfaces.cpp.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "castor/Dialect/CastorAttrs.cpp.inc"

@@ -9,8 +9,11 @@
 #include "mlir/Interfaces/InferTypeOpInterface.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include <string>
+
 #include "castor/Dialect/CastorDialect.h.inc"
 #include "castor/Dialect/CastorEnums.h.inc"
+#include "castor/Dialect/CastorInterfaces.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "castor/Dialect/CastorAttrs.h.inc"

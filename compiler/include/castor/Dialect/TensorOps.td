@@ -4,6 +4,7 @@
 #define CASTOR_TENSOR_OPS_TD
 
 include "castor/Dialect/CastorEnums.td"
+include "castor/Dialect/CastorInterfaces.td"
 include "mlir/IR/BuiltinAttributeInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -44,7 +45,7 @@ def Castor_ConstantOp : Castor_Op<"constant", [Pure, ConstantLike, AllTypesMatch
   let hasFolder = 1;
 }
 
-def Castor_IdentityOp : Castor_Op<"identity", [Pure, SameOperandsAndResultType]> {
+def Castor_IdentityOp : Castor_Op<"identity", [Pure, Castor_KernelOpInterface, SameOperandsAndResultType]> {
   let summary = "returns its operand";
   let description = [{
     ```mlir
@@ -57,7 +58,7 @@ def Castor_IdentityOp : Castor_Op<"identity", [Pure, SameOperandsAndResultType]>
   let hasFolder = 1;
 }
 
-def Castor_CastOp : Castor_Op<"cast", [Pure, SameOperandsAndResultShape]> {
+def Castor_CastOp : Castor_Op<"cast", [Pure, Castor_KernelOpInterface, SameOperandsAndResultShape]> {
   let summary = "element type conversion";
   let description = [{
     Float to float rounds to nearest even; float to i64 truncates toward zero. Casting to the
@@ -75,7 +76,7 @@ def Castor_CastOp : Castor_Op<"cast", [Pure, SameOperandsAndResultShape]> {
 }
 
 class Castor_UnaryElementwiseOp<string mnemonic, string summaryText>
-    : Castor_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+    : Castor_Op<mnemonic, [Pure, Castor_KernelOpInterface, SameOperandsAndResultType]> {
   let summary = summaryText;
   let arguments = (ins Castor_FloatTensor:$input);
   let results = (outs Castor_FloatTensor:$output);
@@ -98,7 +99,7 @@ def Castor_SigmoidOp : Castor_UnaryElementwiseOp<"sigmoid", "1 / (1 + exp(-x))">
   }];
 }
 
-def Castor_ClipOp : Castor_Op<"clip", [Pure, SameOperandsAndResultType]> {
+def Castor_ClipOp : Castor_Op<"clip", [Pure, Castor_KernelOpInterface, SameOperandsAndResultType]> {
   let summary = "clamps values to [min, max]";
   let description = [{
     Either bound may be absent. ReLU6 is `clip` with min 0 and max 6.
@@ -114,7 +115,7 @@ def Castor_ClipOp : Castor_Op<"clip", [Pure, SameOperandsAndResultType]> {
 }
 
 class Castor_BinaryElementwiseOp<string mnemonic, string summaryText>
-    : Castor_Op<mnemonic, [Pure, InferTypeOpAdaptor]> {
+    : Castor_Op<mnemonic, [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
   let summary = summaryText;
   let arguments = (ins Castor_FloatTensor:$lhs, Castor_FloatTensor:$rhs);
   let results = (outs Castor_FloatTensor:$output);
@@ -141,7 +142,7 @@ def Castor_MulOp : Castor_BinaryElementwiseOp<"mul", "elementwise product with b
   }];
 }
 
-def Castor_FlattenOp : Castor_Op<"flatten", [Pure, InferTypeOpAdaptor]> {
+def Castor_FlattenOp : Castor_Op<"flatten", [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
   let summary = "collapses dimensions before and from `axis` into two";
   let description = [{
     ```mlir
@@ -153,7 +154,7 @@ def Castor_FlattenOp : Castor_Op<"flatten", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_ReshapeOp : Castor_Op<"reshape", [Pure]> {
+def Castor_ReshapeOp : Castor_Op<"reshape", [Pure, Castor_KernelOpInterface]> {
   let summary = "reinterprets the elements in a new static shape";
   let description = [{
     The result type gives the new shape; the element count and type must be unchanged.
@@ -168,7 +169,7 @@ def Castor_ReshapeOp : Castor_Op<"reshape", [Pure]> {
   let hasVerifier = 1;
 }
 
-def Castor_ConcatOp : Castor_Op<"concat", [Pure, InferTypeOpAdaptor]> {
+def Castor_ConcatOp : Castor_Op<"concat", [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
   let summary = "concatenation along one axis";
   let description = [{
     ```mlir
@@ -181,7 +182,7 @@ def Castor_ConcatOp : Castor_Op<"concat", [Pure, InferTypeOpAdaptor]> {
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_DropoutOp : Castor_Op<"dropout", [Pure, SameOperandsAndResultType]> {
+def Castor_DropoutOp : Castor_Op<"dropout", [Pure, Castor_KernelOpInterface, SameOperandsAndResultType]> {
   let summary = "inverted dropout in training, identity otherwise";
   let description = [{
     In a training step each element is zeroed with probability `ratio` and the others are

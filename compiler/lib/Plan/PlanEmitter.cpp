@@ -1,0 +1,248 @@
+#include "castor/Plan/PlanEmitter.h"
+#include "castor/Dialect/CastorOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
+
+using namespace mlir;
+
+namespace castor {
+namespace {
+
+} // namespace
+
+FailureOr<plan::DType> planDtypeOf(Type element) {
+  if (element.isF32())
+    return plan::F32;
+  if (element.isF16())
+    return plan::F16;
+  if (element.isBF16())
+    return plan::BF16;
+  if (element.isF64())
+    return plan::F64;
+  if (element.isInteger(64))
+    return plan::I64;
+  return failure();
+}
+
+namespace {
+
+plan::Parameter::Init initOf(Init init) {
+  switch (init) {
+  case Init::file: return plan::Parameter::FILE;
+  case Init::kaiming_normal: return plan::Parameter::KAIMING_NORMAL;
+  case Init::linear_uniform: return plan::Parameter::LINEAR_UNIFORM;
+  case Init::zeros: return plan::Parameter::ZEROS;
+  case Init::ones: return plan::Parameter::ONES;
+  }
+  return plan::Parameter::INIT_UNSPECIFIED;
+}
+
+// Fans as PyTorch computes them for initialisation: a weight [out, in, k...] has
+// fan_in = in * k..., fan_out = out * k...; a bias takes the fans of the weight it is used with.
+void setFans(plan::Parameter &p, ParameterOp op) {
+  auto shape = llvm::cast<RankedTensorType>(op.getType()).getShape();
+  if (shape.size() == 1) {
+    for (Operation *user : op->getUsers())
+      if (user->getNumOperands() > 2) {
+        auto w = llvm::cast<RankedTensorType>(user->getOperand(1).getType()).getShape();
+        if (w.size() >= 2) {
+          int64_t receptive = 1;
+          for (size_t i = 2; i < w.size(); ++i)
+            receptive *= w[i];
+          p.set_fan_in(w[1] * receptive);
+          p.set_fan_out(w[0] * receptive);
+          return;
+        }
+      }
+  }
+  if (shape.size() < 2) {
+    p.set_fan_in(shape.empty() ? 1 : shape[0]);
+    p.set_fan_out(shape.empty() ? 1 : shape[0]);
+    return;
+  }
+  int64_t receptive = 1;
+  for (size_t i = 2; i < shape.size(); ++i)
+    receptive *= shape[i];
+  p.set_fan_in(shape[1] * receptive);
+  p.set_fan_out(shape[0] * receptive);
+}
+
+// Kernel attributes are the op's inherent attributes, converted by kind.
+LogicalResult convertAttr(Operation *op, StringRef name, Attribute a, plan::Kernel &k) {
+  auto &attrs = *k.mutable_attrs();
+  if (auto arr = llvm::dyn_cast<DenseI64ArrayAttr>(a))
+    attrs[name.str()] = plan::intsAttr(std::vector<int64_t>(arr.asArrayRef().begin(), arr.asArrayRef().end()));
+  else if (auto b = llvm::dyn_cast<BoolAttr>(a))
+    attrs[name.str()] = plan::boolAttr(b.getValue());
+  else if (auto i = llvm::dyn_cast<IntegerAttr>(a))
+    attrs[name.str()] = plan::intAttr(i.getInt());
+  else if (auto f = llvm::dyn_cast<FloatAttr>(a))
+    attrs[name.str()] = plan::floatAttr(f.getValueAsDouble());
+  else if (auto r = llvm::dyn_cast<ReductionAttr>(a))
+    attrs[name.str()] = plan::stringAttr(stringifyReduction(r.getValue()).str());
+  else if (auto s = llvm::dyn_cast<StringAttr>(a))
+    attrs[name.str()] = plan::stringAttr(s.str());
+  else
+    return op->emitError("attribute '") << name << "' has no plan form: " << a;
+  return success();
+}
+
+std::string locationName(Location loc) {
+  if (auto named = llvm::dyn_cast<NameLoc>(loc))
+    return named.getName().str();
+  return {};
+}
+
+class Emitter {
+public:
+  explicit Emitter(func::FuncOp func) : func_(func) {}
+
+  FailureOr<EmittedPlan> run(int64_t batch, const std::string &target) {
+    auto arena = func_->getAttrOfType<IntegerAttr>("castor.arena_bytes");
+    auto inputOffsets = func_->getAttrOfType<DenseI64ArrayAttr>("castor.input_offsets");
+    if (!arena || !inputOffsets)
+      return func_.emitError("not in plan-level form: run castor-select-kernels and castor-plan-memory first");
+    out_.plan.set_format_version(plan::kPlanFormatVersion);
+    out_.plan.set_producer("castor 0.1.0");
+    out_.plan.set_target(target);
+    out_.plan.set_batch(batch);
+    out_.plan.set_arena_bytes(uint64_t(arena.getInt()));
+
+    Block &body = func_.getBody().front();
+    for (BlockArgument arg : body.getArguments()) {
+      auto name = func_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "castor.name");
+      std::string n = name ? name.str() : "input" + std::to_string(arg.getArgNumber());
+      auto id = addTensor(arg, n, plan::Tensor::INPUT, inputOffsets[arg.getArgNumber()]);
+      if (failed(id))
+        return failure();
+      auto *binding = out_.plan.add_inputs();
+      binding->set_name(n);
+      binding->set_tensor(*id);
+    }
+    for (Operation &op : body) {
+      if (auto ret = llvm::dyn_cast<func::ReturnOp>(op)) {
+        if (failed(bindOutputs(ret)))
+          return failure();
+        continue;
+      }
+      if (failed(emitOp(op)))
+        return failure();
+    }
+    return std::move(out_);
+  }
+
+private:
+  FailureOr<uint32_t> addTensor(Value v, const std::string &name, plan::Tensor::Kind kind, int64_t offset) {
+    auto type = llvm::cast<RankedTensorType>(v.getType());
+    auto dtype = planDtypeOf(type.getElementType());
+    if (failed(dtype))
+      return emitError(v.getLoc(), "element type ") << type.getElementType() << " has no plan form";
+    plan::Tensor *t = out_.plan.add_tensors();
+    uint32_t id = uint32_t(out_.plan.tensors_size() - 1);
+    t->set_id(id);
+    t->set_name(name);
+    t->set_dtype(*dtype);
+    for (int64_t d : type.getShape())
+      t->add_shape(d);
+    t->set_kind(kind);
+    t->set_offset(uint64_t(offset));
+    t->set_bytes(uint64_t(type.getNumElements()) * plan::dtypeSize(*dtype));
+    ids_[v] = id;
+    return id;
+  }
+
+  LogicalResult emitOp(Operation &op) {
+    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("castor.offsets");
+    if (!offsets || offsets.size() != int64_t(op.getNumResults()))
+      return op.emitError("has no arena offsets: run castor-plan-memory first");
+    bool returned = llvm::any_of(op.getUsers(), [](Operation *u) { return llvm::isa<func::ReturnOp>(u); });
+
+    if (auto param = llvm::dyn_cast<ParameterOp>(op)) {
+      if (returned)
+        return op.emitError("a parameter returned as an output is not supported");
+      auto id = addTensor(param, param.getName().str(), plan::Tensor::PARAMETER, offsets[0]);
+      if (failed(id))
+        return failure();
+      plan::Parameter *p = out_.plan.add_parameters();
+      p->set_name(param.getName().str());
+      p->set_tensor(*id);
+      p->set_init(initOf(param.getInit()));
+      p->set_trainable(param.getTrainable());
+      setFans(*p, param);
+      return success();
+    }
+    if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
+      // A constant is a parameter whose value the compiler writes with the weights.
+      std::string name = "castor.constant." + std::to_string(out_.constants.size());
+      auto id = addTensor(constant, name, plan::Tensor::PARAMETER, offsets[0]);
+      if (failed(id))
+        return failure();
+      auto dense = llvm::dyn_cast<DenseElementsAttr>(constant.getValue());
+      if (!dense)
+        return op.emitError("only dense constants can be serialized");
+      const plan::Tensor &t = out_.plan.tensors(int(*id));
+      weights::NamedTensor value{name, t.dtype(), {t.shape().begin(), t.shape().end()}, {}};
+      value.data.resize(t.bytes());
+      ArrayRef<char> raw = dense.getRawData();
+      for (size_t i = 0; i < value.data.size(); ++i)
+        value.data[i] = uint8_t(raw[dense.isSplat() ? i % raw.size() : i]);
+      out_.constants.push_back(std::move(value));
+      plan::Parameter *p = out_.plan.add_parameters();
+      p->set_name(name);
+      p->set_tensor(*id);
+      p->set_init(plan::Parameter::FILE);
+      return success();
+    }
+
+    auto kernelName = op.getAttrOfType<StringAttr>("castor.kernel");
+    if (!kernelName)
+      return op.emitError("has no kernel: run castor-select-kernels first");
+    plan::Kernel *k = out_.plan.add_kernels();
+    k->set_op(kernelName.str());
+    k->set_name(locationName(op.getLoc()));
+    for (Value operand : op.getOperands()) {
+      auto it = ids_.find(operand);
+      if (it == ids_.end())
+        return op.emitError("reads a value defined outside the function body");
+      k->add_inputs(it->second);
+    }
+    std::string base = locationName(op.getLoc());
+    for (auto [i, r] : llvm::enumerate(op.getResults())) {
+      std::string name = (base.empty() ? op.getName().stripDialect().str() : base) + ":" + std::to_string(i);
+      auto id = addTensor(r, name, returned ? plan::Tensor::OUTPUT : plan::Tensor::ACTIVATION, offsets[i]);
+      if (failed(id))
+        return failure();
+      k->add_outputs(*id);
+    }
+    if (auto props = llvm::dyn_cast_or_null<DictionaryAttr>(op.getPropertiesAsAttribute()))
+      for (NamedAttribute a : props)
+        if (failed(convertAttr(&op, a.getName().strref(), a.getValue(), *k)))
+          return failure();
+    return success();
+  }
+
+  LogicalResult bindOutputs(func::ReturnOp ret) {
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      auto id = ids_.find(v);
+      if (id == ids_.end() || out_.plan.tensors(int(id->second)).kind() != plan::Tensor::OUTPUT)
+        return ret.emitError("output ") << i << " must be computed by a kernel";
+      auto name = func_.getResultAttrOfType<StringAttr>(unsigned(i), "castor.name");
+      auto *binding = out_.plan.add_outputs();
+      binding->set_name(name ? name.str() : "output" + std::to_string(i));
+      binding->set_tensor(id->second);
+    }
+    return success();
+  }
+
+  func::FuncOp func_;
+  EmittedPlan out_;
+  llvm::DenseMap<Value, uint32_t> ids_;
+};
+
+} // namespace
+
+FailureOr<EmittedPlan> emitPlan(func::FuncOp func, int64_t batch, const std::string &target) {
+  return Emitter(func).run(batch, target);
+}
+
+} // namespace castor

@@ -1,0 +1,103 @@
+// castor-plan-memory: places every tensor of a function in one arena by liveness.
+#include "castor/Dialect/CastorOps.h"
+#include "castor/Passes/Passes.h"
+#include "castor/Plan/MemoryPlanner.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+#include <limits>
+
+namespace castor {
+#define GEN_PASS_DEF_CASTORPLANMEMORY
+#include "castor/Passes/Passes.h.inc"
+} // namespace castor
+
+using namespace mlir;
+
+namespace {
+
+constexpr int64_t kStepStart = -1;
+constexpr int64_t kStepEnd = std::numeric_limits<int64_t>::max();
+
+uint64_t byteSize(Type type) {
+  auto t = llvm::cast<RankedTensorType>(type);
+  uint64_t bits = t.getElementType().getIntOrFloatBitWidth();
+  return uint64_t(t.getNumElements()) * ((bits + 7) / 8);
+}
+
+struct PlanMemoryPass : castor::impl::CastorPlanMemoryBase<PlanMemoryPass> {
+  using CastorPlanMemoryBase::CastorPlanMemoryBase;
+
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (alignment <= 0 || (alignment & (alignment - 1))) {
+      func.emitError("alignment must be a power of two, got ") << alignment;
+      return signalPassFailure();
+    }
+    if (!func.getBody().hasOneBlock()) {
+      func.emitError("only single-block functions can be planned");
+      return signalPassFailure();
+    }
+    Block &body = func.getBody().front();
+
+    // Kernel indices in execution order.
+    llvm::DenseMap<Operation *, int64_t> kernelIndex;
+    int64_t next = 0;
+    for (Operation &op : body)
+      if (op.hasAttr("castor.kernel"))
+        kernelIndex[&op] = next++;
+      else if (!llvm::isa<castor::ParameterOp, castor::ConstantOp, func::ReturnOp>(op)) {
+        op.emitError("has no kernel: run castor-select-kernels first");
+        return signalPassFailure();
+      }
+
+    std::vector<Value> values;
+    std::vector<castor::BufferLifetime> lifetimes;
+    auto lastUse = [&](Value v) {
+      int64_t last = kStepStart;
+      for (Operation *user : v.getUsers()) {
+        if (llvm::isa<func::ReturnOp>(user))
+          return kStepEnd;
+        last = std::max(last, kernelIndex.lookup(user));
+      }
+      return last;
+    };
+    for (BlockArgument arg : body.getArguments()) {
+      values.push_back(arg);
+      lifetimes.push_back({byteSize(arg.getType()), kStepStart, lastUse(arg)});
+    }
+    for (Operation &op : body) {
+      bool source = llvm::isa<castor::ParameterOp, castor::ConstantOp>(op);
+      for (Value r : op.getResults()) {
+        values.push_back(r);
+        if (source)
+          lifetimes.push_back({byteSize(r.getType()), kStepStart, kStepEnd});
+        else
+          lifetimes.push_back({byteSize(r.getType()), kernelIndex.lookup(&op), std::max(kernelIndex.lookup(&op), lastUse(r))});
+      }
+    }
+
+    castor::ArenaLayout layout = castor::planArena(lifetimes, uint64_t(alignment));
+    llvm::DenseMap<Value, int64_t> offsetOf;
+    for (size_t i = 0; i < values.size(); ++i)
+      offsetOf[values[i]] = int64_t(layout.offsets[i]);
+
+    Builder b(&getContext());
+    SmallVector<int64_t> inputOffsets;
+    for (BlockArgument arg : body.getArguments())
+      inputOffsets.push_back(offsetOf[arg]);
+    func->setAttr("castor.input_offsets", b.getDenseI64ArrayAttr(inputOffsets));
+    for (Operation &op : body) {
+      if (op.getNumResults() == 0)
+        continue;
+      SmallVector<int64_t> offsets;
+      for (Value r : op.getResults())
+        offsets.push_back(offsetOf[r]);
+      op.setAttr("castor.offsets", b.getDenseI64ArrayAttr(offsets));
+    }
+    func->setAttr("castor.arena_bytes", b.getI64IntegerAttr(int64_t(layout.arenaBytes)));
+    func->setAttr("castor.tensor_bytes", b.getI64IntegerAttr(int64_t(layout.totalBytes)));
+  }
+};
+
+} // namespace

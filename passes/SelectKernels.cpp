@@ -1,0 +1,41 @@
+// castor-select-kernels: names the runtime kernel of every op of a function.
+#include "castor/Dialect/CastorOps.h"
+#include "castor/Passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace castor {
+#define GEN_PASS_DEF_CASTORSELECTKERNELS
+#include "castor/Passes/Passes.h.inc"
+} // namespace castor
+
+using namespace mlir;
+
+namespace {
+
+struct SelectKernelsPass : castor::impl::CastorSelectKernelsBase<SelectKernelsPass> {
+  using CastorSelectKernelsBase::CastorSelectKernelsBase;
+
+  void runOnOperation() override {
+    if (target != "cpu" && target != "cuda") {
+      getOperation().emitError("unknown target '") << target << "' (expected cpu or cuda)";
+      return signalPassFailure();
+    }
+    Builder b(&getContext());
+    WalkResult result = getOperation().walk([&](Operation *op) {
+      if (op == getOperation() || llvm::isa<func::ReturnOp, castor::ParameterOp, castor::ConstantOp>(op))
+        return WalkResult::advance();
+      auto kernel = llvm::dyn_cast<castor::KernelOpInterface>(op);
+      if (!kernel) {
+        op->emitError("no runtime kernel computes '") << op->getName() << "'";
+        return WalkResult::interrupt();
+      }
+      op->setAttr("castor.kernel", b.getStringAttr(kernel.getKernelName(target)));
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace

@@ -1,0 +1,96 @@
+"""Forward agreement of castor (CPU reference backend) with onnxruntime on one ONNX model.
+
+Fills every initializer whose data is absent (graph-only fixtures) with seeded random values,
+compiles the model with `castor compile`, runs `castor-run infer`, runs onnxruntime on the
+same weights and input, and checks ||castor - ort|| / ||ort|| <= the tolerance.
+
+Usage: compare_onnxruntime.py MODEL.onnx --bin BUILD/bin --work DIR [--batch N] [--tol 1e-4]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+
+def fill_weights(model, rng):
+    """Gives every external (absent) initializer seeded values of a sensible scale."""
+    for init in model.graph.initializer:
+        if init.data_location != onnx.TensorProto.EXTERNAL:
+            continue
+        dims = list(init.dims)
+        dtype = onnx.helper.tensor_dtype_to_np_dtype(init.data_type)
+        name = init.name
+        if name.endswith("running_var"):
+            value = rng.uniform(0.5, 1.5, dims)
+        elif name.endswith("running_mean") or name.endswith("bias") or len(dims) == 1:
+            value = rng.uniform(-0.1, 0.1, dims)
+        else:
+            fan_in = int(np.prod(dims[1:])) if len(dims) > 1 else 1
+            value = rng.normal(0.0, np.sqrt(1.0 / fan_in), dims)
+        tensor = numpy_helper.from_array(value.astype(dtype), name)
+        init.CopyFrom(tensor)
+
+
+def inference_dropout(model):
+    """onnxruntime draws dropout masks at random: compare with dropout as the identity."""
+    for node in model.graph.node:
+        if node.op_type == "Dropout":
+            del node.input[1:]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+
+    import onnxruntime as ort
+
+    os.makedirs(args.work, exist_ok=True)
+    rng = np.random.default_rng(args.seed)
+    model = onnx.load(args.model, load_external_data=False)
+    fill_weights(model, rng)
+    path = os.path.join(args.work, "model.onnx")
+    onnx.save(model, path)
+
+    graph_input = [i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}][0]
+    dims = [d.dim_value for d in graph_input.type.tensor_type.shape.dim]
+    dims[0] = args.batch
+    x = rng.standard_normal(dims).astype(np.float32)
+    np.save(os.path.join(args.work, "x.npy"), x)
+
+    plan = os.path.join(args.work, "model.plan")
+    t0 = time.time()
+    subprocess.run([os.path.join(args.bin, "castor"), "compile", path, "-o", plan, "--batch", str(args.batch)],
+                   check=True, stderr=subprocess.DEVNULL)
+    run = [os.path.join(args.bin, "castor-run"), "infer", plan, "--input", os.path.join(args.work, "x.npy"),
+           "--output", os.path.join(args.work, "y.npy")]
+    weights = os.path.join(args.work, "model.weights.safetensors")
+    if os.path.exists(weights):
+        run += ["--weights", weights]
+    subprocess.run(run, check=True, stdout=subprocess.DEVNULL)
+    t1 = time.time()
+    got = np.load(os.path.join(args.work, "y.npy")).astype(np.float64)
+
+    inference_dropout(model)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    # Fixed-batch exports (dynamo) declare batch 1: rebuild their input only when it matches.
+    want = session.run(None, {graph_input.name: x})[0].astype(np.float64)
+    err = np.linalg.norm(got - want) / np.linalg.norm(want)
+    ok = got.shape == want.shape and err <= args.tol and np.isfinite(got).all()
+    print(f"{os.path.basename(args.model)} batch {args.batch}: relative error {err:.3e} "
+          f"(tolerance {args.tol:g}), castor {t1 - t0:.1f} s: {'ok' if ok else 'FAILED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

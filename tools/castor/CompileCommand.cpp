@@ -1,0 +1,168 @@
+// castor compile MODEL.onnx -o MODEL.plan: import, lower to plan-level form, plan memory,
+// validate and write the plan (and the weights the plan needs beside it).
+#include "Commands.h"
+
+#include "castor/Frontends/Onnx/Importer.h"
+#include "castor/Passes/Passes.h"
+#include "castor/Plan/PlanEmitter.h"
+#include "plan/plan_io.h"
+#include "plan/plan_validator.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <google/protobuf/text_format.h>
+
+#include <chrono>
+#include <map>
+
+namespace cl = llvm::cl;
+
+namespace castor::cli {
+
+cl::SubCommand compileCommand("compile", "Compile an ONNX model into a plan for castor-run");
+
+namespace {
+
+enum class Emit { None, Mlir, PlanText };
+
+cl::opt<std::string> modelPath(cl::Positional, cl::desc("MODEL.onnx"), cl::Required, cl::sub(compileCommand));
+cl::opt<std::string> planPath("o", cl::desc("Plan file to write"), cl::value_desc("MODEL.plan"), cl::Required,
+                              cl::sub(compileCommand));
+cl::opt<int64_t> batch("batch", cl::desc("Batch size"), cl::init(1), cl::sub(compileCommand));
+cl::opt<onnx_import::WeightInit> init(
+    "init", cl::desc("Where initial weights come from"), cl::init(onnx_import::WeightInit::File),
+    cl::values(clEnumValN(onnx_import::WeightInit::File, "onnx", "the model file's initializers"),
+               clEnumValN(onnx_import::WeightInit::Kaiming, "kaiming", "a seeded initialisation as torchvision's")),
+    cl::sub(compileCommand));
+cl::opt<uint64_t> seed("seed", cl::desc("Seed recorded for --init kaiming"), cl::init(0), cl::sub(compileCommand));
+cl::opt<std::string> target("target", cl::desc("cpu or cuda"), cl::init("cpu"), cl::sub(compileCommand));
+cl::opt<Emit> emit("emit", cl::desc("Also print an intermediate form to stdout"), cl::init(Emit::None),
+                   cl::values(clEnumValN(Emit::Mlir, "mlir", "the plan-level castor dialect"),
+                              clEnumValN(Emit::PlanText, "plan-text", "the plan as protobuf text")),
+                   cl::sub(compileCommand));
+
+// "model.plan" -> "model.weights.safetensors"
+std::string weightsPathFor(const std::string &plan) {
+  std::string stem = plan;
+  auto slash = stem.rfind('/');
+  auto dot = stem.rfind('.');
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash))
+    stem.resize(dot);
+  return stem + ".weights.safetensors";
+}
+
+void printReport(const plan::Plan &p, mlir::ModuleOp module, double seconds, const std::string &weightsFile) {
+  std::map<std::string, int> kernels;
+  for (const auto &k : p.kernels())
+    ++kernels[k.op()];
+  uint64_t paramBytes = 0, trainable = 0;
+  for (const auto &param : p.parameters()) {
+    paramBytes += p.tensors(int(param.tensor())).bytes();
+    trainable += param.trainable();
+  }
+  uint64_t tensorBytes = 0;
+  module.walk([&](mlir::func::FuncOp f) {
+    if (auto a = f->getAttrOfType<mlir::IntegerAttr>("castor.tensor_bytes"))
+      tensorBytes = uint64_t(a.getInt());
+  });
+  auto mib = [](uint64_t b) { return double(b) / (1024.0 * 1024.0); };
+  llvm::errs() << llvm::formatv("compiled {0} -> {1} (target {2}, batch {3}) in {4:F2} s\n", modelPath, planPath,
+                                p.target(), p.batch(), seconds);
+  llvm::errs() << llvm::formatv("  kernels: {0}\n", p.kernels_size());
+  for (const auto &[op, n] : kernels)
+    llvm::errs() << llvm::formatv("    {0,-24} {1}\n", op, n);
+  llvm::errs() << llvm::formatv("  parameters: {0} ({1} trainable), {2:F1} MiB\n", p.parameters_size(), trainable,
+                                mib(paramBytes));
+  llvm::errs() << llvm::formatv("  tensors: {0}, {1:F1} MiB in all; arena {2:F1} MiB ({3:F1}% of all tensors)\n",
+                                p.tensors_size(), mib(tensorBytes), mib(p.arena_bytes()),
+                                tensorBytes ? 100.0 * double(p.arena_bytes()) / double(tensorBytes) : 0.0);
+  if (!weightsFile.empty())
+    llvm::errs() << "  weights: " << weightsFile << "\n";
+}
+
+} // namespace
+
+int runCompile() {
+  auto start = std::chrono::steady_clock::now();
+  mlir::MLIRContext context;
+  onnx_import::ImportOptions options;
+  options.batch = batch;
+  options.init = init;
+  options.seed = seed;
+  auto imported = onnx_import::importOnnxFile(context, modelPath, options);
+  if (!imported.errors.empty()) {
+    for (const auto &e : imported.errors)
+      llvm::errs() << "error: " << e << "\n";
+    return 1;
+  }
+  mlir::ModuleOp module = *imported.module;
+
+  mlir::PassManager pm(&context);
+  auto &funcPm = pm.nest<mlir::func::FuncOp>();
+  funcPm.addPass(createCastorCastCleanup());
+  funcPm.addPass(createCastorSelectKernels(CastorSelectKernelsOptions{target}));
+  funcPm.addPass(createCastorPlanMemory());
+  if (mlir::failed(pm.run(module)))
+    return 1;
+
+  mlir::func::FuncOp forward = module.lookupSymbol<mlir::func::FuncOp>("forward");
+  auto emitted = emitPlan(forward, batch, target);
+  if (mlir::failed(emitted))
+    return 1;
+  // The compiler's own output must pass the runtime's validator (arena bounds, overlaps).
+  if (Status s = plan::validatePlan(emitted->plan); !s) {
+    llvm::errs() << "error: internal: the compiled plan is invalid: " << s.message() << "\n";
+    return 1;
+  }
+
+  weights::TensorFile weightFile;
+  for (auto &w : imported.weights) {
+    auto dtype = planDtypeOf(w.elementType);
+    if (mlir::failed(dtype)) {
+      llvm::errs() << "error: weight '" << w.name << "' has an unsupported element type\n";
+      return 1;
+    }
+    weights::NamedTensor t;
+    t.name = w.name;
+    t.dtype = *dtype;
+    t.shape = w.shape;
+    t.data.assign(w.bytes.begin(), w.bytes.end());
+    weightFile.tensors.push_back(std::move(t));
+  }
+  for (auto &c : emitted->constants)
+    weightFile.tensors.push_back(std::move(c));
+  std::string weightsFile;
+  if (!weightFile.tensors.empty()) {
+    weightsFile = weightsPathFor(planPath);
+    weightFile.metadata["producer"] = "castor 0.1.0";
+    weightFile.metadata["model"] = modelPath;
+    if (Status s = weights::writeSafetensors(weightFile, weightsFile); !s) {
+      llvm::errs() << "error: " << s.message() << "\n";
+      return 1;
+    }
+  }
+  if (Status s = plan::writePlanFile(emitted->plan, planPath); !s) {
+    llvm::errs() << "error: " << s.message() << "\n";
+    return 1;
+  }
+
+  if (emit == Emit::Mlir) {
+    module.print(llvm::outs());
+    llvm::outs() << "\n";
+  } else if (emit == Emit::PlanText) {
+    std::string text;
+    google::protobuf::TextFormat::PrintToString(emitted->plan, &text);
+    llvm::outs() << text;
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  printReport(emitted->plan, module, seconds, weightsFile);
+  return 0;
+}
+
+} // namespace castor::cli
