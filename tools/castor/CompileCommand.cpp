@@ -34,7 +34,7 @@ enum class Emit { None, Mlir, PlanText };
 cl::opt<std::string> modelPath(cl::Positional, cl::desc("MODEL.onnx"), cl::Required, cl::sub(compileCommand));
 cl::opt<std::string> planPath("o", cl::desc("Plan file to write"), cl::value_desc("MODEL.plan"), cl::Required,
                               cl::sub(compileCommand));
-cl::opt<int64_t> batch("batch", cl::desc("Batch size"), cl::init(1), cl::sub(compileCommand));
+cl::opt<int64_t> batch("batch", cl::desc("Batch size: fixes the first dimension of every input (default: a symbolic one becomes 1)"), cl::init(1), cl::sub(compileCommand));
 cl::opt<onnx_import::WeightInit> init(
     "init", cl::desc("Where initial weights come from"), cl::init(onnx_import::WeightInit::File),
     cl::values(clEnumValN(onnx_import::WeightInit::File, "onnx", "the model file's initializers"),
@@ -92,7 +92,8 @@ int runCompile() {
   auto start = std::chrono::steady_clock::now();
   mlir::MLIRContext context;
   onnx_import::ImportOptions options;
-  options.batch = batch;
+  if (batch.getNumOccurrences())
+    options.batch = batch;
   options.init = init;
   options.seed = seed;
   auto imported = onnx_import::importOnnxFile(context, modelPath, options);
@@ -112,7 +113,8 @@ int runCompile() {
     return 1;
 
   mlir::func::FuncOp forward = module.lookupSymbol<mlir::func::FuncOp>("forward");
-  auto emitted = emitPlan(forward, batch, target);
+  auto batchAttr = module->getAttrOfType<mlir::IntegerAttr>("castor.batch");
+  auto emitted = emitPlan(forward, batchAttr ? batchAttr.getInt() : 1, target);
   if (mlir::failed(emitted))
     return 1;
   // The compiler's own output must pass the runtime's validator (arena bounds, overlaps).

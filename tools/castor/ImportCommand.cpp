@@ -18,7 +18,7 @@ cl::SubCommand importCommand("import", "Import an ONNX model and print it in the
 static cl::opt<std::string> modelPath(cl::Positional, cl::desc("MODEL.onnx"), cl::Required, cl::sub(importCommand));
 static cl::opt<std::string> outputPath("o", cl::desc("Output file (default: stdout)"), cl::value_desc("FILE"),
                                        cl::init("-"), cl::sub(importCommand));
-static cl::opt<int64_t> batch("batch", cl::desc("Batch size that fixes the batch dimension"), cl::init(1),
+static cl::opt<int64_t> batch("batch", cl::desc("Batch size: fixes the first dimension of every input (default: a symbolic one becomes 1)"), cl::init(1),
                               cl::sub(importCommand));
 static cl::opt<onnx_import::WeightInit> init(
     "init", cl::desc("Where initial weights come from"), cl::init(onnx_import::WeightInit::File),
@@ -31,7 +31,8 @@ static cl::opt<uint64_t> seed("seed", cl::desc("Seed of --init kaiming"), cl::in
 int runImport() {
   mlir::MLIRContext context;
   onnx_import::ImportOptions options;
-  options.batch = batch;
+  if (batch.getNumOccurrences())
+    options.batch = batch;
   options.init = init;
   options.seed = seed;
   auto result = onnx_import::importOnnxFile(context, modelPath, options);

@@ -36,8 +36,8 @@ bool checkSupportedOps(const OnnxModel &model, ErrorList &errors) {
   return ok;
 }
 
-// The graph input's tensor type; the batch (first) dimension may be symbolic and becomes
-// `batch`, every other dimension must be static.
+// The graph input's tensor type; the batch (first) dimension may be symbolic, every other
+// dimension must be static.
 FailureOr<RankedTensorType> inputType(ImportState &state, const onnx::ValueInfoProto &input) {
   const auto &type = input.type();
   if (!type.has_tensor_type()) {
@@ -58,11 +58,12 @@ FailureOr<RankedTensorType> inputType(ImportState &state, const onnx::ValueInfoP
   const auto &shape = type.tensor_type().shape();
   for (int i = 0; i < shape.dim_size(); ++i) {
     const auto &d = shape.dim(i);
-    if (i == 0) {
-      if (d.has_dim_value() && d.dim_value() > 0)
+    bool isStatic = d.has_dim_value() && d.dim_value() > 0 && d.dim_value() < (int64_t(1) << 31);
+    if (i == 0 && (state.options.batch || !isStatic)) {
+      if (isStatic)
         state.declaredBatch = d.dim_value();
-      dims.push_back(state.options.batch);
-    } else if (d.has_dim_value() && d.dim_value() > 0 && d.dim_value() < (int64_t(1) << 31)) {
+      dims.push_back(state.options.batch.value_or(1));
+    } else if (isStatic) {
       dims.push_back(d.dim_value());
     } else {
       state.errors.model("graph input '" + input.name() + "' dimension " + std::to_string(i) +
@@ -134,8 +135,8 @@ ImportResult importOnnxBytes(MLIRContext &context, const std::string &bytes, con
   ImportResult result;
   ErrorList errors(displayName);
   OnnxModel model;
-  if (options.batch < 1 || options.batch > (int64_t(1) << 24)) {
-    errors.model("batch must be between 1 and 2^24, got " + std::to_string(options.batch));
+  if (options.batch && (*options.batch < 1 || *options.batch > (int64_t(1) << 24))) {
+    errors.model("batch must be between 1 and 2^24, got " + std::to_string(*options.batch));
     result.errors = errors.take();
     return result;
   }
@@ -155,12 +156,21 @@ ImportResult importOnnxBytes(MLIRContext &context, const std::string &bytes, con
   auto loc = FileLineColLoc::get(&context, displayName, 0, 0);
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   Builder b(&context);
-  (*module)->setAttr("castor.batch", b.getI64IntegerAttr(options.batch));
   if (options.init == WeightInit::Kaiming)
     (*module)->setAttr("castor.init_seed", b.getI64IntegerAttr(int64_t(options.seed)));
 
   GraphImporter importer(state);
-  if (failed(importer.run(*module))) {
+  LogicalResult imported = importer.run(*module);
+  // The batch: as given, or the first input's leading dimension.
+  int64_t batch = options.batch.value_or(1);
+  if (!options.batch)
+    module->walk([&](func::FuncOp f) {
+      if (f.getNumArguments() > 0)
+        if (auto t = llvm::dyn_cast<RankedTensorType>(f.getArgumentTypes()[0]); t && t.getRank() > 0)
+          batch = t.getDimSize(0);
+    });
+  (*module)->setAttr("castor.batch", b.getI64IntegerAttr(batch));
+  if (failed(imported)) {
     if (errors.empty())
       errors.model("import failed");
     result.errors = errors.take();

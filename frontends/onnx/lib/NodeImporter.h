@@ -88,7 +88,7 @@ public:
   // or constant; returns false when it is an ordinary value.
   bool forwardConstantInput();
   int64_t declaredBatch() const { return state_.declaredBatch; }
-  int64_t batch() const { return state_.options.batch; }
+  int64_t batch() const { return state_.options.batch.value_or(0); }
   // Fails when output i exists and is read by a node or the graph.
   mlir::LogicalResult requireUnused(int i, const std::string &what);
 

@@ -11,6 +11,7 @@
 #include "mlir/IR/OwningOpRef.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,7 +23,9 @@ enum class WeightInit {
 };
 
 struct ImportOptions {
-  int64_t batch = 1;
+  // Fixes the first dimension of every graph input, symbolic or not (a batch baked into
+  // the export included). Unset: symbolic first dimensions become 1, static ones stay.
+  std::optional<int64_t> batch;
   WeightInit init = WeightInit::File;
   uint64_t seed = 0;
 };
