@@ -6,6 +6,7 @@
 // deterministic.
 
 #include "castor/backend.h"
+#include "cpu/cpu_internal.h"
 #include "castor/float_convert.h"
 #include "castor/shape_rules.h"
 #include "plan/op_attrs.h"
@@ -22,31 +23,125 @@
 #include <vector>
 
 namespace castor {
+namespace cpu {
+
+Values Memory::read(const Tensor &t) {
+  int64_t n = countOf(t);
+  Values v(static_cast<size_t>(n));
+  const uint8_t *p = slot(t);
+  switch (t.dtype()) {
+  case plan::F32:
+    for (int64_t i = 0; i < n; ++i) {
+      float f;
+      std::memcpy(&f, p + 4 * i, 4);
+      v[i] = f;
+    }
+    break;
+  case plan::F64:
+    std::memcpy(v.data(), p, size_t(n) * 8);
+    break;
+  case plan::F16:
+  case plan::BF16:
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      v[i] = t.dtype() == plan::F16 ? halfToDouble(h) : bfloat16ToDouble(h);
+    }
+    break;
+  case plan::I64:
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t x;
+      std::memcpy(&x, p + 8 * i, 8);
+      v[i] = double(x);
+    }
+    break;
+  default:
+    break;
+  }
+  return v;
+}
+
+std::vector<int64_t> Memory::readInts(const Tensor &t) {
+  std::vector<int64_t> v(size_t(countOf(t)));
+  std::memcpy(v.data(), slot(t), v.size() * 8);
+  return v;
+}
+
+void Memory::writeInts(const Tensor &t, const std::vector<int64_t> &v) {
+  std::memcpy(slot(t), v.data(), size_t(countOf(t)) * 8);
+}
+
+void Memory::write(const Tensor &t, const Values &v) {
+  uint8_t *p = slot(t);
+  int64_t n = countOf(t);
+  switch (t.dtype()) {
+  case plan::F32:
+    for (int64_t i = 0; i < n; ++i) {
+      float f = float(v[i]);
+      std::memcpy(p + 4 * i, &f, 4);
+    }
+    break;
+  case plan::F64:
+    std::memcpy(p, v.data(), size_t(n) * 8);
+    break;
+  case plan::F16:
+  case plan::BF16:
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h = t.dtype() == plan::F16 ? doubleToHalf(v[i]) : doubleToBFloat16(v[i]);
+      std::memcpy(p + 2 * i, &h, 2);
+    }
+    break;
+  case plan::I64:
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t x = int64_t(v[i]);
+      std::memcpy(p + 8 * i, &x, 8);
+    }
+    break;
+  default:
+    break;
+  }
+}
+
+std::vector<int64_t> broadcastIndex(const Shape &in, const Shape &out) {
+  size_t rank = out.size();
+  std::vector<int64_t> strides(rank, 0);
+  int64_t stride = 1;
+  for (size_t i = 0; i < in.size(); ++i) {
+    size_t d = in.size() - 1 - i;
+    size_t o = rank - 1 - i;
+    strides[o] = in[d] == 1 ? 0 : stride;
+    stride *= in[d];
+  }
+  int64_t n = *shape::elementCount(out);
+  std::vector<int64_t> map(static_cast<size_t>(n));
+  std::vector<int64_t> idx(rank, 0);
+  int64_t at = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    map[i] = at;
+    for (size_t d = rank; d-- > 0;) {
+      ++idx[d];
+      at += strides[d];
+      if (idx[d] < out[d])
+        break;
+      at -= strides[d] * idx[d];
+      idx[d] = 0;
+    }
+  }
+  return map;
+}
+
+int64_t span(const Shape &s, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to && i < s.size(); ++i)
+    n *= s[i];
+  return n;
+}
+
 namespace {
 
-using plan::Kernel;
-using plan::Tensor;
-using shape::Shape;
-
-using Values = std::vector<double>;
-using RunFn = std::function<Status()>;
-
-Shape shapeOf(const Tensor &t) { return Shape(t.shape().begin(), t.shape().end()); }
-int64_t countOf(const Tensor &t) { return *plan::elementCount(t); }
-
-class CpuBackend;
-
-// What a kernel builder sees: the backend's arena and the kernel's resolved operands.
-struct KernelContext {
-  CpuBackend &backend;
-  const Kernel &kernel;
-  std::vector<const Tensor *> in, out;
-};
-
-using Builder = std::function<Expected<RunFn>(const KernelContext &)>;
 const std::map<std::string, Builder> &builders();
 
-class CpuBackend final : public Backend {
+class CpuBackend final : public Backend, public Memory {
 public:
   explicit CpuBackend(const BackendOptions &options)
       : poison_(options.poison || poisonRequestedByEnvironment()) {}
@@ -89,8 +184,11 @@ public:
         ctx.out.push_back(it->second);
       }
       auto b = builders().find(k.op());
-      if (b == builders().end())
-        return Status::error(where + ": the cpu backend has no kernel '" + k.op() + "'");
+      if (b == builders().end()) {
+        b = trainingBuilders().find(k.op());
+        if (b == trainingBuilders().end())
+          return Status::error(where + ": the cpu backend has no kernel '" + k.op() + "'");
+      }
       auto fn = b->second(ctx);
       if (!fn)
         return fn.status().withContext(where);
@@ -143,82 +241,6 @@ public:
     return Status::ok();
   }
 
-  // Element access in double precision.
-  uint8_t *slot(const Tensor &t) { return arena_.data() + t.offset(); }
-
-  Values read(const Tensor &t) {
-    int64_t n = countOf(t);
-    Values v(static_cast<size_t>(n));
-    const uint8_t *p = slot(t);
-    switch (t.dtype()) {
-    case plan::F32:
-      for (int64_t i = 0; i < n; ++i) {
-        float f;
-        std::memcpy(&f, p + 4 * i, 4);
-        v[i] = f;
-      }
-      break;
-    case plan::F64:
-      std::memcpy(v.data(), p, size_t(n) * 8);
-      break;
-    case plan::F16:
-    case plan::BF16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
-        v[i] = t.dtype() == plan::F16 ? halfToDouble(h) : bfloat16ToDouble(h);
-      }
-      break;
-    case plan::I64:
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t x;
-        std::memcpy(&x, p + 8 * i, 8);
-        v[i] = double(x);
-      }
-      break;
-    default:
-      break;
-    }
-    return v;
-  }
-
-  std::vector<int64_t> readInts(const Tensor &t) {
-    std::vector<int64_t> v(size_t(countOf(t)));
-    std::memcpy(v.data(), slot(t), v.size() * 8);
-    return v;
-  }
-
-  void write(const Tensor &t, const Values &v) {
-    uint8_t *p = slot(t);
-    int64_t n = countOf(t);
-    switch (t.dtype()) {
-    case plan::F32:
-      for (int64_t i = 0; i < n; ++i) {
-        float f = float(v[i]);
-        std::memcpy(p + 4 * i, &f, 4);
-      }
-      break;
-    case plan::F64:
-      std::memcpy(p, v.data(), size_t(n) * 8);
-      break;
-    case plan::F16:
-    case plan::BF16:
-      for (int64_t i = 0; i < n; ++i) {
-        uint16_t h = t.dtype() == plan::F16 ? doubleToHalf(v[i]) : doubleToBFloat16(v[i]);
-        std::memcpy(p + 2 * i, &h, 2);
-      }
-      break;
-    case plan::I64:
-      for (int64_t i = 0; i < n; ++i) {
-        int64_t x = int64_t(v[i]);
-        std::memcpy(p + 8 * i, &x, 8);
-      }
-      break;
-    default:
-      break;
-    }
-  }
-
 private:
   Expected<const Tensor *> find(uint32_t id, size_t bytes) {
     auto it = tensors_.find(id);
@@ -233,7 +255,6 @@ private:
   bool poison_;
   plan::Plan plan_;
   std::unordered_map<uint32_t, const Tensor *> tensors_;
-  std::vector<uint8_t> arena_;
   std::vector<RunFn> kernels_;
   std::vector<std::vector<const Tensor *>> poisonAfter_;
 };
@@ -241,50 +262,13 @@ private:
 // ---------------------------------------------------------------------------------------------
 // Helpers.
 
-// Maps each flat index of `out` to the flat index of `in` broadcast against it (numpy rules).
-std::vector<int64_t> broadcastIndex(const Shape &in, const Shape &out) {
-  size_t rank = out.size();
-  std::vector<int64_t> strides(rank, 0);
-  int64_t stride = 1;
-  for (size_t i = 0; i < in.size(); ++i) {
-    size_t d = in.size() - 1 - i;
-    size_t o = rank - 1 - i;
-    strides[o] = in[d] == 1 ? 0 : stride;
-    stride *= in[d];
-  }
-  int64_t n = *shape::elementCount(out);
-  std::vector<int64_t> map(static_cast<size_t>(n));
-  std::vector<int64_t> idx(rank, 0);
-  int64_t at = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    map[i] = at;
-    for (size_t d = rank; d-- > 0;) {
-      ++idx[d];
-      at += strides[d];
-      if (idx[d] < out[d])
-        break;
-      at -= strides[d] * idx[d];
-      idx[d] = 0;
-    }
-  }
-  return map;
-}
-
-// Product of dims [from, to).
-int64_t span(const Shape &s, size_t from, size_t to) {
-  int64_t n = 1;
-  for (size_t i = from; i < to && i < s.size(); ++i)
-    n *= s[i];
-  return n;
-}
-
 // Unary elementwise kernel in double.
 Builder unary(std::function<Expected<std::function<double(double)>>(const Kernel &)> make) {
   return [make](const KernelContext &c) -> Expected<RunFn> {
     auto f = make(c.kernel);
     if (!f)
       return f.status();
-    CpuBackend *b = &c.backend;
+    Memory *b = &c.backend;
     const Tensor *x = c.in[0], *y = c.out[0];
     auto fn = *f;
     return RunFn([=]() {
@@ -300,7 +284,7 @@ Builder unary(std::function<Expected<std::function<double(double)>>(const Kernel
 Builder binary(std::function<double(double, double)> op) {
   return [op](const KernelContext &c) -> Expected<RunFn> {
     CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
-    CpuBackend *b = &c.backend;
+    Memory *b = &c.backend;
     const Tensor *x = c.in[0], *y = c.in[1], *z = c.out[0];
     Shape out = shapeOf(*z);
     auto ix = broadcastIndex(shapeOf(*x), out), iy = broadcastIndex(shapeOf(*y), out);
@@ -315,7 +299,7 @@ Builder binary(std::function<double(double, double)> op) {
 }
 
 // Same-dtype byte copy (identity, reshape, flatten, dropout at inference).
-RunFn byteCopy(CpuBackend *b, const Tensor *x, const Tensor *y) {
+RunFn byteCopy(Memory *b, const Tensor *x, const Tensor *y) {
   return [=]() {
     std::memmove(b->slot(*y), b->slot(*x), x->bytes());
     return Status::ok();
@@ -323,7 +307,7 @@ RunFn byteCopy(CpuBackend *b, const Tensor *x, const Tensor *y) {
 }
 
 Expected<RunFn> convertCopy(const KernelContext &c) {
-  CpuBackend *b = &c.backend;
+  Memory *b = &c.backend;
   const Tensor *x = c.in[0], *y = c.out[0];
   if (x->dtype() == y->dtype())
     return byteCopy(b, x, y);
@@ -354,7 +338,7 @@ Expected<RunFn> buildConv2d(const KernelContext &c) {
   auto p = plan::parseConv2d(c.kernel);
   if (!p)
     return p.status();
-  CpuBackend *b = &c.backend;
+  Memory *b = &c.backend;
   const Tensor *x = c.in[0], *w = c.in[1], *bias = c.in.size() > 2 ? c.in[2] : nullptr, *y = c.out[0];
   Shape xs = shapeOf(*x), ws = shapeOf(*w), ys = shapeOf(*y);
   auto a = p->shape;
@@ -395,7 +379,7 @@ Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
   auto p = plan::parseBatchNorm(c.kernel);
   if (!p)
     return p.status();
-  CpuBackend *b = &c.backend;
+  Memory *b = &c.backend;
   auto in = c.in;
   auto out = c.out;
   Shape xs = shapeOf(*in[0]);
@@ -429,7 +413,7 @@ Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
         }
     }
     Values runMean, runVar;
-    if (in.size() == 5) {
+    if (out.size() == 5) {
       runMean = b->read(*in[3]);
       runVar = b->read(*in[4]);
       for (int64_t ch = 0; ch < C; ++ch) {
@@ -441,7 +425,7 @@ Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
     b->write(*out[0], Y);
     b->write(*out[1], mean);
     b->write(*out[2], invStd);
-    if (in.size() == 5) {
+    if (out.size() == 5) {
       b->write(*out[3], runMean);
       b->write(*out[4], runVar);
     }
@@ -453,7 +437,7 @@ Expected<RunFn> buildBatchNormInference(const KernelContext &c) {
   auto p = plan::parseBatchNorm(c.kernel);
   if (!p)
     return p.status();
-  CpuBackend *b = &c.backend;
+  Memory *b = &c.backend;
   auto in = c.in;
   const Tensor *y = c.out[0];
   Shape xs = shapeOf(*in[0]);
@@ -479,7 +463,7 @@ Expected<RunFn> buildPool(const KernelContext &c, bool isMax) {
   auto p = plan::parsePool2d(c.kernel);
   if (!p)
     return p.status();
-  CpuBackend *b = &c.backend;
+  Memory *b = &c.backend;
   const Tensor *x = c.in[0], *y = c.out[0];
   Shape xs = shapeOf(*x), ys = shapeOf(*y);
   auto a = p->shape;
@@ -528,7 +512,7 @@ Expected<RunFn> buildPool(const KernelContext &c, bool isMax) {
 
 Expected<RunFn> buildGlobalAvgPool(const KernelContext &c) {
   CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
-  CpuBackend *b = &c.backend;
+  Memory *b = &c.backend;
   const Tensor *x = c.in[0], *y = c.out[0];
   Shape xs = shapeOf(*x);
   return RunFn([=]() {
@@ -550,7 +534,7 @@ Expected<RunFn> buildGemm(const KernelContext &c) {
   auto p = plan::parseGemm(c.kernel);
   if (!p)
     return p.status();
-  CpuBackend *b = &c.backend;
+  Memory *b = &c.backend;
   const Tensor *A = c.in[0], *B = c.in[1], *Ct = c.in.size() > 2 ? c.in[2] : nullptr, *Yt = c.out[0];
   Shape as = shapeOf(*A), ys = shapeOf(*Yt);
   const int64_t M = ys[0], N = ys[1], K = p->transA ? as[0] : as[1];
@@ -575,7 +559,7 @@ Expected<RunFn> buildGemm(const KernelContext &c) {
 
 Expected<RunFn> buildMatmul(const KernelContext &c) {
   CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
-  CpuBackend *b = &c.backend;
+  Memory *b = &c.backend;
   const Tensor *A = c.in[0], *B = c.in[1], *Yt = c.out[0];
   Shape as = shapeOf(*A), bs = shapeOf(*B);
   Shape pa = as.size() == 1 ? Shape{1, as[0]} : as;
@@ -609,7 +593,7 @@ Expected<RunFn> buildConcat(const KernelContext &c) {
   auto axis = plan::parseAxis(c.kernel, 0);
   if (!axis)
     return axis.status();
-  CpuBackend *b = &c.backend;
+  Memory *b = &c.backend;
   auto in = c.in;
   const Tensor *y = c.out[0];
   Shape ys = shapeOf(*y);
@@ -639,7 +623,7 @@ Expected<RunFn> buildSoftmax(const KernelContext &c) {
   auto axis = plan::parseAxis(c.kernel, -1);
   if (!axis)
     return axis.status();
-  CpuBackend *b = &c.backend;
+  Memory *b = &c.backend;
   const Tensor *x = c.in[0], *y = c.out[0];
   Shape xs = shapeOf(*x);
   auto ax = shape::normalizeAxis(*axis, int64_t(xs.size()));
@@ -674,7 +658,7 @@ Expected<RunFn> buildSoftmaxCrossEntropy(const KernelContext &c) {
   auto p = plan::parseSoftmaxCrossEntropy(c.kernel);
   if (!p)
     return p.status();
-  CpuBackend *b = &c.backend;
+  Memory *b = &c.backend;
   const Tensor *x = c.in[0], *labels = c.in[1], *loss = c.out[0];
   const Tensor *probs = c.out.size() > 1 ? c.out[1] : nullptr;
   const int64_t N = x->shape(0), C = x->shape(1);
@@ -766,12 +750,6 @@ const std::map<std::string, Builder> &builders() {
          CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
          return convertCopy(c);
        }},
-      {"dropout",
-       [](const KernelContext &c) -> Expected<RunFn> {
-         // Inference form: the identity.
-         CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel, {"ratio"}));
-         return convertCopy(c);
-       }},
       {"cast",
        [](const KernelContext &c) -> Expected<RunFn> {
          CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
@@ -787,6 +765,7 @@ const std::map<std::string, Builder> &builders() {
 }
 
 } // namespace
+} // namespace cpu
 
 bool poisonRequestedByEnvironment() {
   const char *v = std::getenv("CASTOR_POISON");
@@ -794,7 +773,7 @@ bool poisonRequestedByEnvironment() {
 }
 
 std::unique_ptr<Backend> createCpuBackend(const BackendOptions &options) {
-  return std::make_unique<CpuBackend>(options);
+  return std::make_unique<cpu::CpuBackend>(options);
 }
 
 } // namespace castor

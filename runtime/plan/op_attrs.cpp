@@ -112,7 +112,7 @@ Expected<Pool2dParams> parsePool2d(const Kernel &k) {
   p.shape.strides = r.ints("strides", {1, 1}); // ONNX default (PyTorch defaults to the kernel)
   p.shape.pads = r.ints("pads", {0, 0, 0, 0});
   p.shape.ceilMode = r.boolean("ceil_mode", false);
-  if (k.op() == "max_pool2d") {
+  if (k.op() == "max_pool2d" || k.op() == "max_pool2d_backward") {
     p.shape.dilations = r.ints("dilations", {1, 1});
   } else {
     p.countIncludePad = r.boolean("count_include_pad", false);
@@ -120,6 +120,106 @@ Expected<Pool2dParams> parsePool2d(const Kernel &k) {
   CASTOR_RETURN_IF_ERROR(r.finish());
   if (p.shape.kernel.empty())
     return Status::error("attribute 'kernel' is required");
+  return p;
+}
+
+Expected<DropoutParams> parseDropout(const Kernel &k) {
+  AttrReader r(k);
+  DropoutParams p;
+  p.ratio = r.real("ratio", 0.5);
+  p.seed = r.integer("seed", 0);
+  p.salt = r.integer("salt", 0);
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  if (!(p.ratio >= 0.0 && p.ratio <= 1.0))
+    return Status::error("ratio must be in [0, 1]");
+  return p;
+}
+
+Expected<ReduceSumToParams> parseReduceSumTo(const Kernel &k) {
+  AttrReader r(k);
+  ReduceSumToParams p;
+  p.scale = r.real("scale", 1.0);
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  return p;
+}
+
+Expected<BatchNormRunningUpdateParams> parseBatchNormRunningUpdate(const Kernel &k) {
+  AttrReader r(k);
+  BatchNormRunningUpdateParams p;
+  p.momentum = r.real("momentum", 0.1);
+  p.epsilon = r.real("epsilon", 1e-5);
+  p.count = r.integer("count", 0);
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  if (p.count < 1)
+    return Status::error("attribute 'count' (elements per channel) is required and must be positive");
+  if (!(p.epsilon >= 0))
+    return Status::error("epsilon must be non-negative");
+  return p;
+}
+
+Expected<SgdParams> parseSgd(const Kernel &k) {
+  AttrReader r(k);
+  SgdParams p;
+  p.momentum = r.real("momentum", 0.0);
+  p.nesterov = r.boolean("nesterov", false);
+  p.weightDecay = r.real("weight_decay", 0.0);
+  p.dampening = r.real("dampening", 0.0);
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  if (!(p.momentum >= 0))
+    return Status::error("momentum must be non-negative");
+  if (p.nesterov && (p.momentum <= 0 || p.dampening != 0))
+    return Status::error("nesterov momentum requires a momentum and zero dampening");
+  return p;
+}
+
+Expected<AdamWParams> parseAdamW(const Kernel &k) {
+  AttrReader r(k);
+  AdamWParams p;
+  p.beta1 = r.real("beta1", 0.9);
+  p.beta2 = r.real("beta2", 0.999);
+  p.eps = r.real("eps", 1e-8);
+  p.weightDecay = r.real("weight_decay", 0.01);
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  if (!(p.beta1 >= 0 && p.beta1 < 1 && p.beta2 >= 0 && p.beta2 < 1))
+    return Status::error("beta1 and beta2 must be in [0, 1)");
+  if (!(p.eps >= 0))
+    return Status::error("eps must be non-negative");
+  return p;
+}
+
+Expected<LrScheduleParams> parseLrSchedule(const Kernel &k) {
+  AttrReader r(k);
+  LrScheduleParams p;
+  std::string kind = r.string("kind", "constant");
+  p.baseLr = r.real("base_lr", 0.0);
+  p.warmupSteps = r.integer("warmup_steps", 0);
+  p.stepSize = r.integer("step_size", 0);
+  p.gamma = r.real("gamma", 0.1);
+  p.totalSteps = r.integer("total_steps", 0);
+  p.minLr = r.real("min_lr", 0.0);
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  if (kind == "constant")
+    p.kind = LrScheduleParams::Kind::Constant;
+  else if (kind == "step")
+    p.kind = LrScheduleParams::Kind::Step;
+  else if (kind == "cosine")
+    p.kind = LrScheduleParams::Kind::Cosine;
+  else
+    return Status::error("kind must be \"constant\", \"step\" or \"cosine\", got \"" + kind + "\"");
+  if (p.warmupSteps < 0)
+    return Status::error("warmup_steps must be non-negative");
+  if (p.kind == LrScheduleParams::Kind::Step && p.stepSize < 1)
+    return Status::error("a step schedule needs a positive step_size");
+  if (p.kind == LrScheduleParams::Kind::Cosine && p.totalSteps < 1)
+    return Status::error("a cosine schedule needs a positive total_steps");
+  return p;
+}
+
+Expected<FillParams> parseFill(const Kernel &k) {
+  AttrReader r(k);
+  FillParams p;
+  p.value = r.real("value", 0.0);
+  CASTOR_RETURN_IF_ERROR(r.finish());
   return p;
 }
 

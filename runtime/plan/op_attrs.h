@@ -68,8 +68,45 @@ struct SoftmaxCrossEntropyParams {
   shape::Reduction reduction = shape::Reduction::Mean;
 };
 
-Expected<Conv2dParams> parseConv2d(const Kernel &k);
-Expected<Pool2dParams> parsePool2d(const Kernel &k); // max_pool2d or avg_pool2d
+// Training-step kernels.
+struct DropoutParams {
+  double ratio = 0.5;
+  int64_t seed = 0, salt = 0;
+};
+struct ReduceSumToParams {
+  double scale = 1.0;
+};
+struct BatchNormRunningUpdateParams {
+  double momentum = 0.1, epsilon = 1e-5;
+  int64_t count = 0; // elements per channel (N*H*W); required
+};
+struct SgdParams {
+  double momentum = 0.0, weightDecay = 0.0, dampening = 0.0;
+  bool nesterov = false;
+};
+struct AdamWParams {
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weightDecay = 0.01;
+};
+struct LrScheduleParams {
+  enum class Kind { Constant, Step, Cosine };
+  Kind kind = Kind::Constant;
+  double baseLr = 0.0, gamma = 0.1, minLr = 0.0;
+  int64_t warmupSteps = 0, stepSize = 0, totalSteps = 0;
+};
+struct FillParams {
+  double value = 0.0;
+};
+
+Expected<Conv2dParams> parseConv2d(const Kernel &k); // also conv2d_backward_data/filter
+// max_pool2d, avg_pool2d and their _backward kernels.
+Expected<Pool2dParams> parsePool2d(const Kernel &k);
+Expected<DropoutParams> parseDropout(const Kernel &k); // dropout, dropout_backward
+Expected<ReduceSumToParams> parseReduceSumTo(const Kernel &k);
+Expected<BatchNormRunningUpdateParams> parseBatchNormRunningUpdate(const Kernel &k);
+Expected<SgdParams> parseSgd(const Kernel &k);
+Expected<AdamWParams> parseAdamW(const Kernel &k);
+Expected<LrScheduleParams> parseLrSchedule(const Kernel &k);
+Expected<FillParams> parseFill(const Kernel &k);
 Expected<BatchNormParams> parseBatchNorm(const Kernel &k);
 Expected<GemmParams> parseGemm(const Kernel &k);
 Expected<ClipParams> parseClip(const Kernel &k);
