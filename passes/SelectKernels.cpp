@@ -21,6 +21,16 @@ struct SelectKernelsPass : castor::impl::CastorSelectKernelsBase<SelectKernelsPa
       getOperation().emitError("unknown target '") << target << "' (expected cpu or cuda)";
       return signalPassFailure();
     }
+    // A plan's outputs are written by kernels: copy returned arguments and parameters.
+    getOperation().walk([&](func::ReturnOp ret) {
+      OpBuilder builder(ret);
+      for (OpOperand &operand : ret->getOpOperands()) {
+        Operation *def = operand.get().getDefiningOp();
+        if (!def || llvm::isa<castor::ParameterOp, castor::ConstantOp>(def))
+          operand.set(builder.create<castor::IdentityOp>(ret.getLoc(), operand.get()));
+      }
+    });
+
     Builder b(&getContext());
     WalkResult result = getOperation().walk([&](Operation *op) {
       if (op == getOperation() || llvm::isa<func::ReturnOp, castor::ParameterOp, castor::ConstantOp>(op))

@@ -19,13 +19,22 @@ from onnx import numpy_helper
 
 def fill_weights(model, rng):
     """Gives every external (absent) initializer seeded values of a sensible scale."""
+    # Eval-mode exports share equal initializers through Identity nodes: follow them.
+    alias = {n.output[0]: n.input[0] for n in model.graph.node if n.op_type == "Identity"}
+
+    def source(name):
+        while name in alias:
+            name = alias[name]
+        return name
+
+    variances = {source(n.input[4]) for n in model.graph.node if n.op_type == "BatchNormalization" and len(n.input) > 4}
     for init in model.graph.initializer:
         if init.data_location != onnx.TensorProto.EXTERNAL:
             continue
         dims = list(init.dims)
         dtype = onnx.helper.tensor_dtype_to_np_dtype(init.data_type)
         name = init.name
-        if name.endswith("running_var"):
+        if name in variances:
             value = rng.uniform(0.5, 1.5, dims)
         elif name.endswith("running_mean") or name.endswith("bias") or len(dims) == 1:
             value = rng.uniform(-0.1, 0.1, dims)

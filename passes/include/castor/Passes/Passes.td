@@ -21,8 +21,9 @@ def CastorSelectKernels : Pass<"castor-select-kernels", "mlir::func::FuncOp"> {
   let description = [{
     First step of lowering to a plan: every op that executes (KernelOpInterface) gets a
     `castor.kernel` attribute naming the runtime kernel that computes it on `target`.
-    Parameters and constants are sources, not kernels. Any other op in the function cannot
-    be lowered and fails the pass with its name.
+    Parameters and constants are sources, not kernels; a returned function argument or
+    parameter gets an identity kernel, since a plan's outputs are kernel outputs. Any other
+    op in the function cannot be lowered and fails the pass with its name.
   }];
   let options = [
     Option<"target", "target", "std::string", /*default=*/"\"cpu\"", "cpu or cuda">,
