@@ -3,6 +3,8 @@
 #include "plan/plan_validator.h"
 #include "weights/init.h"
 
+#include <map>
+
 namespace castor {
 
 namespace {
@@ -64,7 +66,7 @@ Expected<std::unique_ptr<Session>> Session::create(plan::Plan plan, std::unique_
       ++s->fromFile_;
       continue;
     }
-    if (p.init() == plan::Parameter::FILE)
+    if (p.init() == plan::Parameter::FILE || options.requireAllFromFile)
       return Status::error(what + " is to be read from a weights file, but " +
                            (options.weightsPath.empty() ? std::string("none was given")
                                                         : options.weightsPath + " does not contain it"));
@@ -98,6 +100,26 @@ Expected<HostTensor> Session::tensor(uint32_t id) {
   out.data.resize(t->bytes());
   CASTOR_RETURN_IF_ERROR(backend_->download(id, out.data.data(), out.data.size()));
   return out;
+}
+
+Expected<weights::TensorFile> Session::state() {
+  std::map<uint32_t, std::string> names;
+  for (const plan::Parameter &p : plan_.parameters())
+    names[p.tensor()] = p.name();
+  weights::TensorFile file;
+  for (const plan::Tensor &t : plan_.tensors()) {
+    if (t.kind() != plan::Tensor::PARAMETER && t.kind() != plan::Tensor::STATE)
+      continue;
+    auto value = tensor(t.id());
+    if (!value)
+      return value.status();
+    auto it = names.find(t.id());
+    value->name = it != names.end() ? it->second : t.name();
+    if (value->name.empty())
+      return Status::error("state tensor " + std::to_string(t.id()) + " has no name");
+    file.tensors.push_back(std::move(*value));
+  }
+  return file;
 }
 
 Expected<HostTensor> Session::output(const std::string &name) {

@@ -19,6 +19,8 @@ using HostTensor = weights::NamedTensor;
 struct SessionOptions {
   std::string weightsPath; // safetensors; empty: every parameter comes from its initializer
   uint64_t seed = 0;       // for seeded initializers
+  // Every parameter must come from the weights file (resuming a saved training state).
+  bool requireAllFromFile = false;
 };
 
 class Session {
@@ -43,6 +45,11 @@ public:
 
   // Any tensor of the plan by id.
   Expected<HostTensor> tensor(uint32_t id);
+
+  // The state kept between steps: every PARAMETER and STATE tensor, named as its Parameter
+  // entry (else as the tensor), in the plan's tensor order. Written back by Session::create
+  // (weightsPath), so a saved state resumes bit-exactly.
+  Expected<weights::TensorFile> state();
 
 private:
   Session() = default;

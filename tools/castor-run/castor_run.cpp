@@ -3,12 +3,16 @@
 //   castor-run inspect model.plan [--json]
 //   castor-run infer model.plan --input x.npy --output y.npy [--weights w.safetensors]
 //                               [--init-seed 0] [--device cpu] [--poison]
+//   castor-run train train.plan --steps N [--data synthetic|idx:DIR] [--seed S] [--weights W]
+//                               [--log-json FILE] [--save STATE] [--save-every K] [--resume STATE]
+//   castor-run eval forward.plan --weights STATE --data idx:DIR [--split test] [--json]
 
 #include "castor/backend.h"
 #include "core/npy.h"
 #include "core/session.h"
 #include "plan/plan_io.h"
 #include "plan/plan_validator.h"
+#include "train.h"
 #include "weights/json.h"
 
 #include <CLI/CLI.hpp>
@@ -312,8 +316,44 @@ int main(int argc, char **argv) {
   inferCmd->add_option("--device", io.device, "cpu (cuda: not built yet)");
   inferCmd->add_flag("--poison", io.poison, "Fill each tensor's arena slot with NaN after its last use");
 
+  castor::run::TrainOptions to;
+  auto *trainCmd = app.add_subcommand("train", "Run a training plan for a number of steps");
+  trainCmd->add_option("plan", to.plan, "Training plan (inputs images, labels; outputs loss [, correct])")->required();
+  trainCmd->add_option("--steps", to.steps, "Number of steps to run")->required();
+  trainCmd->add_option("--data", to.data,
+                       "synthetic (N(0,1) images, uniform labels) or idx:DIR (train-images-idx3-ubyte[.gz], "
+                       "train-labels-idx1-ubyte[.gz])");
+  trainCmd->add_option("--device", to.device, "cpu (cuda: not built yet)");
+  trainCmd->add_option("--seed", to.seed,
+                       "Seed of the parameter initializers and of the data (synthetic batches, shuffling); "
+                       "a resumed run keeps the data seed of its state file");
+  auto *weightsOpt = trainCmd->add_option("--weights", to.weights, "safetensors file with initial parameter values");
+  trainCmd->add_option("--log-json", to.logJson, "Append one JSON line per step (step, loss, accuracy, img_per_s)");
+  trainCmd->add_option("--save", to.save, "Write the training state here at the end (atomically)");
+  trainCmd->add_option("--save-every", to.saveEvery, "Also write it every K steps");
+  trainCmd->add_option("--resume", to.resume, "Continue from a state written by --save")->excludes(weightsOpt);
+  trainCmd->add_option("--classes", to.classes, "Class count of synthetic labels (default: from the plan's loss, else 10)");
+  trainCmd->add_option("--mean", to.mean, "IDX pixel normalization mean (after scaling to [0, 1])");
+  trainCmd->add_option("--std", to.std, "IDX pixel normalization standard deviation");
+  trainCmd->add_flag("--poison", to.poison, "Fill each tensor's arena slot with NaN after its last use");
+
+  castor::run::EvalOptions eo;
+  auto *evalCmd = app.add_subcommand("eval", "Accuracy of a forward plan on an IDX data set");
+  evalCmd->add_option("plan", eo.plan, "Forward plan (input images, output logits \"output\")")->required();
+  evalCmd->add_option("--weights", eo.weights, "safetensors state (parameters by name)")->required();
+  evalCmd->add_option("--data", eo.data, "idx:DIR")->required();
+  evalCmd->add_option("--split", eo.split, "test (t10k-* files) or train");
+  evalCmd->add_option("--device", eo.device, "cpu (cuda: not built yet)");
+  evalCmd->add_option("--mean", eo.mean, "Pixel normalization mean (after scaling to [0, 1])");
+  evalCmd->add_option("--std", eo.std, "Pixel normalization standard deviation");
+  evalCmd->add_flag("--json", eo.json, "One JSON line");
+
   CLI11_PARSE(app, argc, argv);
   if (*inspectCmd)
     return inspect(inspectPath, json);
+  if (*trainCmd)
+    return castor::run::train(to);
+  if (*evalCmd)
+    return castor::run::eval(eo);
   return infer(io);
 }

@@ -1,0 +1,446 @@
+#include "train.h"
+
+#include "castor/backend.h"
+#include "core/idx.h"
+#include "core/session.h"
+#include "plan/plan_io.h"
+#include "weights/init.h"
+#include "weights/philox.h"
+#include "weights/safetensors.h"
+
+#include <fmt/core.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <unistd.h>
+
+namespace castor::run {
+namespace {
+
+int fail(const std::string &message) {
+  fmt::print(stderr, "castor-run: error: {}\n", message);
+  return 1;
+}
+
+const plan::Tensor *tensorById(const plan::Plan &p, uint32_t id) {
+  for (const plan::Tensor &t : p.tensors())
+    if (t.id() == id)
+      return &t;
+  return nullptr;
+}
+
+const plan::Tensor *binding(const plan::Plan &p, const google::protobuf::RepeatedPtrField<plan::Binding> &list,
+                            const std::string &name) {
+  for (const plan::Binding &b : list)
+    if (b.name() == name)
+      return tensorById(p, b.tensor());
+  return nullptr;
+}
+
+std::vector<int64_t> shapeOf(const plan::Tensor &t) { return {t.shape().begin(), t.shape().end()}; }
+
+std::string shapeText(const std::vector<int64_t> &s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+inline double u53(uint32_t a, uint32_t b) { return double((uint64_t(a) << 32 | b) >> 11) * 0x1.0p-53; }
+
+// Domain tags that keep the data's random streams apart from each other (and from parameter
+// initialization and dropout, which use other counter layouts).
+constexpr uint32_t kImagesTag = 0x53594E49, kLabelsTag = 0x53594E4C, kShuffleTag = 0x5045524D;
+
+weights::PhiloxKey keyFor(uint64_t seed, uint32_t tag) { return {uint32_t(seed), uint32_t(seed >> 32) ^ tag}; }
+
+// The class count of the plan's loss: the width of the logits its labels are compared with.
+int64_t classesOf(const plan::Plan &p, uint32_t labelsId) {
+  for (const plan::Kernel &k : p.kernels())
+    if ((k.op() == "softmax_cross_entropy" || k.op() == "count_correct") && k.inputs_size() >= 2 &&
+        k.inputs(1) == labelsId)
+      if (const plan::Tensor *logits = tensorById(p, k.inputs(0)))
+        if (logits->shape_size() == 2)
+          return logits->shape(1);
+  return 0;
+}
+
+// A source of training batches. The position it needs to continue is saved with the state.
+class Batches {
+public:
+  virtual ~Batches() = default;
+  // Images (batch x per-image values) and labels of global step `step` (0-based).
+  virtual Status next(int64_t step, std::vector<double> &images, std::vector<int64_t> &labels) = 0;
+  virtual std::string kind() const = 0;
+  virtual void save(std::map<std::string, std::string> &) const {}
+  virtual Status restore(const std::map<std::string, std::string> &) { return Status::ok(); }
+  virtual int64_t epoch() const { return 0; }
+};
+
+// Deterministic N(0, 1) images and uniform labels, a function of (seed, step) only.
+class SyntheticBatches final : public Batches {
+public:
+  SyntheticBatches(uint64_t seed, int64_t batch, int64_t perImage, int64_t classes)
+      : seed_(seed), batch_(batch), perImage_(perImage), classes_(classes) {}
+  std::string kind() const override { return "synthetic"; }
+  Status next(int64_t step, std::vector<double> &images, std::vector<int64_t> &labels) override {
+    images.resize(size_t(batch_ * perImage_));
+    labels.resize(size_t(batch_));
+    const uint32_t s0 = uint32_t(uint64_t(step)), s1 = uint32_t(uint64_t(step) >> 32);
+    const auto ik = keyFor(seed_, kImagesTag), lk = keyFor(seed_, kLabelsTag);
+    const double twoPi = 6.283185307179586476925286766559;
+    for (size_t i = 0; i < images.size(); ++i) {
+      auto w = weights::philox4x32_10({uint32_t(i), uint32_t(uint64_t(i) >> 32), s0, s1}, ik);
+      images[i] = std::sqrt(-2.0 * std::log(u53(w[0], w[1]) + 0x1.0p-54)) * std::cos(twoPi * u53(w[2], w[3]));
+    }
+    for (size_t n = 0; n < labels.size(); ++n) {
+      auto w = weights::philox4x32_10({uint32_t(n), uint32_t(uint64_t(n) >> 32), s0, s1}, lk);
+      labels[n] = std::min(int64_t(u53(w[0], w[1]) * double(classes_)), classes_ - 1);
+    }
+    return Status::ok();
+  }
+
+private:
+  uint64_t seed_;
+  int64_t batch_, perImage_, classes_;
+};
+
+// IDX images in a seeded random order, reshuffled every epoch; an epoch's last partial batch is
+// dropped. Pixels are scaled to [0, 1], then normalized with (x - mean) / std.
+class IdxBatches final : public Batches {
+public:
+  IdxBatches(idx::LabelledImages data, uint64_t seed, int64_t batch, double mean, double stddev)
+      : data_(std::move(data)), seed_(seed), batch_(batch), mean_(mean), std_(stddev) {}
+  std::string kind() const override { return "idx"; }
+  int64_t epoch() const override { return epoch_; }
+
+  Status next(int64_t, std::vector<double> &images, std::vector<int64_t> &labels) override {
+    if (cursor_ + batch_ > data_.count) {
+      ++epoch_;
+      cursor_ = 0;
+    }
+    if (permEpoch_ != epoch_)
+      shuffle();
+    const int64_t pixels = data_.rows * data_.cols;
+    images.resize(size_t(batch_ * pixels));
+    labels.resize(size_t(batch_));
+    for (int64_t b = 0; b < batch_; ++b) {
+      const int64_t i = perm_[size_t(cursor_ + b)];
+      for (int64_t p = 0; p < pixels; ++p)
+        images[size_t(b * pixels + p)] = (double(data_.pixels[size_t(i * pixels + p)]) / 255.0 - mean_) / std_;
+      labels[size_t(b)] = data_.labels[size_t(i)];
+    }
+    cursor_ += batch_;
+    return Status::ok();
+  }
+
+  void save(std::map<std::string, std::string> &m) const override {
+    m["castor.data.epoch"] = std::to_string(epoch_);
+    m["castor.data.cursor"] = std::to_string(cursor_);
+  }
+  Status restore(const std::map<std::string, std::string> &m) override {
+    auto e = m.find("castor.data.epoch"), c = m.find("castor.data.cursor");
+    if (e == m.end() || c == m.end())
+      return Status::error("the state file holds no IDX loader position (castor.data.epoch, castor.data.cursor)");
+    epoch_ = std::stoll(e->second);
+    cursor_ = std::stoll(c->second);
+    return Status::ok();
+  }
+
+private:
+  // Fisher-Yates with j = floor(u * (i + 1)), u from Philox(counter {i, 0, epoch, 0}).
+  void shuffle() {
+    perm_.resize(size_t(data_.count));
+    std::iota(perm_.begin(), perm_.end(), 0);
+    const auto key = keyFor(seed_, kShuffleTag);
+    for (int64_t i = data_.count - 1; i > 0; --i) {
+      auto w = weights::philox4x32_10({uint32_t(i), uint32_t(uint64_t(i) >> 32), uint32_t(epoch_), 0}, key);
+      int64_t j = std::min(int64_t(u53(w[0], w[1]) * double(i + 1)), i);
+      std::swap(perm_[size_t(i)], perm_[size_t(j)]);
+    }
+    permEpoch_ = epoch_;
+  }
+
+  idx::LabelledImages data_;
+  uint64_t seed_;
+  int64_t batch_;
+  double mean_, std_;
+  int64_t epoch_ = 0, cursor_ = 0, permEpoch_ = -1;
+  std::vector<int64_t> perm_;
+};
+
+// "idx:DIR" -> DIR; "" when `data` is not of that form.
+std::string idxDir(const std::string &data) { return data.rfind("idx:", 0) == 0 ? data.substr(4) : ""; }
+
+Status checkImageShape(const std::vector<int64_t> &plan, const idx::LabelledImages &d, const std::string &dir) {
+  std::vector<int64_t> want{plan.empty() ? 0 : plan[0], 1, d.rows, d.cols};
+  if (plan != want)
+    return Status::error("the plan's images input is " + shapeText(plan) + ", but the images in " + dir + " are " +
+                         std::to_string(d.rows) + "x" + std::to_string(d.cols) + " with one channel (the plan needs " +
+                         shapeText(want) + ")");
+  return Status::ok();
+}
+
+std::string jsonNumber(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : "null"; }
+
+} // namespace
+
+int train(const TrainOptions &o) {
+  if (o.device == "cuda")
+    return fail("the CUDA backend is not built");
+  if (o.device != "cpu")
+    return fail("unknown device '" + o.device + "' (cpu or cuda)");
+  if (o.steps < 0)
+    return fail("--steps must be non-negative");
+  if (!o.weights.empty() && !o.resume.empty())
+    return fail("--weights and --resume exclude each other (a saved state holds the weights)");
+  auto read = plan::readPlanFile(o.plan);
+  if (!read)
+    return fail(read.message());
+  plan::Plan p = std::move(*read);
+  const plan::Tensor *images = binding(p, p.inputs(), "images"), *labels = binding(p, p.inputs(), "labels");
+  const plan::Tensor *lossT = binding(p, p.outputs(), "loss"), *correctT = binding(p, p.outputs(), "correct");
+  if (!images || !labels || !lossT)
+    return fail("a training plan binds inputs \"images\" and \"labels\" and the output \"loss\"");
+  if (labels->dtype() != plan::I64 || labels->shape_size() != 1)
+    return fail("the plan's labels input must be i64 [N]");
+  const std::vector<int64_t> imageShape = shapeOf(*images);
+  const int64_t batch = imageShape.empty() ? 0 : imageShape[0];
+  if (batch <= 0 || labels->shape(0) != batch)
+    return fail("the plan's images " + shapeText(imageShape) + " and labels " + shapeText(shapeOf(*labels)) +
+                " disagree on the batch");
+  const int64_t perImage = *plan::elementCount(*images) / batch;
+  const uint32_t labelsId = labels->id();
+
+  // The saved state, when resuming: its metadata says where training stopped.
+  std::map<std::string, std::string> meta;
+  uint64_t dataSeed = o.seed;
+  int64_t firstStep = 0;
+  if (!o.resume.empty()) {
+    auto state = weights::readSafetensors(o.resume);
+    if (!state)
+      return fail(state.message());
+    meta = state->metadata;
+    if (!meta.count("castor.step") || !meta.count("castor.data.seed") || !meta.count("castor.data"))
+      return fail(o.resume + " is not a training state written by castor-run train --save");
+    firstStep = std::stoll(meta["castor.step"]);
+    dataSeed = std::stoull(meta["castor.data.seed"]);
+  }
+
+  std::unique_ptr<Batches> data;
+  std::string dir = idxDir(o.data);
+  if (o.data == "synthetic") {
+    int64_t classes = o.classes > 0 ? o.classes : classesOf(p, labelsId);
+    if (classes <= 0)
+      classes = 10;
+    data = std::make_unique<SyntheticBatches>(dataSeed, batch, perImage, classes);
+  } else if (!dir.empty()) {
+    auto set = idx::readLabelledImages(dir, "train");
+    if (!set)
+      return fail(set.message());
+    Status shape = checkImageShape(imageShape, *set, dir);
+    if (!shape)
+      return fail(shape.message());
+    if (set->count < batch)
+      return fail(fmt::format("{} holds {} training images, fewer than one batch of {}", dir, set->count, batch));
+    data = std::make_unique<IdxBatches>(std::move(*set), dataSeed, batch, o.mean, o.std);
+  } else {
+    return fail("unknown --data '" + o.data + "' (synthetic or idx:DIR)");
+  }
+  if (!o.resume.empty()) {
+    if (meta["castor.data"] != data->kind())
+      return fail(fmt::format("{} was trained on {} data, not {}", o.resume, meta["castor.data"], data->kind()));
+    Status r = data->restore(meta);
+    if (!r)
+      return fail(r.message());
+  }
+
+  BackendOptions bo;
+  bo.poison = o.poison;
+  SessionOptions so;
+  so.weightsPath = !o.resume.empty() ? o.resume : o.weights;
+  so.seed = o.seed;
+  so.requireAllFromFile = !o.resume.empty();
+  auto created = Session::create(std::move(p), createCpuBackend(bo), so);
+  if (!created)
+    return fail(created.message());
+  Session &s = **created;
+
+  int64_t step = firstStep;
+  auto saveState = [&](const std::string &path) -> Status {
+    auto state = s.state();
+    if (!state)
+      return state.status();
+    state->metadata["castor.format"] = "training-state 1";
+    state->metadata["castor.step"] = std::to_string(step);
+    state->metadata["castor.data"] = data->kind();
+    state->metadata["castor.data.seed"] = std::to_string(dataSeed);
+    data->save(state->metadata);
+    return weights::writeSafetensors(*state, path);
+  };
+
+  std::FILE *log = nullptr;
+  if (!o.logJson.empty()) {
+    log = std::fopen(o.logJson.c_str(), o.resume.empty() ? "w" : "a");
+    if (!log)
+      return fail("cannot open " + o.logJson + " for writing");
+  }
+  const bool terminal = ::isatty(STDERR_FILENO);
+  std::vector<double> imageValues;
+  std::vector<int64_t> labelValues;
+  double lastLoss = NAN, lastAccuracy = NAN, totalSeconds = 0;
+  const int64_t lastStep = firstStep + o.steps;
+  int rc = 0;
+  for (; step < lastStep; ++step) {
+    auto start = std::chrono::steady_clock::now();
+    Status st = data->next(step, imageValues, labelValues);
+    HostTensor in{"images", plan::F64, imageShape, weights::encodeValues(plan::F64, imageValues)};
+    HostTensor lb{"labels", plan::I64, {batch}, std::vector<uint8_t>(labelValues.size() * 8)};
+    std::memcpy(lb.data.data(), labelValues.data(), lb.data.size());
+    if (st)
+      st = s.setInput("images", in);
+    if (st)
+      st = s.setInput("labels", lb);
+    if (st)
+      st = s.run().withContext(fmt::format("step {}", step + 1));
+    if (!st) {
+      rc = fail(st.message());
+      break;
+    }
+    auto loss = s.output("loss");
+    if (!loss) {
+      rc = fail(loss.message());
+      break;
+    }
+    lastLoss = weights::decodeValues(loss->dtype, loss->data)[0];
+    int64_t correct = -1;
+    if (correctT) {
+      auto c = s.output("correct");
+      if (!c) {
+        rc = fail(c.message());
+        break;
+      }
+      correct = int64_t(weights::decodeValues(c->dtype, c->data)[0]);
+    }
+    lastAccuracy = correct >= 0 ? double(correct) / double(batch) : NAN;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    totalSeconds += seconds;
+    const double rate = seconds > 0 ? double(batch) / seconds : 0.0;
+    if (log) {
+      fmt::print(log, "{{\"step\": {}, \"epoch\": {}, \"loss\": {}, \"accuracy\": {}, \"correct\": {}, \"img_per_s\": {}}}\n",
+                 step + 1, data->epoch(), jsonNumber(lastLoss), jsonNumber(lastAccuracy), correct,
+                 jsonNumber(rate));
+      std::fflush(log);
+    }
+    if (terminal)
+      fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  accuracy {:.3f}  {:.1f} img/s   ", step + 1, lastStep, lastLoss,
+                 lastAccuracy, rate);
+    if (!o.save.empty() && o.saveEvery > 0 && (step + 1 - firstStep) % o.saveEvery == 0 && step + 1 < lastStep) {
+      Status w = saveState(o.save);
+      if (!w) {
+        ++step;
+        rc = fail(w.message());
+        break;
+      }
+    }
+  }
+  if (terminal)
+    fmt::print(stderr, "\n");
+  if (log)
+    std::fclose(log);
+  if (rc != 0)
+    return rc;
+  if (!o.save.empty()) {
+    Status w = saveState(o.save);
+    if (!w)
+      return fail(w.message());
+  }
+  fmt::print("trained steps {}..{} on {} data: last loss {:.6f}, last batch accuracy {:.4f}, {:.1f} img/s\n",
+             firstStep + 1, lastStep, data->kind(), lastLoss, lastAccuracy,
+             totalSeconds > 0 ? double(batch * o.steps) / totalSeconds : 0.0);
+  return 0;
+}
+
+int eval(const EvalOptions &o) {
+  if (o.device == "cuda")
+    return fail("the CUDA backend is not built");
+  if (o.device != "cpu")
+    return fail("unknown device '" + o.device + "' (cpu or cuda)");
+  std::string dir = idxDir(o.data);
+  if (dir.empty())
+    return fail("eval reads --data idx:DIR");
+  if (o.split != "test" && o.split != "train")
+    return fail("--split is test (t10k-* files) or train (train-* files)");
+  auto read = plan::readPlanFile(o.plan);
+  if (!read)
+    return fail(read.message());
+  plan::Plan p = std::move(*read);
+  const plan::Tensor *images = binding(p, p.inputs(), "images");
+  const plan::Tensor *output = binding(p, p.outputs(), "output");
+  if (!output && p.outputs_size() == 1)
+    output = tensorById(p, p.outputs(0).tensor());
+  if (!images || !output)
+    return fail("a forward plan binds the input \"images\" and the output \"output\" (logits [N, classes])");
+  if (output->shape_size() != 2)
+    return fail("the plan's output must be logits [N, classes], got " + shapeText(shapeOf(*output)));
+  const std::vector<int64_t> imageShape = shapeOf(*images);
+  auto set = idx::readLabelledImages(dir, o.split == "test" ? "t10k" : "train");
+  if (!set)
+    return fail(set.message());
+  Status shape = checkImageShape(imageShape, *set, dir);
+  if (!shape)
+    return fail(shape.message());
+  const int64_t batch = imageShape[0], classes = output->shape(1), pixels = set->rows * set->cols;
+
+  SessionOptions so;
+  so.weightsPath = o.weights;
+  so.requireAllFromFile = true;
+  auto created = Session::create(std::move(p), createCpuBackend(), so);
+  if (!created)
+    return fail(created.message());
+  Session &s = **created;
+
+  int64_t correct = 0;
+  auto start = std::chrono::steady_clock::now();
+  std::vector<double> values(size_t(batch * pixels));
+  for (int64_t first = 0; first < set->count; first += batch) {
+    const int64_t rows = std::min(batch, set->count - first);
+    std::fill(values.begin(), values.end(), 0.0); // padding rows of the last batch
+    for (int64_t b = 0; b < rows; ++b)
+      for (int64_t q = 0; q < pixels; ++q)
+        values[size_t(b * pixels + q)] =
+            (double(set->pixels[size_t((first + b) * pixels + q)]) / 255.0 - o.mean) / o.std;
+    Status st = s.setInput("images", {"images", plan::F64, imageShape, weights::encodeValues(plan::F64, values)});
+    if (st)
+      st = s.run();
+    if (!st)
+      return fail(st.message());
+    auto out = s.output(binding(s.plan(), s.plan().outputs(), "output") ? "output" : s.plan().outputs(0).name());
+    if (!out)
+      return fail(out.message());
+    std::vector<double> logits = weights::decodeValues(out->dtype, out->data);
+    for (int64_t b = 0; b < rows; ++b) {
+      int64_t best = 0;
+      for (int64_t j = 1; j < classes; ++j)
+        if (logits[size_t(b * classes + j)] > logits[size_t(b * classes + best)])
+          best = j;
+      correct += best == int64_t(set->labels[size_t(first + b)]) ? 1 : 0;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double accuracy = set->count ? double(correct) / double(set->count) : 0.0;
+  const double rate = seconds > 0 ? double(set->count) / seconds : 0.0;
+  if (o.json)
+    fmt::print("{{\"split\": \"{}\", \"accuracy\": {}, \"correct\": {}, \"count\": {}, \"img_per_s\": {}}}\n", o.split,
+               jsonNumber(accuracy), correct, set->count, jsonNumber(rate));
+  else
+    fmt::print("{} accuracy {:.4f} ({}/{}), {:.1f} img/s\n", o.split, accuracy, correct, set->count, rate);
+  return 0;
+}
+
+} // namespace castor::run
