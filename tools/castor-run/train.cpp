@@ -340,7 +340,7 @@ int train(const TrainOptions &o) {
     if (terminal)
       fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  accuracy {:.3f}  {:.1f} img/s   ", step + 1, lastStep, lastLoss,
                  lastAccuracy, rate);
-    if (!o.save.empty() && o.saveEvery > 0 && (step + 1 - firstStep) % o.saveEvery == 0 && step + 1 < lastStep) {
+    if (!o.save.empty() && o.saveEvery > 0 && (step + 1) % o.saveEvery == 0 && step + 1 < lastStep) {
       Status w = saveState(o.save);
       if (!w) {
         ++step;
