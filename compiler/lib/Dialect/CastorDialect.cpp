@@ -21,6 +21,8 @@ void CastorDialect::initialize() {
       >();
   registerNNOps();
   registerTensorOps();
+  registerBackwardOps();
+  registerOptimizerOps();
 }
 
 Operation *CastorDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type, Location loc) {

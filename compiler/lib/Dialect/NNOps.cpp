@@ -28,9 +28,17 @@ LogicalResult Conv2dOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
 
 LogicalResult BatchNormTrainingOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
                                                     SmallVectorImpl<Type> &inferred) {
-  if (failed(requireSameElementType(loc, {op.getScale(), op.getBias()}, "scale and bias")))
+  SmallVector<Value> perChannelValues{op.getScale(), op.getBias()};
+  llvm::append_range(perChannelValues, op.getRunningStats());
+  if (!op.getRunningStats().empty() && op.getRunningStats().size() != 2)
+    return emitOptionalError(loc, "running statistics are a mean and a variance, got ", op.getRunningStats().size(),
+                             " operands");
+  if (failed(requireSameElementType(loc, perChannelValues, "scale, bias and running statistics")))
     return failure();
-  auto rule = shape::batchNorm(shapeOf(op.getInput()), {shapeOf(op.getScale()), shapeOf(op.getBias())});
+  std::vector<shape::Shape> channelShapes;
+  for (Value v : perChannelValues)
+    channelShapes.push_back(shapeOf(v));
+  auto rule = shape::batchNorm(shapeOf(op.getInput()), channelShapes);
   Type statType = getElementTypeOrSelf(op.getScale().getType());
   if (failed(appendInferred(loc, rule, getElementTypeOrSelf(op.getInput().getType()), inferred)))
     return failure();

@@ -97,7 +97,8 @@ LogicalResult convertBatchNorm(NodeImporter &n) {
     p.epsilon = b.getF64FloatAttr(*eps);
     // ONNX keeps running = running * momentum + batch * (1 - momentum); PyTorch the opposite.
     p.momentum = b.getF64FloatAttr(decimalOfFloat(float(1.0 - *momentum)));
-    auto op = n.create<BatchNormTrainingOp>({*x, *scale, *bias}, p);
+    // The running statistics ride along as operands: the training step updates them.
+    auto op = n.create<BatchNormTrainingOp>({*x, *scale, *bias, *mean, *var}, p);
     return failed(op) ? failure() : n.setOutput(0, op->getResult(0));
   }
   BatchNormInferenceOp::Properties p;

@@ -28,6 +28,8 @@ def Castor_Dialect : Dialect {
     // Each op file registers its own ops, so no translation unit holds them all.
     void registerNNOps();
     void registerTensorOps();
+    void registerBackwardOps();
+    void registerOptimizerOps();
   }];
 }
 

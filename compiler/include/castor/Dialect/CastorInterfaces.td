@@ -22,4 +22,33 @@ def Castor_KernelOpInterface : OpInterface<"KernelOpInterface"> {
   ];
 }
 
+def Castor_AutodiffOpInterface : OpInterface<"AutodiffOpInterface"> {
+  let cppNamespace = "::castor";
+  let description = [{
+    An op that knows its vector-Jacobian product. Reverse-mode autodiff (the
+    make-train-step pass) calls `buildVjp` with the gradients of the op's results (null for a
+    result nothing downstream differentiates) and receives the gradients of its operands
+    (null for an operand without one, such as integer labels). The builder's insertion point
+    is where the backward ops go.
+  }];
+  let methods = [
+    InterfaceMethod<"Builds the operand gradients from the result gradients.",
+      "::llvm::LogicalResult", "buildVjp",
+      (ins "::mlir::OpBuilder &":$builder, "::mlir::ArrayRef<::mlir::Value>":$resultGrads,
+           "::llvm::SmallVectorImpl<::mlir::Value> &":$operandGrads)>,
+  ];
+}
+
+def Castor_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
+  let cppNamespace = "::castor";
+  let description = [{
+    An op whose results replace some of its operands (optimizer updates, counters, running
+    statistics): the plan writes such a result into its operand's buffer.
+  }];
+  let methods = [
+    InterfaceMethod<"The operand whose buffer result `resultIndex` reuses.",
+      "unsigned", "getTiedOperandIndex", (ins "unsigned":$resultIndex)>,
+  ];
+}
+
 #endif // CASTOR_INTERFACES_TD

@@ -7,3 +7,7 @@
 #include "castor/Dialect/NNOps.h.inc"
 #define GET_OP_CLASSES
 #include "castor/Dialect/TensorOps.h.inc"
+#define GET_OP_CLASSES
+#include "castor/Dialect/BackwardOps.h.inc"
+#define GET_OP_CLASSES
+#include "castor/Dialect/OptimizerOps.h.inc"

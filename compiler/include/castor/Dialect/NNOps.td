@@ -14,7 +14,7 @@ include "castor/Dialect/CastorInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-def Castor_Conv2dOp : Castor_Op<"conv2d", [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
+def Castor_Conv2dOp : Castor_Op<"conv2d", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "2-D convolution (cross-correlation) in NCHW";
   let description = [{
     `input` is [N, C, H, W], `filter` is [K, C/groups, R, S], the optional `bias` is [K]; the
@@ -38,29 +38,31 @@ def Castor_Conv2dOp : Castor_Op<"conv2d", [Pure, Castor_KernelOpInterface, Infer
   }];
 }
 
-def Castor_BatchNormTrainingOp : Castor_Op<"batch_norm_training", [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
+def Castor_BatchNormTrainingOp : Castor_Op<"batch_norm_training", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "batch normalisation with batch statistics (training form)";
   let description = [{
     Normalises `input` [N, C, ...] per channel with the mean and biased variance of the batch,
     then applies `scale` and `bias` ([C]). Returns the output, the batch mean and the batch
-    inverse standard deviation 1/sqrt(var + epsilon), which the backward pass reuses. Running
-    statistics are not updated here: the training-step pass adds that update, with `momentum`.
+    inverse standard deviation 1/sqrt(var + epsilon), which the backward pass reuses.
     `scale` and `bias` may be of a wider type than `input` (f32 statistics for f16 data); the
-    statistics have their type.
+    statistics have their type. The optional `running_stats` (running mean, running variance)
+    name the buffers this layer keeps; they do not enter the computation, and the training
+    step updates them with `momentum` (PyTorch's convention).
 
     ```mlir
-    %y, %mean, %invstd = castor.batch_norm_training %x, %gamma, %beta {epsilon = 1.0e-05 : f64}
-        : (tensor<8x64x56x56xf32>, tensor<64xf32>, tensor<64xf32>)
+    %y, %mean, %invstd = castor.batch_norm_training %x, %gamma, %beta running(%rm, %rv)
+        : (tensor<8x64x56x56xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
         -> (tensor<8x64x56x56xf32>, tensor<64xf32>, tensor<64xf32>)
     ```
   }];
   let arguments = (ins Castor_FloatTensor:$input, Castor_FloatTensor:$scale, Castor_FloatTensor:$bias,
+                       Variadic<Castor_FloatTensor>:$running_stats,
                        DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon,
                        DefaultValuedAttr<F64Attr, "0.1">:$momentum);
   let results = (outs Castor_FloatTensor:$output, Castor_FloatTensor:$batch_mean,
                       Castor_FloatTensor:$batch_inv_std);
   let assemblyFormat = [{
-    $input `,` $scale `,` $bias attr-dict `:` functional-type(operands, results)
+    $input `,` $scale `,` $bias (`running` `(` $running_stats^ `)`)? attr-dict `:` functional-type(operands, results)
   }];
 }
 
@@ -85,7 +87,7 @@ def Castor_BatchNormInferenceOp : Castor_Op<"batch_norm_inference", [Pure, Casto
   }];
 }
 
-def Castor_MaxPool2dOp : Castor_Op<"max_pool2d", [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
+def Castor_MaxPool2dOp : Castor_Op<"max_pool2d", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "2-D max pooling in NCHW";
   let description = [{
     Padding never wins the maximum (it acts as -inf). `pads` are [top, left, bottom, right].
@@ -106,7 +108,7 @@ def Castor_MaxPool2dOp : Castor_Op<"max_pool2d", [Pure, Castor_KernelOpInterface
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_AvgPool2dOp : Castor_Op<"avg_pool2d", [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
+def Castor_AvgPool2dOp : Castor_Op<"avg_pool2d", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "2-D average pooling in NCHW";
   let description = [{
     With `count_include_pad` the divisor is the full kernel area, otherwise the number of
@@ -127,7 +129,7 @@ def Castor_AvgPool2dOp : Castor_Op<"avg_pool2d", [Pure, Castor_KernelOpInterface
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_GlobalAvgPoolOp : Castor_Op<"global_avg_pool", [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
+def Castor_GlobalAvgPoolOp : Castor_Op<"global_avg_pool", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "mean over all spatial dimensions, kept as size-1 dimensions";
   let description = [{
     ```mlir
@@ -139,7 +141,7 @@ def Castor_GlobalAvgPoolOp : Castor_Op<"global_avg_pool", [Pure, Castor_KernelOp
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_GemmOp : Castor_Op<"gemm", [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
+def Castor_GemmOp : Castor_Op<"gemm", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "general matrix product alpha * op(A) op(B) + beta * C";
   let description = [{
     As ONNX Gemm: `a` and `b` are rank 2, optionally transposed; `c` broadcasts to the result.
@@ -160,7 +162,7 @@ def Castor_GemmOp : Castor_Op<"gemm", [Pure, Castor_KernelOpInterface, InferType
   }];
 }
 
-def Castor_MatmulOp : Castor_Op<"matmul", [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
+def Castor_MatmulOp : Castor_Op<"matmul", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "matrix product with numpy semantics";
   let description = [{
     As ONNX MatMul: rank-1 operands are promoted, batch dimensions broadcast.
@@ -174,7 +176,7 @@ def Castor_MatmulOp : Castor_Op<"matmul", [Pure, Castor_KernelOpInterface, Infer
   let assemblyFormat = "$a `,` $b attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_SoftmaxOp : Castor_Op<"softmax", [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
+def Castor_SoftmaxOp : Castor_Op<"softmax", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "softmax along one axis";
   let description = [{
     ```mlir
@@ -186,7 +188,7 @@ def Castor_SoftmaxOp : Castor_Op<"softmax", [Pure, Castor_KernelOpInterface, Inf
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_SoftmaxCrossEntropyOp : Castor_Op<"softmax_cross_entropy", [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
+def Castor_SoftmaxCrossEntropyOp : Castor_Op<"softmax_cross_entropy", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "softmax cross-entropy of logits against integer class labels";
   let description = [{
     `logits` is [N, C], `labels` is [N] of i64 class indices. With `label_smoothing` s the

@@ -45,7 +45,7 @@ def Castor_ConstantOp : Castor_Op<"constant", [Pure, ConstantLike, AllTypesMatch
   let hasFolder = 1;
 }
 
-def Castor_IdentityOp : Castor_Op<"identity", [Pure, Castor_KernelOpInterface, SameOperandsAndResultType]> {
+def Castor_IdentityOp : Castor_Op<"identity", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, SameOperandsAndResultType]> {
   let summary = "returns its operand";
   let description = [{
     ```mlir
@@ -58,7 +58,7 @@ def Castor_IdentityOp : Castor_Op<"identity", [Pure, Castor_KernelOpInterface, S
   let hasFolder = 1;
 }
 
-def Castor_CastOp : Castor_Op<"cast", [Pure, Castor_KernelOpInterface, SameOperandsAndResultShape]> {
+def Castor_CastOp : Castor_Op<"cast", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, SameOperandsAndResultShape]> {
   let summary = "element type conversion";
   let description = [{
     Float to float rounds to nearest even; float to i64 truncates toward zero. Casting to the
@@ -76,7 +76,7 @@ def Castor_CastOp : Castor_Op<"cast", [Pure, Castor_KernelOpInterface, SameOpera
 }
 
 class Castor_UnaryElementwiseOp<string mnemonic, string summaryText>
-    : Castor_Op<mnemonic, [Pure, Castor_KernelOpInterface, SameOperandsAndResultType]> {
+    : Castor_Op<mnemonic, [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, SameOperandsAndResultType]> {
   let summary = summaryText;
   let arguments = (ins Castor_FloatTensor:$input);
   let results = (outs Castor_FloatTensor:$output);
@@ -99,7 +99,7 @@ def Castor_SigmoidOp : Castor_UnaryElementwiseOp<"sigmoid", "1 / (1 + exp(-x))">
   }];
 }
 
-def Castor_ClipOp : Castor_Op<"clip", [Pure, Castor_KernelOpInterface, SameOperandsAndResultType]> {
+def Castor_ClipOp : Castor_Op<"clip", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, SameOperandsAndResultType]> {
   let summary = "clamps values to [min, max]";
   let description = [{
     Either bound may be absent. ReLU6 is `clip` with min 0 and max 6.
@@ -115,7 +115,7 @@ def Castor_ClipOp : Castor_Op<"clip", [Pure, Castor_KernelOpInterface, SameOpera
 }
 
 class Castor_BinaryElementwiseOp<string mnemonic, string summaryText>
-    : Castor_Op<mnemonic, [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
+    : Castor_Op<mnemonic, [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = summaryText;
   let arguments = (ins Castor_FloatTensor:$lhs, Castor_FloatTensor:$rhs);
   let results = (outs Castor_FloatTensor:$output);
@@ -142,7 +142,7 @@ def Castor_MulOp : Castor_BinaryElementwiseOp<"mul", "elementwise product with b
   }];
 }
 
-def Castor_FlattenOp : Castor_Op<"flatten", [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
+def Castor_FlattenOp : Castor_Op<"flatten", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "collapses dimensions before and from `axis` into two";
   let description = [{
     ```mlir
@@ -154,7 +154,7 @@ def Castor_FlattenOp : Castor_Op<"flatten", [Pure, Castor_KernelOpInterface, Inf
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_ReshapeOp : Castor_Op<"reshape", [Pure, Castor_KernelOpInterface]> {
+def Castor_ReshapeOp : Castor_Op<"reshape", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>]> {
   let summary = "reinterprets the elements in a new static shape";
   let description = [{
     The result type gives the new shape; the element count and type must be unchanged.
@@ -169,7 +169,7 @@ def Castor_ReshapeOp : Castor_Op<"reshape", [Pure, Castor_KernelOpInterface]> {
   let hasVerifier = 1;
 }
 
-def Castor_ConcatOp : Castor_Op<"concat", [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
+def Castor_ConcatOp : Castor_Op<"concat", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "concatenation along one axis";
   let description = [{
     ```mlir
@@ -182,21 +182,24 @@ def Castor_ConcatOp : Castor_Op<"concat", [Pure, Castor_KernelOpInterface, Infer
   let assemblyFormat = "$inputs attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_DropoutOp : Castor_Op<"dropout", [Pure, Castor_KernelOpInterface, SameOperandsAndResultType]> {
+def Castor_DropoutOp : Castor_Op<"dropout", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, AllTypesMatch<["input", "output"]>]> {
   let summary = "inverted dropout in training, identity otherwise";
   let description = [{
-    In a training step each element is zeroed with probability `ratio` and the others are
-    scaled by 1 / (1 - ratio); the mask comes from a counter-based generator keyed by seed,
-    iteration and element, so every backend draws the same one. In inference it is the
-    identity.
+    With an `iteration` operand (the training step's counter) each element is zeroed with
+    probability `ratio` and the others are scaled by 1 / (1 - ratio); the mask comes from a
+    counter-based generator keyed by `seed`, `salt` (one per dropout op), iteration and
+    element, so every backend draws the same one. Without it (inference) it is the identity.
 
     ```mlir
-    %y = castor.dropout %x {ratio = 5.0e-01 : f64} : tensor<1x4096xf32>
+    %y = castor.dropout %x [%it : tensor<i64>] {ratio = 2.0e-01 : f64, salt = 1 : i64} : tensor<8x4096xf32>
     ```
   }];
-  let arguments = (ins Castor_FloatTensor:$input, DefaultValuedAttr<F64Attr, "0.5">:$ratio);
+  let arguments = (ins Castor_FloatTensor:$input, Optional<Castor_IndexTensor>:$iteration,
+                       DefaultValuedAttr<F64Attr, "0.5">:$ratio,
+                       DefaultValuedAttr<I64Attr, "0">:$seed,
+                       DefaultValuedAttr<I64Attr, "0">:$salt);
   let results = (outs Castor_FloatTensor:$output);
-  let assemblyFormat = "$input attr-dict `:` type($output)";
+  let assemblyFormat = "$input (`[` $iteration^ `:` type($iteration) `]`)? attr-dict `:` type($output)";
   let hasVerifier = 1;
 }
 

@@ -1,0 +1,65 @@
+// Verifiers and buffer ties of the ops in OptimizerOps.td.
+#include "castor/Dialect/CastorOps.h"
+#include "castor/Dialect/ShapeInference.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace castor;
+
+static LogicalResult sameShapes(Operation *op, ValueRange values) {
+  for (Value v : values.drop_front())
+    if (shapeOf(v) != shapeOf(values.front()))
+      return op->emitOpError("parameter, gradient and optimizer state must have one shape, got ")
+             << v.getType() << " and " << values.front().getType();
+  return success();
+}
+
+LogicalResult SgdUpdateOp::verify() {
+  if (failed(requireSameElementType(getLoc(), {getParam(), getGrad()}, "param and grad")))
+    return failure();
+  if (getMomentum().convertToDouble() < 0 || getWeightDecay().convertToDouble() < 0)
+    return emitOpError("momentum and weight_decay must be non-negative");
+  if (getNesterov() && getMomentum().convertToDouble() <= 0)
+    return emitOpError("nesterov needs a positive momentum");
+  return sameShapes(*this, {getParam(), getGrad(), getMomentumBuffer()});
+}
+
+unsigned SgdUpdateOp::getTiedOperandIndex(unsigned result) { return result == 0 ? 0 : 2; }
+
+LogicalResult AdamwUpdateOp::verify() {
+  if (failed(requireSameElementType(getLoc(), {getParam(), getGrad()}, "param and grad")))
+    return failure();
+  double b1 = getBeta1().convertToDouble(), b2 = getBeta2().convertToDouble();
+  if (!(b1 >= 0 && b1 < 1 && b2 >= 0 && b2 < 1))
+    return emitOpError("betas must be in [0, 1)");
+  if (!(getEps().convertToDouble() > 0))
+    return emitOpError("eps must be positive");
+  return sameShapes(*this, {getParam(), getGrad(), getExpAvg(), getExpAvgSq()});
+}
+
+unsigned AdamwUpdateOp::getTiedOperandIndex(unsigned result) { return result == 0 ? 0 : result + 1; }
+
+unsigned BatchNormRunningUpdateOp::getTiedOperandIndex(unsigned result) { return result; }
+
+unsigned IncrementOp::getTiedOperandIndex(unsigned) { return 0; }
+
+LogicalResult LrScheduleOp::verify() {
+  StringRef kind = getKind();
+  if (kind != "constant" && kind != "step" && kind != "cosine")
+    return emitOpError("kind must be constant, step or cosine, got '") << kind << "'";
+  if (getWarmupSteps() < 0 || int64_t(getStepSize()) < 1 || int64_t(getTotalSteps()) < 1)
+    return emitOpError("warmup_steps must be >= 0, step_size and total_steps >= 1");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "castor/Dialect/OptimizerOps.cpp.inc"
+
+void CastorDialect::registerOptimizerOps() {
+  addOperations<
+#define GET_OP_LIST
+#include "castor/Dialect/OptimizerOps.cpp.inc"
+      >();
+}
