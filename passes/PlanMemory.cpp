@@ -62,13 +62,28 @@ struct PlanMemoryPass : castor::impl::CastorPlanMemoryBase<PlanMemoryPass> {
       }
       return last;
     };
+    // State arguments (parameters, optimizer state, counters) persist across steps.
     for (BlockArgument arg : body.getArguments()) {
       values.push_back(arg);
-      lifetimes.push_back({byteSize(arg.getType()), kStepStart, lastUse(arg)});
+      bool state = bool(func.getArgAttr(arg.getArgNumber(), "castor.state"));
+      lifetimes.push_back({byteSize(arg.getType()), kStepStart, state ? kStepEnd : lastUse(arg)});
     }
+    // Results written in place (optimizer updates) take their operand's bytes.
+    llvm::DenseMap<Value, Value> tiedTo;
     for (Operation &op : body) {
       bool source = llvm::isa<castor::ParameterOp, castor::ConstantOp>(op);
+      auto inPlace = llvm::dyn_cast<castor::InPlaceOpInterface>(op);
       for (Value r : op.getResults()) {
+        if (inPlace) {
+          Value operand = op.getOperand(inPlace.getTiedOperandIndex(llvm::cast<OpResult>(r).getResultNumber()));
+          auto arg = llvm::dyn_cast<BlockArgument>(operand);
+          if (!arg || !func.getArgAttr(arg.getArgNumber(), "castor.state")) {
+            op.emitError("updates in place a value that is not training state");
+            return signalPassFailure();
+          }
+          tiedTo[r] = operand;
+          continue;
+        }
         values.push_back(r);
         if (source)
           lifetimes.push_back({byteSize(r.getType()), kStepStart, kStepEnd});
@@ -81,6 +96,8 @@ struct PlanMemoryPass : castor::impl::CastorPlanMemoryBase<PlanMemoryPass> {
     llvm::DenseMap<Value, int64_t> offsetOf;
     for (size_t i = 0; i < values.size(); ++i)
       offsetOf[values[i]] = int64_t(layout.offsets[i]);
+    for (auto [result, operand] : tiedTo)
+      offsetOf[result] = offsetOf[operand];
 
     Builder b(&getContext());
     SmallVector<int64_t> inputOffsets;

@@ -42,6 +42,36 @@ cl::opt<onnx_import::WeightInit> init(
     cl::sub(compileCommand));
 cl::opt<uint64_t> seed("seed", cl::desc("Seed recorded for --init kaiming"), cl::init(0), cl::sub(compileCommand));
 cl::opt<std::string> target("target", cl::desc("cpu or cuda"), cl::init("cpu"), cl::sub(compileCommand));
+cl::opt<bool> train("train", cl::desc("Compile the whole training step (loss, backward, optimizer)"),
+                    cl::sub(compileCommand));
+cl::opt<bool> eval("eval", cl::desc("Compile the inference form (BatchNorm on running statistics) for castor-run eval"),
+                   cl::sub(compileCommand));
+cl::opt<std::string> optimizer("optimizer", cl::desc("sgd, adamw or none (gradients only)"), cl::init("sgd"),
+                               cl::sub(compileCommand));
+cl::opt<double> lr("lr", cl::desc("Base learning rate"), cl::init(0.1), cl::sub(compileCommand));
+cl::opt<double> momentum("momentum", cl::desc("SGD momentum"), cl::init(0.9), cl::sub(compileCommand));
+cl::opt<bool> nesterov("nesterov", cl::desc("SGD Nesterov momentum"), cl::sub(compileCommand));
+cl::opt<double> weightDecay("weight-decay", cl::desc("Weight decay (decoupled for AdamW)"), cl::init(0.0),
+                            cl::sub(compileCommand));
+cl::opt<bool> noDecayBnBias("no-decay-bn-bias", cl::desc("Exempt BatchNorm and bias parameters from weight decay"),
+                            cl::sub(compileCommand));
+cl::opt<double> beta1("beta1", cl::desc("AdamW beta1"), cl::init(0.9), cl::sub(compileCommand));
+cl::opt<double> beta2("beta2", cl::desc("AdamW beta2"), cl::init(0.999), cl::sub(compileCommand));
+cl::opt<double> adamEps("eps", cl::desc("AdamW epsilon"), cl::init(1e-8), cl::sub(compileCommand));
+cl::opt<double> labelSmoothing("label-smoothing", cl::desc("Label smoothing of the loss"), cl::init(0.0),
+                               cl::sub(compileCommand));
+cl::opt<std::string> schedule("schedule", cl::desc("Learning-rate schedule: constant, step or cosine"),
+                              cl::init("constant"), cl::sub(compileCommand));
+cl::opt<int64_t> warmupSteps("warmup-steps", cl::desc("Linear warm-up steps"), cl::init(0), cl::sub(compileCommand));
+cl::opt<int64_t> stepSize("step-size", cl::desc("Step schedule: steps between decays"), cl::init(1),
+                          cl::sub(compileCommand));
+cl::opt<double> gamma("gamma", cl::desc("Step schedule: decay factor"), cl::init(0.1), cl::sub(compileCommand));
+cl::opt<int64_t> totalSteps("total-steps", cl::desc("Cosine schedule: number of steps"), cl::init(1),
+                            cl::sub(compileCommand));
+cl::opt<double> minLr("min-lr", cl::desc("Cosine schedule: final learning rate"), cl::init(0.0),
+                      cl::sub(compileCommand));
+cl::opt<bool> emitGradients("emit-gradients", cl::desc("Also output every parameter's gradient (gradient checks)"),
+                            cl::sub(compileCommand));
 cl::opt<Emit> emit("emit", cl::desc("Also print an intermediate form to stdout"), cl::init(Emit::None),
                    cl::values(clEnumValN(Emit::Mlir, "mlir", "the plan-level castor dialect"),
                               clEnumValN(Emit::PlanText, "plan-text", "the plan as protobuf text")),
@@ -104,7 +134,35 @@ int runCompile() {
   }
   mlir::ModuleOp module = *imported.module;
 
+  if (train && eval) {
+    llvm::errs() << "error: --train and --eval exclude each other\n";
+    return 1;
+  }
   mlir::PassManager pm(&context);
+  if (train) {
+    pm.addPass(createCastorAttachLoss(CastorAttachLossOptions{labelSmoothing}));
+    CastorMakeTrainStepOptions step;
+    step.optimizer = optimizer;
+    step.lr = lr;
+    step.momentum = momentum;
+    step.nesterov = nesterov;
+    step.weightDecay = weightDecay;
+    step.noDecayBnBias = noDecayBnBias;
+    step.beta1 = beta1;
+    step.beta2 = beta2;
+    step.eps = adamEps;
+    step.schedule = schedule;
+    step.warmupSteps = warmupSteps;
+    step.stepSize = stepSize;
+    step.gamma = gamma;
+    step.totalSteps = totalSteps;
+    step.minLr = minLr;
+    step.dropoutSeed = int64_t(seed);
+    step.emitGradients = emitGradients;
+    pm.addPass(createCastorMakeTrainStep(step));
+  } else if (eval) {
+    pm.addPass(createCastorInferenceForm());
+  }
   auto &funcPm = pm.nest<mlir::func::FuncOp>();
   funcPm.addPass(createCastorCastCleanup());
   funcPm.addPass(createCastorSelectKernels(CastorSelectKernelsOptions{target}));
@@ -112,7 +170,7 @@ int runCompile() {
   if (mlir::failed(pm.run(module)))
     return 1;
 
-  mlir::func::FuncOp forward = module.lookupSymbol<mlir::func::FuncOp>("forward");
+  mlir::func::FuncOp forward = module.lookupSymbol<mlir::func::FuncOp>(train ? "train_step" : "forward");
   auto batchAttr = module->getAttrOfType<mlir::IntegerAttr>("castor.batch");
   auto emitted = emitPlan(forward, batchAttr ? batchAttr.getInt() : 1, target);
   if (mlir::failed(emitted))

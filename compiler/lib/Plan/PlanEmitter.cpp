@@ -39,32 +39,33 @@ plan::Parameter::Init initOf(Init init) {
 
 // Fans as PyTorch computes them for initialisation: a weight [out, in, k...] has
 // fan_in = in * k..., fan_out = out * k...; a bias takes the fans of the weight it is used with.
-void setFans(plan::Parameter &p, ParameterOp op) {
-  auto shape = llvm::cast<RankedTensorType>(op.getType()).getShape();
-  if (shape.size() == 1) {
-    for (Operation *user : op->getUsers())
-      if (user->getNumOperands() > 2) {
-        auto w = llvm::cast<RankedTensorType>(user->getOperand(1).getType()).getShape();
-        if (w.size() >= 2) {
-          int64_t receptive = 1;
-          for (size_t i = 2; i < w.size(); ++i)
-            receptive *= w[i];
-          p.set_fan_in(w[1] * receptive);
-          p.set_fan_out(w[0] * receptive);
-          return;
-        }
-      }
-  }
-  if (shape.size() < 2) {
-    p.set_fan_in(shape.empty() ? 1 : shape[0]);
-    p.set_fan_out(shape.empty() ? 1 : shape[0]);
+void setFans(plan::Parameter &p, Value param) {
+  auto fansOf = [](ArrayRef<int64_t> w) {
+    int64_t receptive = 1;
+    for (size_t i = 2; i < w.size(); ++i)
+      receptive *= w[i];
+    return std::make_pair(w[1] * receptive, w[0] * receptive);
+  };
+  auto shape = llvm::cast<RankedTensorType>(param.getType()).getShape();
+  if (shape.size() >= 2) {
+    auto [in, out] = fansOf(shape);
+    p.set_fan_in(in);
+    p.set_fan_out(out);
     return;
   }
-  int64_t receptive = 1;
-  for (size_t i = 2; i < shape.size(); ++i)
-    receptive *= shape[i];
-  p.set_fan_in(shape[1] * receptive);
-  p.set_fan_out(shape[0] * receptive);
+  for (Operation *user : param.getUsers())
+    if (llvm::isa<Conv2dOp, GemmOp>(user) && user->getNumOperands() > 2 && user->getOperand(2) == param) {
+      auto w = llvm::cast<RankedTensorType>(user->getOperand(1).getType()).getShape();
+      auto [in, out] = fansOf(w);
+      // A gemm with trans_b = false holds its weight as [in, out].
+      if (auto gemm = llvm::dyn_cast<GemmOp>(user); gemm && !gemm.getTransB())
+        std::swap(in, out);
+      p.set_fan_in(in);
+      p.set_fan_out(out);
+      return;
+    }
+  p.set_fan_in(shape.empty() ? 1 : shape[0]);
+  p.set_fan_out(shape.empty() ? 1 : shape[0]);
 }
 
 // Kernel attributes are the op's inherent attributes, converted by kind.
@@ -110,6 +111,11 @@ public:
 
     Block &body = func_.getBody().front();
     for (BlockArgument arg : body.getArguments()) {
+      if (auto state = func_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "castor.state")) {
+        if (failed(addState(arg, state.str(), inputOffsets[arg.getArgNumber()])))
+          return failure();
+        continue;
+      }
       auto name = func_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "castor.name");
       std::string n = name ? name.str() : "input" + std::to_string(arg.getArgNumber());
       auto id = addTensor(arg, n, plan::Tensor::INPUT, inputOffsets[arg.getArgNumber()]);
@@ -151,6 +157,22 @@ private:
     return id;
   }
 
+  // A state argument: a tensor that persists across steps, with its initializer.
+  LogicalResult addState(BlockArgument arg, const std::string &name, int64_t offset) {
+    auto id = addTensor(arg, name, plan::Tensor::STATE, offset);
+    if (failed(id))
+      return failure();
+    unsigned i = arg.getArgNumber();
+    auto init = func_.getArgAttrOfType<InitAttr>(i, "castor.init");
+    plan::Parameter *p = out_.plan.add_parameters();
+    p->set_name(name);
+    p->set_tensor(*id);
+    p->set_init(initOf(init ? init.getValue() : Init::file));
+    p->set_trainable(bool(func_.getArgAttr(i, "castor.trainable")));
+    setFans(*p, arg);
+    return success();
+  }
+
   LogicalResult emitOp(Operation &op) {
     auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("castor.offsets");
     if (!offsets || offsets.size() != int64_t(op.getNumResults()))
@@ -168,7 +190,7 @@ private:
       p->set_tensor(*id);
       p->set_init(initOf(param.getInit()));
       p->set_trainable(param.getTrainable());
-      setFans(*p, param);
+      setFans(*p, param.getResult());
       return success();
     }
     if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
@@ -186,11 +208,19 @@ private:
       ArrayRef<char> raw = dense.getRawData();
       for (size_t i = 0; i < value.data.size(); ++i)
         value.data[i] = uint8_t(raw[dense.isSplat() ? i % raw.size() : i]);
-      out_.constants.push_back(std::move(value));
       plan::Parameter *p = out_.plan.add_parameters();
       p->set_name(name);
       p->set_tensor(*id);
+      // Splats of 0 and 1 (the loss gradient's seed) need no file.
       p->set_init(plan::Parameter::FILE);
+      if (dense.isSplat() && llvm::isa<FloatType>(dense.getElementType())) {
+        double v = dense.getSplatValue<APFloat>().convertToDouble();
+        if (v == 0.0 || v == 1.0) {
+          p->set_init(v == 0.0 ? plan::Parameter::ZEROS : plan::Parameter::ONES);
+          return success();
+        }
+      }
+      out_.constants.push_back(std::move(value));
       return success();
     }
 
@@ -207,7 +237,14 @@ private:
       k->add_inputs(it->second);
     }
     std::string base = locationName(op.getLoc());
+    auto inPlace = llvm::dyn_cast<InPlaceOpInterface>(op);
     for (auto [i, r] : llvm::enumerate(op.getResults())) {
+      if (inPlace) {
+        uint32_t tied = ids_.lookup(op.getOperand(inPlace.getTiedOperandIndex(unsigned(i))));
+        ids_[r] = tied;
+        k->add_outputs(tied);
+        continue;
+      }
       std::string name = (base.empty() ? op.getName().stripDialect().str() : base) + ":" + std::to_string(i);
       auto id = addTensor(r, name, returned ? plan::Tensor::OUTPUT : plan::Tensor::ACTIVATION, offsets[i]);
       if (failed(id))
@@ -223,6 +260,15 @@ private:
 
   LogicalResult bindOutputs(func::ReturnOp ret) {
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      if (auto state = func_.getResultAttrOfType<StringAttr>(unsigned(i), "castor.state")) {
+        // The new value of a state tensor must be that tensor, updated in place.
+        auto id = ids_.find(v);
+        bool inPlace = id != ids_.end() && out_.plan.tensors(int(id->second)).kind() == plan::Tensor::STATE &&
+                       out_.plan.tensors(int(id->second)).name() == state.str();
+        if (!inPlace)
+          return ret.emitError("state '") << state.str() << "' is not updated in place";
+        continue;
+      }
       auto id = ids_.find(v);
       if (id == ids_.end() || out_.plan.tensors(int(id->second)).kind() != plan::Tensor::OUTPUT)
         return ret.emitError("output ") << i << " must be computed by a kernel";

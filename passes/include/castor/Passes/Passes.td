@@ -35,8 +35,10 @@ def CastorPlanMemory : Pass<"castor-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Assigns every tensor an offset in one arena by liveness";
   let description = [{
     Second step of lowering to a plan. Lifetimes are ranges of kernel indices: an input lives
-    from the start to its last reader, parameters and constants for the whole step, a kernel's
-    result from that kernel to its last reader, and returned values to the end. Tensors whose
+    from the start to its last reader, parameters, constants and training state (arguments
+    with `castor.state`) for the whole step, a kernel's result from that kernel to its last
+    reader, and returned values to the end. A result written in place (InPlaceOpInterface)
+    takes its state operand's bytes. Tensors whose
     lifetimes intersect never share bytes. Results get `castor.offsets` (one per result),
     the function `castor.input_offsets`, `castor.arena_bytes` and `castor.tensor_bytes` (the
     sum of all tensors, the arena's size without reuse).
@@ -45,6 +47,67 @@ def CastorPlanMemory : Pass<"castor-plan-memory", "mlir::func::FuncOp"> {
     Option<"alignment", "alignment", "int64_t", /*default=*/"256", "byte alignment of every offset">,
   ];
   let dependentDialects = ["::castor::CastorDialect"];
+}
+
+def CastorAttachLoss : Pass<"castor-attach-loss", "mlir::ModuleOp"> {
+  let summary = "Appends softmax cross-entropy to the forward function";
+  let description = [{
+    `@forward(images) -> logits [N, C]` becomes `@forward(images, labels) -> (loss, logits)`
+    with a mean softmax cross-entropy over i64 class labels [N]. The bindings are renamed to
+    what `castor-run train` feeds: images, labels, loss, logits.
+  }];
+  let options = [
+    Option<"labelSmoothing", "label-smoothing", "double", /*default=*/"0.0", "label smoothing in [0, 1]">,
+  ];
+  let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
+}
+
+def CastorMakeTrainStep : Pass<"castor-make-train-step", "mlir::ModuleOp"> {
+  let summary = "Builds train_step: backward by reverse-mode autodiff, optimizer, state updates";
+  let description = [{
+    Turns `@forward(images, labels) -> (loss, logits)` into
+    `@train_step(state..., images, labels) -> (state'..., loss, correct)`. Parameters become
+    state arguments; the backward graph comes from each op's VJP (AutodiffOpInterface) in
+    reverse order, summing gradients of values used more than once; an op without a VJP on
+    the path to the loss is an error naming it. Then: the optimizer (SGD or AdamW, fp32
+    state, optional exemption of rank-1 parameters — BatchNorm and biases — from weight
+    decay), the learning rate from the iteration counter, BatchNorm running statistics as
+    PyTorch keeps them, dropout masks keyed by the iteration, and both counters. State:
+    every parameter, `<name>.momentum_buffer` (SGD) or `<name>.exp_avg`/`.exp_avg_sq` (AdamW),
+    `castor.iteration` and `castor.optimizer_step`.
+  }];
+  let options = [
+    Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"", "sgd, adamw or none (gradients only)">,
+    Option<"lr", "lr", "double", /*default=*/"0.1", "base learning rate">,
+    Option<"momentum", "momentum", "double", /*default=*/"0.9", "SGD momentum">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false", "SGD Nesterov momentum">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0", "weight decay (decoupled for AdamW)">,
+    Option<"noDecayBnBias", "no-decay-bn-bias", "bool", /*default=*/"false",
+           "exempt rank-1 parameters (BatchNorm scale/bias, biases) from weight decay">,
+    Option<"beta1", "beta1", "double", /*default=*/"0.9", "AdamW beta1">,
+    Option<"beta2", "beta2", "double", /*default=*/"0.999", "AdamW beta2">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8", "AdamW epsilon">,
+    Option<"schedule", "schedule", "std::string", /*default=*/"\"constant\"", "constant, step or cosine">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", /*default=*/"0", "linear warm-up steps">,
+    Option<"stepSize", "step-size", "int64_t", /*default=*/"1", "step schedule: steps per decay">,
+    Option<"gamma", "gamma", "double", /*default=*/"0.1", "step schedule: decay factor">,
+    Option<"totalSteps", "total-steps", "int64_t", /*default=*/"1", "cosine schedule: length">,
+    Option<"minLr", "min-lr", "double", /*default=*/"0.0", "cosine schedule: final learning rate">,
+    Option<"dropoutSeed", "dropout-seed", "int64_t", /*default=*/"0", "seed of the dropout masks">,
+    Option<"emitGradients", "emit-gradients", "bool", /*default=*/"false",
+           "also return every parameter's gradient (for gradient checks)">,
+  ];
+  let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
+}
+
+def CastorInferenceForm : Pass<"castor-inference-form", "mlir::ModuleOp"> {
+  let summary = "Turns @forward into its inference form for evaluation";
+  let description = [{
+    BatchNorm in training form with running statistics becomes batch_norm_inference on them;
+    training-form dropout becomes the identity. The bindings are renamed to images and
+    output, what `castor-run eval` feeds and reads.
+  }];
+  let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
 }
 
 #endif // CASTOR_PASSES_TD

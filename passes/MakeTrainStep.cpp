@@ -1,0 +1,307 @@
+// castor-make-train-step: the whole training step from the forward function with its loss.
+#include "castor/Dialect/CastorOps.h"
+#include "castor/Passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/IRMapping.h"
+
+namespace castor {
+#define GEN_PASS_DEF_CASTORMAKETRAINSTEP
+#include "castor/Passes/Passes.h.inc"
+} // namespace castor
+
+using namespace mlir;
+using namespace castor;
+
+namespace {
+
+// One state tensor of the step: an argument of train_step and, updated, one of its results.
+struct StateSlot {
+  std::string name;
+  Type type;
+  Init init;
+  bool trainable = false;
+  Value arg;     // in train_step
+  Value updated; // the value returned; the argument itself when unchanged
+};
+
+class TrainStepBuilder {
+public:
+  TrainStepBuilder(func::FuncOp forward, const CastorMakeTrainStepOptions &opts)
+      : forward_(forward), opts_(opts), b_(forward.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  size_t addState(const std::string &name, Type type, Init init, bool trainable = false) {
+    slots_.push_back({name, type, init, trainable, {}, {}});
+    return slots_.size() - 1;
+  }
+  LogicalResult buildBackward(Value loss);
+  LogicalResult buildOptimizer();
+  void accumulate(Value value, Value grad);
+
+  func::FuncOp forward_;
+  const CastorMakeTrainStepOptions &opts_;
+  OpBuilder b_;
+  func::FuncOp step_;
+  std::vector<StateSlot> slots_;
+  llvm::DenseMap<Value, Value> grads_;
+  size_t iteration_ = 0, optimizerStep_ = 0;
+  // Trainable parameters' slots, each with the slot of its first optimizer buffer.
+  std::vector<std::pair<size_t, size_t>> trainable_;
+  llvm::DenseMap<Value, size_t> slotOfArg_;
+};
+
+void TrainStepBuilder::accumulate(Value value, Value grad) {
+  auto it = grads_.find(value);
+  if (it == grads_.end()) {
+    grads_[value] = grad;
+    return;
+  }
+  it->second = b_.create<AddOp>(grad.getLoc(), value.getType(), it->second, grad);
+}
+
+LogicalResult TrainStepBuilder::run() {
+  MLIRContext *ctx = forward_.getContext();
+  Block &fwd = forward_.getBody().front();
+  auto ret = llvm::cast<func::ReturnOp>(fwd.getTerminator());
+  if (fwd.getNumArguments() != 2 || ret.getNumOperands() != 2)
+    return forward_.emitError("expects @forward(images, labels) -> (loss, logits): run castor-attach-loss first");
+
+  // State: parameters in their order, then optimizer buffers, then the counters.
+  SmallVector<ParameterOp> params;
+  for (auto p : fwd.getOps<ParameterOp>()) {
+    params.push_back(p);
+    addState(p.getName().str(), p.getType(), p.getInit(), p.getTrainable());
+    if (p.getTrainable() && opts_.optimizer != "none")
+      trainable_.push_back({slots_.size() - 1, 0});
+  }
+  for (auto &[i, buffer] : trainable_) {
+    std::string name = slots_[i].name;
+    Type type = slots_[i].type;
+    buffer = slots_.size();
+    if (opts_.optimizer == "sgd")
+      addState(name + ".momentum_buffer", type, Init::zeros);
+    else {
+      addState(name + ".exp_avg", type, Init::zeros);
+      addState(name + ".exp_avg_sq", type, Init::zeros);
+    }
+  }
+  auto counterType = RankedTensorType::get({}, IntegerType::get(ctx, 64));
+  iteration_ = addState("castor.iteration", counterType, Init::zeros);
+  optimizerStep_ = addState("castor.optimizer_step", counterType, Init::zeros);
+
+  // train_step(state..., images, labels)
+  SmallVector<Type> argTypes;
+  for (auto &s : slots_)
+    argTypes.push_back(s.type);
+  argTypes.append(fwd.getArgumentTypes().begin(), fwd.getArgumentTypes().end());
+  b_.setInsertionPointAfter(forward_);
+  step_ = b_.create<func::FuncOp>(forward_.getLoc(), "train_step", b_.getFunctionType(argTypes, {}));
+  Block *body = step_.addEntryBlock();
+  for (auto [i, s] : llvm::enumerate(slots_)) {
+    s.arg = s.updated = body->getArgument(i);
+    slotOfArg_[s.arg] = i;
+    step_.setArgAttr(i, "castor.state", b_.getStringAttr(s.name));
+    step_.setArgAttr(i, "castor.init", InitAttr::get(ctx, s.init));
+    if (s.trainable)
+      step_.setArgAttr(i, "castor.trainable", b_.getUnitAttr());
+  }
+  Value images = body->getArgument(slots_.size()), labels = body->getArgument(slots_.size() + 1);
+  step_.setArgAttr(slots_.size(), "castor.name", b_.getStringAttr("images"));
+  step_.setArgAttr(slots_.size() + 1, "castor.name", b_.getStringAttr("labels"));
+  Value iteration = slots_[iteration_].arg;
+
+  // The forward computation, parameters replaced by state and dropout keyed by the iteration.
+  IRMapping map;
+  map.map(fwd.getArgument(0), images);
+  map.map(fwd.getArgument(1), labels);
+  for (auto [i, p] : llvm::enumerate(params))
+    map.map(p.getResult(), slots_[i].arg);
+  b_.setInsertionPointToEnd(body);
+  int64_t salt = 0;
+  for (Operation &op : fwd.without_terminator()) {
+    if (llvm::isa<ParameterOp>(op))
+      continue;
+    if (auto d = llvm::dyn_cast<DropoutOp>(op); d && !d.getIteration()) {
+      Value y = b_.create<DropoutOp>(d.getLoc(), d.getType(), map.lookup(d.getInput()), iteration, d.getRatioAttr(),
+                                     b_.getI64IntegerAttr(opts_.dropoutSeed), b_.getI64IntegerAttr(salt++));
+      map.map(d.getResult(), y);
+      continue;
+    }
+    b_.clone(op, map);
+  }
+  Value loss = map.lookup(ret.getOperand(0)), logits = map.lookup(ret.getOperand(1));
+
+  if (failed(buildBackward(loss)))
+    return failure();
+
+  // BatchNorm running statistics, as PyTorch keeps them.
+  for (auto bn : llvm::to_vector(body->getOps<BatchNormTrainingOp>())) {
+    if (bn.getRunningStats().size() != 2)
+      continue;
+    auto x = llvm::cast<RankedTensorType>(bn.getInput().getType());
+    int64_t count = x.getNumElements() / x.getDimSize(1);
+    Value rm = bn.getRunningStats()[0], rv = bn.getRunningStats()[1];
+    auto update = b_.create<BatchNormRunningUpdateOp>(bn.getLoc(), rm.getType(), rv.getType(), rm, rv,
+                                                      bn.getBatchMean(), bn.getBatchInvStd(), bn.getMomentumAttr(),
+                                                      bn.getEpsilonAttr(), b_.getI64IntegerAttr(count));
+    if (!slotOfArg_.count(rm) || !slotOfArg_.count(rv))
+      return bn.emitError("running statistics must be parameters of the model");
+    slots_[slotOfArg_[rm]].updated = update.getNewRunningMean();
+    slots_[slotOfArg_[rv]].updated = update.getNewRunningVar();
+  }
+
+  if (failed(buildOptimizer()))
+    return failure();
+
+  Value correct = b_.create<CountCorrectOp>(forward_.getLoc(), RankedTensorType::get({}, IntegerType::get(ctx, 64)),
+                                            logits, labels);
+  SmallVector<Value> results;
+  for (auto &s : slots_)
+    results.push_back(s.updated);
+  results.append({loss, correct});
+  if (opts_.emitGradients)
+    for (auto &s : slots_)
+      if (s.trainable) {
+        Value g = grads_.lookup(s.arg);
+        if (!g)
+          return forward_.emitError("parameter '") << s.name << "' does not affect the loss";
+        results.push_back(g);
+      }
+  b_.create<func::ReturnOp>(forward_.getLoc(), results);
+  step_.setFunctionType(b_.getFunctionType(argTypes, ValueRange(results).getTypes()));
+  for (auto [i, s] : llvm::enumerate(slots_))
+    step_.setResultAttr(i, "castor.state", b_.getStringAttr(s.name));
+  step_.setResultAttr(slots_.size(), "castor.name", b_.getStringAttr("loss"));
+  step_.setResultAttr(slots_.size() + 1, "castor.name", b_.getStringAttr("correct"));
+  unsigned r = slots_.size() + 2;
+  if (opts_.emitGradients)
+    for (auto &s : slots_)
+      if (s.trainable)
+        step_.setResultAttr(r++, "castor.name", b_.getStringAttr("grad:" + s.name));
+  forward_.erase();
+  return success();
+}
+
+// Reverse-mode autodiff over the ops between the state and the loss.
+LogicalResult TrainStepBuilder::buildBackward(Value loss) {
+  Block *body = loss.getParentBlock();
+  SmallVector<Operation *> forwardOps;
+  for (Operation &op : *body)
+    forwardOps.push_back(&op);
+  auto lossType = llvm::cast<RankedTensorType>(loss.getType());
+  grads_[loss] = b_.create<ConstantOp>(loss.getLoc(), DenseElementsAttr::get(lossType, b_.getFloatAttr(lossType.getElementType(), 1.0)));
+
+  for (Operation *op : llvm::reverse(forwardOps)) {
+    SmallVector<Value> resultGrads;
+    bool any = false;
+    for (Value r : op->getResults()) {
+      resultGrads.push_back(grads_.lookup(r));
+      any |= bool(resultGrads.back());
+    }
+    if (!any)
+      continue;
+    auto vjp = llvm::dyn_cast<AutodiffOpInterface>(op);
+    if (!vjp)
+      return op->emitError("'") << op->getName() << "' has no VJP, so the loss cannot be differentiated through it";
+    SmallVector<Value> operandGrads;
+    if (failed(vjp.buildVjp(b_, resultGrads, operandGrads)))
+      return failure();
+    if (operandGrads.size() != op->getNumOperands())
+      return op->emitError("its VJP returned ") << operandGrads.size() << " gradients for " << op->getNumOperands()
+                                                << " operands";
+    for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
+      if (!grad)
+        continue;
+      if (grad.getType() != operand.getType())
+        return op->emitError("its VJP gives a gradient of type ") << grad.getType() << " for an operand of type "
+                                                                   << operand.getType();
+      accumulate(operand, grad);
+    }
+  }
+  return success();
+}
+
+LogicalResult TrainStepBuilder::buildOptimizer() {
+  Location loc = forward_.getLoc();
+  auto f32Scalar = RankedTensorType::get({}, b_.getF32Type());
+  Value iteration = slots_[iteration_].arg;
+  slots_[iteration_].updated = b_.create<IncrementOp>(loc, iteration.getType(), iteration);
+  if (opts_.optimizer == "none")
+    return success();
+  if (opts_.optimizer != "sgd" && opts_.optimizer != "adamw")
+    return forward_.emitError("unknown optimizer '") << opts_.optimizer << "' (expected sgd, adamw or none)";
+
+  Value lr = b_.create<LrScheduleOp>(loc, f32Scalar, iteration, b_.getStringAttr(opts_.schedule),
+                                     b_.getF64FloatAttr(opts_.lr), b_.getI64IntegerAttr(opts_.warmupSteps),
+                                     b_.getI64IntegerAttr(opts_.stepSize), b_.getF64FloatAttr(opts_.gamma),
+                                     b_.getI64IntegerAttr(opts_.totalSteps), b_.getF64FloatAttr(opts_.minLr));
+  Value stepArg = slots_[optimizerStep_].arg;
+  Value step = b_.create<IncrementOp>(loc, stepArg.getType(), stepArg);
+  slots_[optimizerStep_].updated = step;
+
+  for (auto [i, buffer] : trainable_) {
+    StateSlot &p = slots_[i];
+    Value grad = grads_.lookup(p.arg);
+    if (!grad)
+      return forward_.emitError("parameter '") << p.name << "' does not affect the loss";
+    bool exempt = opts_.noDecayBnBias && llvm::cast<RankedTensorType>(p.type).getRank() <= 1;
+    double decay = exempt ? 0.0 : double(opts_.weightDecay);
+    if (opts_.optimizer == "sgd") {
+      StateSlot &buf = slots_[buffer];
+      auto update = b_.create<SgdUpdateOp>(loc, p.type, buf.type, p.arg, grad, buf.arg, lr, step,
+                                           b_.getF64FloatAttr(opts_.momentum), b_.getBoolAttr(opts_.nesterov),
+                                           b_.getF64FloatAttr(decay), b_.getF64FloatAttr(0.0));
+      p.updated = update.getNewParam();
+      buf.updated = update.getNewMomentumBuffer();
+    } else {
+      StateSlot &m = slots_[buffer];
+      StateSlot &v = slots_[buffer + 1];
+      auto update = b_.create<AdamwUpdateOp>(loc, p.type, m.type, v.type, p.arg, grad, m.arg, v.arg, lr, step,
+                                             b_.getF64FloatAttr(opts_.beta1), b_.getF64FloatAttr(opts_.beta2),
+                                             b_.getF64FloatAttr(opts_.eps), b_.getF64FloatAttr(decay));
+      p.updated = update.getNewParam();
+      m.updated = update.getNewExpAvg();
+      v.updated = update.getNewExpAvgSq();
+    }
+  }
+  return success();
+}
+
+} // namespace
+
+namespace {
+struct MakeTrainStepPass : castor::impl::CastorMakeTrainStepBase<MakeTrainStepPass> {
+  using CastorMakeTrainStepBase::CastorMakeTrainStepBase;
+
+  void runOnOperation() override {
+    auto forward = getOperation().lookupSymbol<func::FuncOp>("forward");
+    if (!forward) {
+      getOperation().emitError("no @forward function to train");
+      return signalPassFailure();
+    }
+    CastorMakeTrainStepOptions opts;
+    opts.optimizer = optimizer;
+    opts.lr = lr;
+    opts.momentum = momentum;
+    opts.nesterov = nesterov;
+    opts.weightDecay = weightDecay;
+    opts.noDecayBnBias = noDecayBnBias;
+    opts.beta1 = beta1;
+    opts.beta2 = beta2;
+    opts.eps = eps;
+    opts.schedule = schedule;
+    opts.warmupSteps = warmupSteps;
+    opts.stepSize = stepSize;
+    opts.gamma = gamma;
+    opts.totalSteps = totalSteps;
+    opts.minLr = minLr;
+    opts.dropoutSeed = dropoutSeed;
+    opts.emitGradients = emitGradients;
+    if (failed(TrainStepBuilder(forward, opts).run()))
+      signalPassFailure();
+  }
+};
+} // namespace
