@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/Support/GlobPattern.h"
 
 namespace castor {
 #define GEN_PASS_DEF_CASTORMAKETRAINSTEP
@@ -39,6 +40,7 @@ private:
   }
   LogicalResult buildBackward(Value loss);
   LogicalResult buildOptimizer();
+  LogicalResult zeroGradients();
   void accumulate(Value value, Value grad);
 
   func::FuncOp forward_;
@@ -134,7 +136,7 @@ LogicalResult TrainStepBuilder::run() {
   }
   Value loss = map.lookup(ret.getOperand(0)), logits = map.lookup(ret.getOperand(1));
 
-  if (failed(buildBackward(loss)))
+  if (failed(buildBackward(loss)) || failed(zeroGradients()))
     return failure();
 
   // BatchNorm running statistics, as PyTorch keeps them.
@@ -224,6 +226,28 @@ LogicalResult TrainStepBuilder::buildBackward(Value loss) {
   return success();
 }
 
+// Ablations: the gradients of the parameters matching `zero-gradients` become zero.
+LogicalResult TrainStepBuilder::zeroGradients() {
+  if (opts_.zeroGradients.empty())
+    return success();
+  SmallVector<llvm::GlobPattern> patterns;
+  SmallVector<StringRef> parts;
+  StringRef(opts_.zeroGradients).split(parts, ',', -1, false);
+  for (StringRef part : parts) {
+    auto pattern = llvm::GlobPattern::create(part.trim());
+    if (!pattern)
+      return forward_.emitError("invalid zero-gradients pattern '") << part << "'";
+    patterns.push_back(std::move(*pattern));
+  }
+  for (auto &s : slots_) {
+    Value grad = grads_.lookup(s.arg);
+    if (!grad || !llvm::any_of(patterns, [&](const llvm::GlobPattern &p) { return p.match(s.name); }))
+      continue;
+    grads_[s.arg] = b_.create<ReduceSumToOp>(grad.getLoc(), grad.getType(), grad, b_.getF64FloatAttr(0.0));
+  }
+  return success();
+}
+
 LogicalResult TrainStepBuilder::buildOptimizer() {
   Location loc = forward_.getLoc();
   auto f32Scalar = RankedTensorType::get({}, b_.getF32Type());
@@ -300,6 +324,7 @@ struct MakeTrainStepPass : castor::impl::CastorMakeTrainStepBase<MakeTrainStepPa
     opts.minLr = minLr;
     opts.dropoutSeed = dropoutSeed;
     opts.emitGradients = emitGradients;
+    opts.zeroGradients = zeroGradients;
     if (failed(TrainStepBuilder(forward, opts).run()))
       signalPassFailure();
   }

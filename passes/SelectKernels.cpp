@@ -25,6 +25,9 @@ struct SelectKernelsPass : castor::impl::CastorSelectKernelsBase<SelectKernelsPa
     getOperation().walk([&](func::ReturnOp ret) {
       OpBuilder builder(ret);
       for (OpOperand &operand : ret->getOpOperands()) {
+        // Unchanged training state stays where it is.
+        if (getOperation().getResultAttr(operand.getOperandNumber(), "castor.state"))
+          continue;
         Operation *def = operand.get().getDefiningOp();
         if (!def || llvm::isa<castor::ParameterOp, castor::ConstantOp>(def))
           operand.set(builder.create<castor::IdentityOp>(ret.getLoc(), operand.get()));

@@ -72,6 +72,10 @@ cl::opt<double> minLr("min-lr", cl::desc("Cosine schedule: final learning rate")
                       cl::sub(compileCommand));
 cl::opt<bool> emitGradients("emit-gradients", cl::desc("Also output every parameter's gradient (gradient checks)"),
                             cl::sub(compileCommand));
+cl::opt<std::string> zeroGradients("zero-gradients",
+                                   cl::desc("Comma-separated globs of parameters whose gradients are forced to zero "
+                                            "(ablation studies)"),
+                                   cl::sub(compileCommand));
 cl::opt<Emit> emit("emit", cl::desc("Also print an intermediate form to stdout"), cl::init(Emit::None),
                    cl::values(clEnumValN(Emit::Mlir, "mlir", "the plan-level castor dialect"),
                               clEnumValN(Emit::PlanText, "plan-text", "the plan as protobuf text")),
@@ -159,6 +163,7 @@ int runCompile() {
     step.minLr = minLr;
     step.dropoutSeed = int64_t(seed);
     step.emitGradients = emitGradients;
+    step.zeroGradients = zeroGradients;
     pm.addPass(createCastorMakeTrainStep(step));
   } else if (eval) {
     pm.addPass(createCastorInferenceForm());

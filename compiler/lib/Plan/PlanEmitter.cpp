@@ -177,7 +177,10 @@ private:
     auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("castor.offsets");
     if (!offsets || offsets.size() != int64_t(op.getNumResults()))
       return op.emitError("has no arena offsets: run castor-plan-memory first");
-    bool returned = llvm::any_of(op.getUsers(), [](Operation *u) { return llvm::isa<func::ReturnOp>(u); });
+    auto isReturned = [](Value v) {
+      return llvm::any_of(v.getUsers(), [](Operation *u) { return llvm::isa<func::ReturnOp>(u); });
+    };
+    bool returned = llvm::any_of(op.getResults(), isReturned);
 
     if (auto param = llvm::dyn_cast<ParameterOp>(op)) {
       if (returned)
@@ -246,7 +249,7 @@ private:
         continue;
       }
       std::string name = (base.empty() ? op.getName().stripDialect().str() : base) + ":" + std::to_string(i);
-      auto id = addTensor(r, name, returned ? plan::Tensor::OUTPUT : plan::Tensor::ACTIVATION, offsets[i]);
+      auto id = addTensor(r, name, isReturned(r) ? plan::Tensor::OUTPUT : plan::Tensor::ACTIVATION, offsets[i]);
       if (failed(id))
         return failure();
       k->add_outputs(*id);

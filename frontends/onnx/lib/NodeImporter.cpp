@@ -185,8 +185,9 @@ FailureOr<Value> NodeImporter::parameter(const onnx::TensorProto &tensor, ParamR
     state_.weights.push_back(std::move(w));
   }
 
-  bool trainable = role != ParamRole::RunningMean && role != ParamRole::RunningVar && role != ParamRole::Data &&
-                   llvm::isa<FloatType>(element);
+  // Every floating-point initializer the graph computes with is learnable, except the
+  // BatchNorm running statistics, which the training step updates itself.
+  bool trainable = role != ParamRole::RunningMean && role != ParamRole::RunningVar && llvm::isa<FloatType>(element);
   ParameterOp::Properties props;
   props.name = StringAttr::get(context(), tensor.name());
   props.init = InitAttr::get(context(), init);

@@ -96,6 +96,8 @@ def CastorMakeTrainStep : Pass<"castor-make-train-step", "mlir::ModuleOp"> {
     Option<"dropoutSeed", "dropout-seed", "int64_t", /*default=*/"0", "seed of the dropout masks">,
     Option<"emitGradients", "emit-gradients", "bool", /*default=*/"false",
            "also return every parameter's gradient (for gradient checks)">,
+    Option<"zeroGradients", "zero-gradients", "std::string", /*default=*/"\"\"",
+           "comma-separated globs of parameter names whose gradients are forced to zero (ablations)">,
   ];
   let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
 }

@@ -1,0 +1,203 @@
+"""Whole-step gradient check: Castor's reverse-mode gradients against central finite
+differences, in f64 on the CPU reference backend.
+
+Each model is a small f64 ONNX graph built here; `castor compile --train --optimizer none
+--emit-gradients` gives a plan whose outputs are the loss and every parameter's gradient.
+For a sample of coordinates of every parameter the loss is evaluated at w +- h by running the
+same plan with perturbed weights, and (L(w+h) - L(w-h)) / 2h must match the gradient.
+
+Usage: gradcheck.py --bin BUILD/bin --work DIR [--models NAME ...]
+"""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+D = TensorProto.DOUBLE
+
+
+def write_safetensors(path, tensors):
+    header, offset, blobs = {}, 0, []
+    for name, array in tensors.items():
+        data = np.ascontiguousarray(array, dtype=np.float64).tobytes()
+        header[name] = {"dtype": "F64", "shape": list(array.shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+        blobs.append(data)
+    text = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
+
+
+class Builder:
+    """Collects nodes and f64 initializers of a test model."""
+
+    def __init__(self, rng):
+        self.rng, self.nodes, self.inits, self.n = rng, [], [], 0
+
+    def param(self, name, shape, scale=None):
+        fan_in = int(np.prod(shape[1:])) if len(shape) > 1 else 1
+        value = self.rng.normal(0, scale if scale is not None else 1 / np.sqrt(fan_in), shape)
+        self.inits.append(numpy_helper.from_array(value.astype(np.float64), name))
+        return name
+
+    def const(self, value, dtype=np.int64):
+        name = f"const{self.n}"
+        self.n += 1
+        self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
+        return name
+
+    def op(self, op_type, inputs, outputs=1, **attrs):
+        self.n += 1
+        names = [f"t{self.n}_{i}" for i in range(outputs)]
+        self.nodes.append(helper.make_node(op_type, inputs, names, name=f"/{op_type}_{self.n}", **attrs))
+        return names[0] if outputs == 1 else names
+
+    def bn(self, x, c, prefix):
+        return self.op("BatchNormalization", [x, self.param(prefix + ".weight", [c], 0.5),
+                                              self.param(prefix + ".bias", [c], 0.5),
+                                              self.const(np.zeros(c), np.float64), self.const(np.ones(c), np.float64)],
+                       outputs=3, epsilon=1e-5, momentum=0.9, training_mode=1)[0]
+
+    def model(self, input_shape, output, classes):
+        graph = helper.make_graph(self.nodes, "gradcheck", [helper.make_tensor_value_info("input", D, input_shape)],
+                                  [helper.make_tensor_value_info(output, D, [input_shape[0], classes])], self.inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def cnn(rng):
+    """conv-BN-ReLU blocks with a strided grouped conv, a projection shortcut, max pooling, gemm."""
+    b = Builder(rng)
+    x = b.op("Relu", [b.bn(b.op("Conv", ["input", b.param("conv1.weight", [4, 3, 3, 3]), b.param("conv1.bias", [4], 0.1)],
+                                 pads=[1, 1, 1, 1]), 4, "bn1")])
+    y = b.bn(b.op("Conv", [x, b.param("conv2.weight", [6, 2, 3, 3])], strides=[2, 2], pads=[1, 1, 1, 1], group=2), 6, "bn2")
+    shortcut = b.bn(b.op("Conv", [x, b.param("down.weight", [6, 4, 1, 1])], strides=[2, 2]), 6, "bn3")
+    y = b.op("Relu", [b.op("Add", [y, shortcut])])
+    y = b.op("Flatten", [b.op("MaxPool", [y], kernel_shape=[2, 2], strides=[1, 1])])
+    b.op("Gemm", [y, b.param("fc.weight", [5, 24]), b.param("fc.bias", [5], 0.1)], transB=1)
+    return b.model([2, 3, 6, 6], b.nodes[-1].output[0], 5)
+
+
+def pools(rng):
+    """dilated depthwise conv, sigmoid, average pooling (ceil mode), clip, broadcast mul, global
+    average pooling, reshape, concat, matmul, broadcast add."""
+    b = Builder(rng)
+    x = b.op("Sigmoid", [b.op("Conv", ["input", b.param("dw.weight", [4, 1, 3, 3])], pads=[2, 2, 2, 2],
+                               dilations=[2, 2], group=4)])
+    x = b.op("AveragePool", [x], kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1], ceil_mode=1)
+    x = b.op("Mul", [b.op("Clip", [x, b.const(0.2, np.float64), b.const(0.8, np.float64)]),
+                     b.param("scale", [1, 4, 1, 1])])
+    g = b.op("Reshape", [b.op("GlobalAveragePool", [x]), b.const([2, 4])])
+    f = b.op("Flatten", [b.op("AveragePool", [x], kernel_shape=[2, 2], strides=[2, 2])])
+    y = b.op("Concat", [g, f], axis=1)
+    b.op("Add", [b.op("MatMul", [y, b.param("proj.weight", [20, 3])]), b.param("proj.bias", [3], 0.1)])
+    return b.model([2, 4, 7, 7], b.nodes[-1].output[0], 3)
+
+
+def mlp(rng):
+    """Flatten, gemm without transposition, ReLU, training-mode dropout, softmax feeding a gemm."""
+    b = Builder(rng)
+    x = b.op("Relu", [b.op("Gemm", [b.op("Flatten", ["input"]), b.param("fc1.weight", [12, 8]),
+                                    b.param("fc1.bias", [8], 0.1)])])
+    x = b.op("Dropout", [x, b.const(0.25, np.float64), b.const(True, np.bool_)])
+    x = b.op("Softmax", [x], axis=1)
+    b.op("Gemm", [x, b.param("fc2.weight", [4, 8]), b.param("fc2.bias", [4], 0.1)], transB=1, alpha=2.0)
+    return b.model([3, 3, 2, 2], b.nodes[-1].output[0], 4)
+
+
+MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp}
+
+
+def check(name, args, rng):
+    work = os.path.join(args.work, name)
+    os.makedirs(work, exist_ok=True)
+    model = MODELS[name](rng)
+    onnx_path, plan = os.path.join(work, "model.onnx"), os.path.join(work, "model.plan")
+    onnx.save(model, onnx_path)
+    subprocess.run([os.path.join(args.bin, "castor"), "compile", onnx_path, "-o", plan, "--train", "--optimizer",
+                    "none", "--emit-gradients", "--label-smoothing", "0.1"], check=True, stderr=subprocess.DEVNULL)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    classes = model.graph.output[0].type.tensor_type.shape.dim[1].dim_value
+    np.save(os.path.join(work, "images.npy"), rng.standard_normal(shape))
+    np.save(os.path.join(work, "labels.npy"), rng.integers(0, classes, shape[0]).astype(np.int64))
+    weights = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer if i.data_type == D and
+               not i.name.startswith("const")}
+
+    def run(values):
+        wpath = os.path.join(work, "w.safetensors")
+        # Constants (BN running statistics, clip bounds) stay as the compiler wrote them.
+        write_safetensors(wpath, values)
+        base = os.path.join(work, "model.weights.safetensors")
+        cmd = [os.path.join(args.bin, "castor-run"), "infer", plan, "--weights", wpath,
+               "--input", "images=" + os.path.join(work, "images.npy"),
+               "--input", "labels=" + os.path.join(work, "labels.npy"),
+               "--output", "loss=" + os.path.join(work, "loss.npy"),
+               "--output", "correct=" + os.path.join(work, "correct.npy")]
+        for g in weights:  # castor-run writes every output of the plan
+            cmd += ["--output", f"grad:{g}=" + os.path.join(work, f"grad_{g}.npy")]
+        merged = dict(read_safetensors(base))
+        merged.update(values)
+        write_safetensors(wpath, merged)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+        return float(np.load(os.path.join(work, "loss.npy")))
+
+    run(weights)
+    grads = {p: np.load(os.path.join(work, f"grad_{p}.npy")) for p in weights}
+    failures, worst = 0, 0.0
+    h = 1e-5
+    for pname, value in weights.items():
+        grad = grads[pname]
+        assert grad.shape == value.shape, (pname, grad.shape, value.shape)
+        flat = value.reshape(-1)
+        picks = rng.choice(flat.size, size=min(flat.size, args.samples), replace=False)
+        for i in picks:
+            plus, minus = flat.copy(), flat.copy()
+            plus[i] += h
+            minus[i] -= h
+            lp = run({**weights, pname: plus.reshape(value.shape)})
+            lm = run({**weights, pname: minus.reshape(value.shape)})
+            fd, an = (lp - lm) / (2 * h), grad.reshape(-1)[i]
+            err = abs(fd - an) / max(1e-3, abs(fd))
+            worst = max(worst, err)
+            if not abs(fd - an) <= 1e-6 + 1e-5 * abs(fd):
+                failures += 1
+                print(f"  {name}: d loss / d {pname}[{i}]: finite difference {fd:.10g}, castor {an:.10g}")
+    print(f"{name}: {len(weights)} parameters, worst relative difference {worst:.2e}: "
+          f"{'ok' if failures == 0 else f'{failures} FAILED'}")
+    return failures
+
+
+def read_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    types = {"F64": np.float64, "F32": np.float32, "I64": np.int64}
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        out[name] = np.frombuffer(data[a:b], dtype=types[info["dtype"]]).reshape(info["shape"])
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--models", nargs="*", default=list(MODELS))
+    ap.add_argument("--samples", type=int, default=5)
+    args = ap.parse_args()
+    rng = np.random.default_rng(20261129)
+    failures = sum(check(name, args, rng) for name in args.models)
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
