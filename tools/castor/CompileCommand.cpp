@@ -76,6 +76,10 @@ cl::opt<std::string> zeroGradients("zero-gradients",
                                    cl::desc("Comma-separated globs of parameters whose gradients are forced to zero "
                                             "(ablation studies)"),
                                    cl::sub(compileCommand));
+cl::opt<std::string> precision("precision", cl::desc("fp32, fp16 or bf16 (mixed precision: see castor-autocast)"),
+                               cl::init("fp32"), cl::sub(compileCommand));
+cl::opt<std::string> precisionPolicy("precision-policy", cl::desc("JSON file of per-op and per-layer precision overrides"),
+                                     cl::sub(compileCommand));
 cl::opt<Emit> emit("emit", cl::desc("Also print an intermediate form to stdout"), cl::init(Emit::None),
                    cl::values(clEnumValN(Emit::Mlir, "mlir", "the plan-level castor dialect"),
                               clEnumValN(Emit::PlanText, "plan-text", "the plan as protobuf text")),
@@ -143,8 +147,15 @@ int runCompile() {
     return 1;
   }
   mlir::PassManager pm(&context);
+  if (precision != "fp32" && precision != "fp16" && precision != "bf16") {
+    llvm::errs() << "error: --precision must be fp32, fp16 or bf16\n";
+    return 1;
+  }
+  bool mixed = precision != "fp32";
   if (train) {
     pm.addPass(createCastorAttachLoss(CastorAttachLossOptions{labelSmoothing}));
+    if (mixed)
+      pm.addPass(createCastorAutocast(CastorAutocastOptions{precision, precisionPolicy}));
     CastorMakeTrainStepOptions step;
     step.optimizer = optimizer;
     step.lr = lr;
@@ -165,8 +176,11 @@ int runCompile() {
     step.emitGradients = emitGradients;
     step.zeroGradients = zeroGradients;
     pm.addPass(createCastorMakeTrainStep(step));
-  } else if (eval) {
-    pm.addPass(createCastorInferenceForm());
+  } else {
+    if (eval)
+      pm.addPass(createCastorInferenceForm());
+    if (mixed)
+      pm.addPass(createCastorAutocast(CastorAutocastOptions{precision, precisionPolicy}));
   }
   auto &funcPm = pm.nest<mlir::func::FuncOp>();
   funcPm.addPass(createCastorCastCleanup());

@@ -125,3 +125,14 @@ void CastorDialect::registerNNOps() {
 #include "castor/Dialect/NNOps.cpp.inc"
       >();
 }
+
+// Precision classes (PrecisionOpInterface): tensor-core work in low precision, statistics,
+// normalisation, softmax, the loss and reductions in fp32.
+PrecisionClass Conv2dOp::getPrecisionClass() { return PrecisionClass::LowPrecision; }
+PrecisionClass GemmOp::getPrecisionClass() { return PrecisionClass::LowPrecision; }
+PrecisionClass MatmulOp::getPrecisionClass() { return PrecisionClass::LowPrecision; }
+PrecisionClass BatchNormTrainingOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }
+PrecisionClass BatchNormInferenceOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }
+PrecisionClass SoftmaxOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }
+PrecisionClass SoftmaxCrossEntropyOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }
+PrecisionClass GlobalAvgPoolOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }

@@ -11,6 +11,11 @@
 
 #include <string>
 
+namespace castor {
+// See PrecisionOpInterface.
+enum class PrecisionClass { LowPrecision, FullPrecision, Neutral };
+} // namespace castor
+
 #include "castor/Dialect/CastorDialect.h.inc"
 #include "castor/Dialect/CastorEnums.h.inc"
 #include "castor/Dialect/CastorInterfaces.h.inc"

@@ -51,4 +51,18 @@ def Castor_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
   ];
 }
 
+def Castor_PrecisionOpInterface : OpInterface<"PrecisionOpInterface"> {
+  let cppNamespace = "::castor";
+  let description = [{
+    How an op fares in low precision, for the autocast pass: compute-bound ops (convolution,
+    matrix products) run in fp16/bf16 on tensor cores; numerically sensitive ones
+    (normalisation, softmax, the loss, reductions) in fp32; the rest follow their inputs.
+  }];
+  let methods = [
+    InterfaceMethod<"The op's precision class.", "::castor::PrecisionClass", "getPrecisionClass", (ins), [{}], [{
+        return ::castor::PrecisionClass::Neutral;
+      }]>,
+  ];
+}
+
 #endif // CASTOR_INTERFACES_TD

@@ -14,7 +14,7 @@ include "castor/Dialect/CastorInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-def Castor_Conv2dOp : Castor_Op<"conv2d", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+def Castor_Conv2dOp : Castor_Op<"conv2d", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "2-D convolution (cross-correlation) in NCHW";
   let description = [{
     `input` is [N, C, H, W], `filter` is [K, C/groups, R, S], the optional `bias` is [K]; the
@@ -38,7 +38,7 @@ def Castor_Conv2dOp : Castor_Op<"conv2d", [Pure, Castor_KernelOpInterface, Decla
   }];
 }
 
-def Castor_BatchNormTrainingOp : Castor_Op<"batch_norm_training", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+def Castor_BatchNormTrainingOp : Castor_Op<"batch_norm_training", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "batch normalisation with batch statistics (training form)";
   let description = [{
     Normalises `input` [N, C, ...] per channel with the mean and biased variance of the batch,
@@ -66,7 +66,7 @@ def Castor_BatchNormTrainingOp : Castor_Op<"batch_norm_training", [Pure, Castor_
   }];
 }
 
-def Castor_BatchNormInferenceOp : Castor_Op<"batch_norm_inference", [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
+def Castor_BatchNormInferenceOp : Castor_Op<"batch_norm_inference", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, InferTypeOpAdaptor]> {
   let summary = "batch normalisation with running statistics (inference form)";
   let description = [{
     y = scale * (input - mean) / sqrt(variance + epsilon) + bias, per channel of
@@ -87,7 +87,7 @@ def Castor_BatchNormInferenceOp : Castor_Op<"batch_norm_inference", [Pure, Casto
   }];
 }
 
-def Castor_MaxPool2dOp : Castor_Op<"max_pool2d", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+def Castor_MaxPool2dOp : Castor_Op<"max_pool2d", [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "2-D max pooling in NCHW";
   let description = [{
     Padding never wins the maximum (it acts as -inf). `pads` are [top, left, bottom, right].
@@ -108,7 +108,7 @@ def Castor_MaxPool2dOp : Castor_Op<"max_pool2d", [Pure, Castor_KernelOpInterface
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_AvgPool2dOp : Castor_Op<"avg_pool2d", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+def Castor_AvgPool2dOp : Castor_Op<"avg_pool2d", [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "2-D average pooling in NCHW";
   let description = [{
     With `count_include_pad` the divisor is the full kernel area, otherwise the number of
@@ -129,7 +129,7 @@ def Castor_AvgPool2dOp : Castor_Op<"avg_pool2d", [Pure, Castor_KernelOpInterface
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_GlobalAvgPoolOp : Castor_Op<"global_avg_pool", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+def Castor_GlobalAvgPoolOp : Castor_Op<"global_avg_pool", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "mean over all spatial dimensions, kept as size-1 dimensions";
   let description = [{
     ```mlir
@@ -141,7 +141,7 @@ def Castor_GlobalAvgPoolOp : Castor_Op<"global_avg_pool", [Pure, Castor_KernelOp
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_GemmOp : Castor_Op<"gemm", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+def Castor_GemmOp : Castor_Op<"gemm", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "general matrix product alpha * op(A) op(B) + beta * C";
   let description = [{
     As ONNX Gemm: `a` and `b` are rank 2, optionally transposed; `c` broadcasts to the result.
@@ -162,7 +162,7 @@ def Castor_GemmOp : Castor_Op<"gemm", [Pure, Castor_KernelOpInterface, DeclareOp
   }];
 }
 
-def Castor_MatmulOp : Castor_Op<"matmul", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+def Castor_MatmulOp : Castor_Op<"matmul", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "matrix product with numpy semantics";
   let description = [{
     As ONNX MatMul: rank-1 operands are promoted, batch dimensions broadcast.
@@ -176,7 +176,7 @@ def Castor_MatmulOp : Castor_Op<"matmul", [Pure, Castor_KernelOpInterface, Decla
   let assemblyFormat = "$a `,` $b attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_SoftmaxOp : Castor_Op<"softmax", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+def Castor_SoftmaxOp : Castor_Op<"softmax", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "softmax along one axis";
   let description = [{
     ```mlir
@@ -188,7 +188,7 @@ def Castor_SoftmaxOp : Castor_Op<"softmax", [Pure, Castor_KernelOpInterface, Dec
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_SoftmaxCrossEntropyOp : Castor_Op<"softmax_cross_entropy", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+def Castor_SoftmaxCrossEntropyOp : Castor_Op<"softmax_cross_entropy", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "softmax cross-entropy of logits against integer class labels";
   let description = [{
     `logits` is [N, C], `labels` is [N] of i64 class indices. With `label_smoothing` s the

@@ -112,4 +112,24 @@ def CastorInferenceForm : Pass<"castor-inference-form", "mlir::ModuleOp"> {
   let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
 }
 
+def CastorAutocast : Pass<"castor-autocast", "mlir::ModuleOp"> {
+  let summary = "Inserts the casts of mixed-precision training into @forward";
+  let description = [{
+    Runs on the forward function with its loss, before castor-make-train-step, so that the
+    VJP of each cast (a cast back) gives the backward graph the forward's precision. Ops
+    choose by their PrecisionOpInterface class: convolutions and matrix products in
+    `precision` (fp16 or bf16), BatchNorm, softmax, the loss and reductions in fp32, the
+    rest in the widest type of their inputs. Parameters stay fp32 (master weights); each is
+    cast once and that copy serves every use, forward and backward. A JSON `policy` file
+    overrides the class per op type or per layer (ONNX node names, globs allowed):
+    `{"ops": {"gemm": "fp32"}, "layers": {"/conv1/Conv": "fp32"}}` with values "fp32",
+    "low" or "neutral"; a layer rule wins over an op rule.
+  }];
+  let options = [
+    Option<"precision", "precision", "std::string", /*default=*/"\"fp16\"", "fp16 or bf16">,
+    Option<"policy", "policy", "std::string", /*default=*/"\"\"", "JSON file of per-op and per-layer overrides">,
+  ];
+  let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
+}
+
 #endif // CASTOR_PASSES_TD
