@@ -183,13 +183,15 @@ public:
           return Status::error(where + ": unknown tensor id " + std::to_string(id));
         ctx.out.push_back(it->second);
       }
-      auto b = builders().find(k.op());
-      if (b == builders().end()) {
-        b = trainingBuilders().find(k.op());
-        if (b == trainingBuilders().end())
-          return Status::error(where + ": the cpu backend has no kernel '" + k.op() + "'");
-      }
-      auto fn = b->second(ctx);
+      const Builder *build = nullptr;
+      for (const auto *table : {&builders(), &mixedPrecisionBuilders(), &trainingBuilders()})
+        if (auto b = table->find(k.op()); b != table->end()) {
+          build = &b->second;
+          break;
+        }
+      if (!build)
+        return Status::error(where + ": the cpu backend has no kernel '" + k.op() + "'");
+      auto fn = (*build)(ctx);
       if (!fn)
         return fn.status().withContext(where);
       kernels_.push_back(std::move(*fn));

@@ -46,6 +46,11 @@ using Builder = std::function<Expected<RunFn>(const KernelContext &)>;
 // Kernels of the training step (backward, optimizer, schedule): training_kernels.cpp.
 const std::map<std::string, Builder> &trainingBuilders();
 
+// Kernels of mixed-precision training (loss scaling, gradient clipping, gradient statistics) and
+// the overflow-flag forms of sgd_update, adamw_update and increment, which take precedence over
+// trainingBuilders(): mixed_precision_kernels.cpp.
+const std::map<std::string, Builder> &mixedPrecisionBuilders();
+
 inline Shape shapeOf(const Tensor &t) { return Shape(t.shape().begin(), t.shape().end()); }
 inline int64_t countOf(const Tensor &t) { return *plan::elementCount(t); }
 

@@ -223,6 +223,44 @@ Expected<FillParams> parseFill(const Kernel &k) {
   return p;
 }
 
+Expected<ClipGradNormParams> parseClipGradNorm(const Kernel &k) {
+  AttrReader r(k);
+  ClipGradNormParams p;
+  std::optional<double> maxNorm = r.optReal("max_norm");
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  if (!maxNorm)
+    return Status::error("attribute 'max_norm' is required");
+  if (!(std::isfinite(*maxNorm) && *maxNorm >= 0))
+    return Status::error("max_norm must be finite and non-negative");
+  p.maxNorm = *maxNorm;
+  return p;
+}
+
+Expected<UpdateLossScaleParams> parseUpdateLossScale(const Kernel &k) {
+  AttrReader r(k);
+  UpdateLossScaleParams p;
+  p.growth = r.real("growth", 2.0);
+  p.backoff = r.real("backoff", 0.5);
+  p.interval = r.integer("interval", 2000);
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  if (!(std::isfinite(p.growth) && p.growth > 0 && std::isfinite(p.backoff) && p.backoff > 0))
+    return Status::error("growth and backoff must be finite and positive");
+  if (p.interval < 1)
+    return Status::error("interval must be at least 1");
+  return p;
+}
+
+Expected<IncrementParams> parseIncrement(const Kernel &k) {
+  AttrReader r(k);
+  IncrementParams p;
+  const std::string when = r.string("when", "clear");
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  if (when != "clear" && when != "set")
+    return Status::error("when must be \"clear\" or \"set\", got \"" + when + "\"");
+  p.whenSet = when == "set";
+  return p;
+}
+
 Expected<BatchNormParams> parseBatchNorm(const Kernel &k) {
   AttrReader r(k);
   BatchNormParams p;

@@ -97,6 +97,19 @@ struct FillParams {
   double value = 0.0;
 };
 
+// Mixed-precision training kernels (loss scaling, gradient clipping, counters, statistics).
+struct ClipGradNormParams {
+  double maxNorm = 0.0; // required
+};
+struct UpdateLossScaleParams {
+  double growth = 2.0, backoff = 0.5;
+  int64_t interval = 2000;
+};
+struct IncrementParams {
+  // With a flag input: count only when the flag is nonzero ("set") or zero ("clear", default).
+  bool whenSet = false;
+};
+
 Expected<Conv2dParams> parseConv2d(const Kernel &k); // also conv2d_backward_data/filter
 // max_pool2d, avg_pool2d and their _backward kernels.
 Expected<Pool2dParams> parsePool2d(const Kernel &k);
@@ -107,6 +120,9 @@ Expected<SgdParams> parseSgd(const Kernel &k);
 Expected<AdamWParams> parseAdamW(const Kernel &k);
 Expected<LrScheduleParams> parseLrSchedule(const Kernel &k);
 Expected<FillParams> parseFill(const Kernel &k);
+Expected<ClipGradNormParams> parseClipGradNorm(const Kernel &k);
+Expected<UpdateLossScaleParams> parseUpdateLossScale(const Kernel &k);
+Expected<IncrementParams> parseIncrement(const Kernel &k);
 Expected<BatchNormParams> parseBatchNorm(const Kernel &k);
 Expected<GemmParams> parseGemm(const Kernel &k);
 Expected<ClipParams> parseClip(const Kernel &k);

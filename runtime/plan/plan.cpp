@@ -66,6 +66,8 @@ std::string initName(Parameter::Init init) {
     return "zeros";
   case Parameter::ONES:
     return "ones";
+  case Parameter::FILL:
+    return "fill";
   default:
     return "init(" + std::to_string(int(init)) + ")";
   }

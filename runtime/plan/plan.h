@@ -23,7 +23,7 @@ uint64_t dtypeSize(DType dtype);
 std::string dtypeName(DType dtype);
 // "activation", "parameter", "input", "output", "state".
 std::string kindName(Tensor::Kind kind);
-// "file", "kaiming_normal", "linear_uniform", "zeros", "ones".
+// "file", "kaiming_normal", "linear_uniform", "zeros", "ones", "fill".
 std::string initName(Parameter::Init init);
 
 // Element count of a shape, or nullopt when a dimension is negative or the product overflows.

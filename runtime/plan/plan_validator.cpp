@@ -4,6 +4,7 @@
 #include "plan/op_attrs.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <set>
@@ -74,6 +75,13 @@ Status expectI64Scalar(const Tensor &t, const char *what) {
 Status expectFloatScalar(const Tensor &t, const char *what) {
   if (!isFloat(t.dtype()) || t.shape_size() != 0)
     return Status::error(std::string(what) + " (" + tensorLabel(t) + ") must be a floating-point scalar [], got " +
+                         dtypeName(t.dtype()) + " " + shapeString(t));
+  return Status::ok();
+}
+
+Status expectF32Scalar(const Tensor &t, const char *what) {
+  if (t.dtype() != F32 || t.shape_size() != 0)
+    return Status::error(std::string(what) + " (" + tensorLabel(t) + ") must be an f32 scalar [], got " +
                          dtypeName(t.dtype()) + " " + shapeString(t));
   return Status::ok();
 }
@@ -271,25 +279,33 @@ void addTrainingCheckers(std::map<std::string, Checker> &table) {
     return Status::ok();
   };
   table["sgd_update"] = [](const KernelView &k) -> Status {
-    // param, grad, momentum_buffer, lr [] [, step i64 []] -> param, momentum_buffer.
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 4, 5, 2, 2));
+    // param, grad, momentum_buffer, lr [] [, step i64 []] [, found_inf f32 []] -> param, momentum_buffer.
+    CASTOR_RETURN_IF_ERROR(expectArity(k, 4, 6, 2, 2));
     auto p = parseSgd(k.kernel);
     if (!p)
       return p.status();
-    if (p->momentum != 0 && k.in.size() != 5)
+    // A last input that is not an i64 is the overflow flag (found_inf).
+    const bool flagged = k.in.size() == 6 || (k.in.size() == 5 && k.in[4]->dtype() != I64);
+    if (flagged)
+      CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in.back(), "found_inf"));
+    const size_t plain = k.in.size() - (flagged ? 1 : 0);
+    if (p->momentum != 0 && plain != 5)
       return Status::error("with momentum, the step counter (i64 []) is the 5th input");
     CASTOR_RETURN_IF_ERROR(expectFloat({k.in[0], k.in[1], k.in[2]}, "input"));
     CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[1], *k.in[0], "grad"));
     CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[2], *k.in[0], "momentum_buffer"));
     CASTOR_RETURN_IF_ERROR(expectFloatScalar(*k.in[3], "lr"));
-    if (k.in.size() == 5)
+    if (plain == 5)
       CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[4], "step"));
     CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));
     return expectInPlace(k, 1, 2);
   };
   table["adamw_update"] = [](const KernelView &k) -> Status {
-    // param, grad, exp_avg, exp_avg_sq, lr [], step i64 [] -> param, exp_avg, exp_avg_sq.
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 6, 6, 3, 3));
+    // param, grad, exp_avg, exp_avg_sq, lr [], step i64 [] [, found_inf f32 []]
+    //   -> param, exp_avg, exp_avg_sq.
+    CASTOR_RETURN_IF_ERROR(expectArity(k, 6, 7, 3, 3));
+    if (k.in.size() == 7)
+      CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[6], "found_inf"));
     auto p = parseAdamW(k.kernel);
     if (!p)
       return p.status();
@@ -303,9 +319,14 @@ void addTrainingCheckers(std::map<std::string, Checker> &table) {
     return expectInPlace(k, 2, 3);
   };
   table["increment"] = [](const KernelView &k) -> Status {
-    CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
+    // counter i64 [] [, flag f32 []] -> counter.
+    auto p = parseIncrement(k.kernel);
+    if (!p)
+      return p.status();
+    CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 2, 1, 1));
     CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[0], "counter"));
+    if (k.in.size() == 2)
+      CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[1], "flag"));
     return expectInPlace(k, 0, 0);
   };
   table["lr_schedule"] = [](const KernelView &k) -> Status {
@@ -321,6 +342,72 @@ void addTrainingCheckers(std::map<std::string, Checker> &table) {
     auto p = parseFill(k.kernel);
     if (!p)
       return p.status();
+    return Status::ok();
+  };
+}
+
+// Distinct floating-point gradients g_0..g_{n-1}, each updated in place as output i.
+Status expectGradientsInPlace(const KernelView &k, size_t n) {
+  std::set<uint32_t> seen;
+  for (size_t i = 0; i < n; ++i) {
+    CASTOR_RETURN_IF_ERROR(expectFloat({k.in[i]}, "gradient"));
+    if (!seen.insert(k.in[i]->id()).second)
+      return Status::error("gradient " + std::to_string(i) + " (" + tensorLabel(*k.in[i]) +
+                           ") is listed twice");
+    CASTOR_RETURN_IF_ERROR(expectInPlace(k, i, i));
+  }
+  return Status::ok();
+}
+
+// Checkers of the mixed-precision kernels (loss scaling, gradient clipping, statistics); the
+// overflow-flag forms of sgd_update, adamw_update and increment are in addTrainingCheckers.
+void addMixedPrecisionCheckers(std::map<std::string, Checker> &table) {
+  table["unscale_gradients"] = [](const KernelView &k) -> Status {
+    // g_0..g_{n-1}, scale f32 [] -> g_0..g_{n-1} (in place), found_inf f32 [].
+    CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
+    if (k.in.size() < 2 || k.out.size() != k.in.size())
+      return Status::error("takes n >= 1 gradients and the scale, and produces the n gradients and found_inf "
+                           "(n + 1 inputs and n + 1 outputs), got " +
+                           std::to_string(k.in.size()) + " inputs and " + std::to_string(k.out.size()) + " outputs");
+    const size_t n = k.in.size() - 1;
+    CASTOR_RETURN_IF_ERROR(expectGradientsInPlace(k, n));
+    CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[n], "scale"));
+    return expectF32Scalar(*k.out[n], "found_inf");
+  };
+  table["clip_grad_norm"] = [](const KernelView &k) -> Status {
+    // g_0..g_{n-1} -> g_0..g_{n-1} (in place), total_norm f32 [].
+    auto p = parseClipGradNorm(k.kernel);
+    if (!p)
+      return p.status();
+    if (k.in.empty() || k.out.size() != k.in.size() + 1)
+      return Status::error("takes n >= 1 gradients and produces the n gradients and total_norm (n + 1 "
+                           "outputs), got " +
+                           std::to_string(k.in.size()) + " inputs and " + std::to_string(k.out.size()) + " outputs");
+    const size_t n = k.in.size();
+    CASTOR_RETURN_IF_ERROR(expectGradientsInPlace(k, n));
+    return expectF32Scalar(*k.out[n], "total_norm");
+  };
+  table["update_loss_scale"] = [](const KernelView &k) -> Status {
+    // scale f32 [], growth_tracker i64 [], found_inf f32 [] -> scale, growth_tracker (in place).
+    auto p = parseUpdateLossScale(k.kernel);
+    if (!p)
+      return p.status();
+    CASTOR_RETURN_IF_ERROR(expectArity(k, 3, 3, 2, 2));
+    CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[0], "scale"));
+    CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[1], "growth_tracker"));
+    CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[2], "found_inf"));
+    CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));
+    return expectInPlace(k, 1, 1);
+  };
+  table["gradient_stats"] = [](const KernelView &k) -> Status {
+    // g -> f32 [3]: mean |g|, max |g| (finite elements), count of non-finite elements.
+    CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
+    CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
+    CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+    const Tensor &y = *k.out[0];
+    if (y.dtype() != F32 || y.shape_size() != 1 || y.shape(0) != 3)
+      return Status::error("output (" + tensorLabel(y) + ") must be f32 [3], got " + dtypeName(y.dtype()) + " " +
+                           shapeString(y));
     return Status::ok();
   };
 }
@@ -540,7 +627,7 @@ const std::map<std::string, Checker> &checkers() {
          return Status::ok();
        }},
   };
-  static const bool withTraining = (addTrainingCheckers(table), true);
+  static const bool withTraining = (addTrainingCheckers(table), addMixedPrecisionCheckers(table), true);
   (void)withTraining;
   return table;
 }
@@ -682,6 +769,13 @@ Status validatePlan(const Plan &plan) {
     case Parameter::FILE:
     case Parameter::ZEROS:
     case Parameter::ONES:
+      break;
+    case Parameter::FILL:
+      if (!isFloat(it->second->dtype()))
+        return Status::error(label + ": fill needs a floating-point tensor, got " +
+                             dtypeName(it->second->dtype()));
+      if (!std::isfinite(p.init_value()))
+        return Status::error(label + ": fill needs a finite init_value");
       break;
     case Parameter::KAIMING_NORMAL:
       if (p.fan_out() <= 0)

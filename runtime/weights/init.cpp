@@ -37,6 +37,10 @@ Expected<std::vector<double>> initialValues(const plan::Parameter &p, int64_t co
     for (double &e : v)
       e = 1.0;
     break;
+  case plan::Parameter::FILL:
+    for (double &e : v)
+      e = p.init_value();
+    break;
   case plan::Parameter::LINEAR_UNIFORM: {
     if (p.fan_in() <= 0)
       return Status::error("parameter '" + p.name() + "': linear_uniform needs a positive fan_in");

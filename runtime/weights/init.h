@@ -9,7 +9,7 @@
 //   linear_uniform: b = 1 / sqrt(fan_in);  v = -b + 2 b u53(w0, w1)
 //   kaiming_normal: std = sqrt(2 / fan_out);
 //                   v = std * sqrt(-2 ln(u53(w0, w1) + 2^-54)) * cos(2 pi u53(w2, w3))
-//   zeros, ones: 0, 1.
+//   zeros, ones: 0, 1;  fill: init_value (every element, e.g. a loss scale of 65536).
 // So a value depends only on (seed, name, i): not on the order of parameters or on the backend.
 #pragma once
 

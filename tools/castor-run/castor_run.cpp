@@ -5,6 +5,7 @@
 //                               [--init-seed 0] [--device cpu] [--poison]
 //   castor-run train train.plan --steps N [--data synthetic|idx:DIR] [--seed S] [--weights W]
 //                               [--log-json FILE] [--save STATE] [--save-every K] [--resume STATE]
+//                               [--grad-stats K]
 //   castor-run eval forward.plan --weights STATE --data idx:DIR [--split test] [--json]
 
 #include "castor/backend.h"
@@ -336,6 +337,9 @@ int main(int argc, char **argv) {
   trainCmd->add_option("--mean", to.mean, "IDX pixel normalization mean (after scaling to [0, 1])");
   trainCmd->add_option("--std", to.std, "IDX pixel normalization standard deviation");
   trainCmd->add_flag("--poison", to.poison, "Fill each tensor's arena slot with NaN after its last use");
+  trainCmd->add_option("--grad-stats", to.gradStats,
+                       "Every K steps, print the plan's grad_stats:<param> outputs (mean |g|, max |g|, non-finite "
+                       "count) to stderr and the JSON log");
 
   castor::run::EvalOptions eo;
   auto *evalCmd = app.add_subcommand("eval", "Accuracy of a forward plan on an IDX data set");

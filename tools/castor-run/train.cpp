@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <numeric>
+#include <tuple>
 #include <unistd.h>
 
 namespace castor::run {
@@ -188,6 +189,61 @@ Status checkImageShape(const std::vector<int64_t> &plan, const idx::LabelledImag
 
 std::string jsonNumber(double v) { return std::isfinite(v) ? fmt::format("{:.9g}", v) : "null"; }
 
+std::string jsonString(const std::string &v) {
+  std::string out = "\"";
+  for (char ch : v) {
+    if (ch == '"' || ch == '\\')
+      out += '\\';
+    if (static_cast<unsigned char>(ch) < 0x20)
+      out += fmt::format("\\u{:04x}", int(ch));
+    else
+      out += ch;
+  }
+  return out + "\"";
+}
+
+// The optional outputs of a mixed-precision training plan that train reports: the dynamic loss
+// scale and its counters, and gradient statistics ("grad_stats:<param>", f32 [3]: mean |g|,
+// max |g|, non-finite count).
+struct ReportedOutputs {
+  const plan::Tensor *lossScale = nullptr, *sinceOverflow = nullptr, *skipped = nullptr;
+  std::vector<std::string> gradStats; // output names, in the plan's order
+
+  Status find(const plan::Plan &p) {
+    lossScale = binding(p, p.outputs(), "loss_scale");
+    sinceOverflow = binding(p, p.outputs(), "steps_since_overflow");
+    skipped = binding(p, p.outputs(), "skipped_steps");
+    auto scalarOf = [](const plan::Tensor *t, bool integer, const char *name) -> Status {
+      if (t && (t->shape_size() != 0 || (integer ? t->dtype() != plan::I64 : t->dtype() == plan::I64)))
+        return Status::error(fmt::format("the plan's output \"{}\" must be {} []", name, integer ? "i64" : "float"));
+      return Status::ok();
+    };
+    CASTOR_RETURN_IF_ERROR(scalarOf(lossScale, false, "loss_scale"));
+    CASTOR_RETURN_IF_ERROR(scalarOf(sinceOverflow, true, "steps_since_overflow"));
+    CASTOR_RETURN_IF_ERROR(scalarOf(skipped, true, "skipped_steps"));
+    for (const plan::Binding &b : p.outputs())
+      if (b.name().rfind("grad_stats:", 0) == 0) {
+        const plan::Tensor *t = tensorById(p, b.tensor());
+        if (!t || t->dtype() == plan::I64 || shapeOf(*t) != std::vector<int64_t>{3})
+          return Status::error("the plan's output \"" + b.name() + "\" must be float [3]");
+        gradStats.push_back(b.name());
+      }
+    return Status::ok();
+  }
+};
+
+Expected<double> outputScalar(Session &s, const std::string &name) {
+  auto t = s.output(name);
+  if (!t)
+    return t.status();
+  if (t->dtype == plan::I64) {
+    int64_t v;
+    std::memcpy(&v, t->data.data(), 8);
+    return double(v);
+  }
+  return weights::decodeValues(t->dtype, t->data)[0];
+}
+
 } // namespace
 
 int train(const TrainOptions &o) {
@@ -216,6 +272,13 @@ int train(const TrainOptions &o) {
                 " disagree on the batch");
   const int64_t perImage = *plan::elementCount(*images) / batch;
   const uint32_t labelsId = labels->id();
+  if (o.gradStats < 0)
+    return fail("--grad-stats must be non-negative");
+  ReportedOutputs reported;
+  if (Status r = reported.find(p); !r)
+    return fail(r.message());
+  if (o.gradStats > 0 && reported.gradStats.empty())
+    return fail("--grad-stats: the plan has no outputs named \"grad_stats:<param>\"");
 
   // The saved state, when resuming: its metadata says where training stopped.
   std::map<std::string, std::string> meta;
@@ -328,18 +391,60 @@ int train(const TrainOptions &o) {
       correct = int64_t(weights::decodeValues(c->dtype, c->data)[0]);
     }
     lastAccuracy = correct >= 0 ? double(correct) / double(batch) : NAN;
+    // Loss scaling: the scale and counters after this step, as JSON members and progress text.
+    std::string extraJson, extraText;
+    Status rs;
+    for (auto [t, name, label] : {std::tuple{reported.lossScale, "loss_scale", "scale"},
+                                  std::tuple{reported.sinceOverflow, "steps_since_overflow", "clean"},
+                                  std::tuple{reported.skipped, "skipped_steps", "skipped"}}) {
+      if (!t || !rs)
+        continue;
+      auto v = outputScalar(s, name);
+      if (!v) {
+        rs = v.status();
+        continue;
+      }
+      const bool integer = t->dtype() == plan::I64;
+      extraJson += fmt::format(", \"{}\": {}", name, integer ? std::to_string(int64_t(*v)) : jsonNumber(*v));
+      extraText += fmt::format("  {} {}", label, integer ? std::to_string(int64_t(*v)) : fmt::format("{:g}", *v));
+    }
+    // Gradient statistics every --grad-stats steps: a table on stderr and a JSON object.
+    if (rs && o.gradStats > 0 && (step + 1) % o.gradStats == 0) {
+      std::string rows, members;
+      for (const std::string &name : reported.gradStats) {
+        auto t = s.output(name);
+        if (!t) {
+          rs = t.status();
+          break;
+        }
+        const std::vector<double> v = weights::decodeValues(t->dtype, t->data);
+        const std::string param = name.substr(std::strlen("grad_stats:"));
+        rows += fmt::format("  {:<40} {:>12.4e} {:>12.4e} {:>10}\n", param, v[0], v[1], int64_t(v[2]));
+        members += fmt::format("{}{}: [{}, {}, {}]", members.empty() ? "" : ", ", jsonString(param), jsonNumber(v[0]),
+                               jsonNumber(v[1]), int64_t(v[2]));
+      }
+      if (rs) {
+        fmt::print(stderr, "{}gradient statistics after step {}:\n  {:<40} {:>12} {:>12} {:>10}\n{}",
+                   terminal ? "\n" : "", step + 1, "param", "mean |g|", "max |g|", "non-finite", rows);
+        extraJson += ", \"grad_stats\": {" + members + "}";
+      }
+    }
+    if (!rs) {
+      rc = fail(rs.message());
+      break;
+    }
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     totalSeconds += seconds;
     const double rate = seconds > 0 ? double(batch) / seconds : 0.0;
     if (log) {
-      fmt::print(log, "{{\"step\": {}, \"epoch\": {}, \"loss\": {}, \"accuracy\": {}, \"correct\": {}, \"img_per_s\": {}}}\n",
+      fmt::print(log, "{{\"step\": {}, \"epoch\": {}, \"loss\": {}, \"accuracy\": {}, \"correct\": {}, \"img_per_s\": {}{}}}\n",
                  step + 1, data->epoch(), jsonNumber(lastLoss), jsonNumber(lastAccuracy), correct,
-                 jsonNumber(rate));
+                 jsonNumber(rate), extraJson);
       std::fflush(log);
     }
     if (terminal)
-      fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  accuracy {:.3f}  {:.1f} img/s   ", step + 1, lastStep, lastLoss,
-                 lastAccuracy, rate);
+      fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  accuracy {:.3f}{}  {:.1f} img/s   ", step + 1, lastStep, lastLoss,
+                 lastAccuracy, extraText, rate);
     if (!o.save.empty() && o.saveEvery > 0 && (step + 1) % o.saveEvery == 0 && step + 1 < lastStep) {
       Status w = saveState(o.save);
       if (!w) {

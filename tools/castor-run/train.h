@@ -18,6 +18,7 @@ struct TrainOptions {
   int64_t classes = 0; // 0: from the plan's loss kernel
   double mean = 0.2860, std = 0.3530;
   bool poison = false;
+  int64_t gradStats = 0; // every K steps: the plan's grad_stats:<param> outputs (0: never)
 };
 
 struct EvalOptions {
