@@ -2,11 +2,16 @@
 //
 // Every kernel reads its floating-point operands into double precision, computes in double
 // (so every sum accumulates in fp64), and rounds once when it stores each result in the output's
-// dtype (round to nearest even for f32, f16 and bf16). Loops run in a fixed order: results are
-// deterministic.
+// dtype (round to nearest even for f32, f16 and bf16). Each output is computed by one loop in a
+// fixed order: results are deterministic. Kernels spread independent outputs (channels, planes,
+// blocks of output channels, element chunks) over CASTOR_CPU_THREADS threads (default: the
+// hardware concurrency); no sum is ever split between threads, so the bits do not depend on the
+// thread count. The heavy loops (convolutions, gemm, matmul) are register-tiled in
+// tiled_kernels.h, summing each output's terms in the same order as the plain loops.
 
 #include "castor/backend.h"
 #include "cpu/cpu_internal.h"
+#include "cpu/tiled_kernels.h"
 #include "castor/float_convert.h"
 #include "castor/shape_rules.h"
 #include "plan/op_attrs.h"
@@ -18,19 +23,24 @@
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <atomic>
+#include <exception>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 namespace castor {
 namespace cpu {
 
-Values Memory::read(const Tensor &t) {
-  int64_t n = countOf(t);
-  Values v(static_cast<size_t>(n));
+void Memory::readRange(const Tensor &t, int64_t begin, int64_t n, double *v) {
   const uint8_t *p = slot(t);
   switch (t.dtype()) {
   case plan::F32:
+    p += 4 * begin;
     for (int64_t i = 0; i < n; ++i) {
       float f;
       std::memcpy(&f, p + 4 * i, 4);
@@ -38,10 +48,11 @@ Values Memory::read(const Tensor &t) {
     }
     break;
   case plan::F64:
-    std::memcpy(v.data(), p, size_t(n) * 8);
+    std::memcpy(v, p + 8 * begin, size_t(n) * 8);
     break;
   case plan::F16:
   case plan::BF16:
+    p += 2 * begin;
     for (int64_t i = 0; i < n; ++i) {
       uint16_t h;
       std::memcpy(&h, p + 2 * i, 2);
@@ -49,6 +60,7 @@ Values Memory::read(const Tensor &t) {
     }
     break;
   case plan::I64:
+    p += 8 * begin;
     for (int64_t i = 0; i < n; ++i) {
       int64_t x;
       std::memcpy(&x, p + 8 * i, 8);
@@ -58,6 +70,13 @@ Values Memory::read(const Tensor &t) {
   default:
     break;
   }
+}
+
+Values Memory::read(const Tensor &t) {
+  int64_t n = countOf(t);
+  Values v(static_cast<size_t>(n));
+  double *dst = v.data();
+  parallelChunks(n, 1.0, [&](int64_t i0, int64_t m) { readRange(t, i0, m, dst + i0); });
   return v;
 }
 
@@ -71,27 +90,29 @@ void Memory::writeInts(const Tensor &t, const std::vector<int64_t> &v) {
   std::memcpy(slot(t), v.data(), size_t(countOf(t)) * 8);
 }
 
-void Memory::write(const Tensor &t, const Values &v) {
+void Memory::writeRange(const Tensor &t, int64_t begin, int64_t n, const double *v) {
   uint8_t *p = slot(t);
-  int64_t n = countOf(t);
   switch (t.dtype()) {
   case plan::F32:
+    p += 4 * begin;
     for (int64_t i = 0; i < n; ++i) {
       float f = float(v[i]);
       std::memcpy(p + 4 * i, &f, 4);
     }
     break;
   case plan::F64:
-    std::memcpy(p, v.data(), size_t(n) * 8);
+    std::memcpy(p + 8 * begin, v, size_t(n) * 8);
     break;
   case plan::F16:
   case plan::BF16:
+    p += 2 * begin;
     for (int64_t i = 0; i < n; ++i) {
       uint16_t h = t.dtype() == plan::F16 ? doubleToHalf(v[i]) : doubleToBFloat16(v[i]);
       std::memcpy(p + 2 * i, &h, 2);
     }
     break;
   case plan::I64:
+    p += 8 * begin;
     for (int64_t i = 0; i < n; ++i) {
       int64_t x = int64_t(v[i]);
       std::memcpy(p + 8 * i, &x, 8);
@@ -100,6 +121,11 @@ void Memory::write(const Tensor &t, const Values &v) {
   default:
     break;
   }
+}
+
+void Memory::write(const Tensor &t, const Values &v) {
+  const double *src = v.data();
+  parallelChunks(countOf(t), 1.0, [&](int64_t i0, int64_t m) { writeRange(t, i0, m, src + i0); });
 }
 
 std::vector<int64_t> broadcastIndex(const Shape &in, const Shape &out) {
@@ -135,6 +161,115 @@ int64_t span(const Shape &s, size_t from, size_t to) {
   for (size_t i = from; i < to && i < s.size(); ++i)
     n *= s[i];
   return n;
+}
+
+namespace {
+
+// Freed blocks of at least kScratchMin bytes, most recent last; at most kScratchBlocks blocks
+// and kScratchBytes bytes are kept.
+constexpr size_t kScratchMin = size_t(1) << 16, kScratchBlocks = 64, kScratchBytes = size_t(1) << 30;
+std::mutex scratchLock;
+std::vector<std::pair<size_t, void *>> scratchBlocks;
+size_t scratchHeld = 0;
+
+} // namespace
+
+void *scratchAllocate(size_t bytes) {
+  if (bytes >= kScratchMin) {
+    std::lock_guard<std::mutex> lock(scratchLock);
+    for (size_t i = scratchBlocks.size(); i-- > 0;)
+      if (scratchBlocks[i].first == bytes) {
+        void *p = scratchBlocks[i].second;
+        scratchBlocks.erase(scratchBlocks.begin() + std::ptrdiff_t(i));
+        scratchHeld -= bytes;
+        return p;
+      }
+  }
+  return ::operator new(bytes);
+}
+
+void scratchFree(void *p, size_t bytes) {
+  if (bytes < kScratchMin || bytes > kScratchBytes) {
+    ::operator delete(p);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(scratchLock);
+  scratchBlocks.emplace_back(bytes, p);
+  scratchHeld += bytes;
+  while (scratchBlocks.size() > kScratchBlocks || scratchHeld > kScratchBytes) {
+    ::operator delete(scratchBlocks.front().second);
+    scratchHeld -= scratchBlocks.front().first;
+    scratchBlocks.erase(scratchBlocks.begin());
+  }
+}
+
+std::vector<std::pair<int64_t, int64_t>> windowRanges(int64_t outSize, int64_t inSize, int64_t taps, int64_t stride,
+                                                      int64_t pad, int64_t dilation) {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  for (int64_t o = 0; o < outSize; ++o) {
+    int64_t lo = taps, hi = 0;
+    for (int64_t k = 0; k < taps; ++k) {
+      const int64_t i = o * stride - pad + k * dilation;
+      if (i >= 0 && i < inSize) {
+        lo = std::min(lo, k);
+        hi = k + 1;
+      }
+    }
+    ranges.emplace_back(lo, std::max(lo, hi));
+  }
+  return ranges;
+}
+
+int cpuThreads() {
+  if (const char *v = std::getenv("CASTOR_CPU_THREADS")) {
+    char *end = nullptr;
+    long n = std::strtol(v, &end, 10);
+    if (end != v && *end == 0 && n >= 1)
+      return int(std::min<long>(n, 256));
+  }
+  static const int hw = std::max(1, int(std::thread::hardware_concurrency()));
+  return hw;
+}
+
+void parallelFor(int64_t tasks, double work, const std::function<void(int64_t)> &body) {
+  // Below ~200k operations a thread start costs more than it saves.
+  const int64_t threads = std::min<int64_t>({int64_t(cpuThreads()), tasks, int64_t(work / 2e5) + 1});
+  if (threads <= 1) {
+    for (int64_t i = 0; i < tasks; ++i)
+      body(i);
+    return;
+  }
+  std::atomic<int64_t> next{0};
+  std::exception_ptr error;
+  std::mutex errorLock;
+  auto worker = [&]() {
+    try {
+      for (int64_t i = next++; i < tasks; i = next++)
+        body(i);
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(errorLock);
+      if (!error)
+        error = std::current_exception();
+      next = tasks;
+    }
+  };
+  std::vector<std::thread> pool;
+  pool.reserve(size_t(threads - 1));
+  for (int64_t t = 1; t < threads; ++t)
+    pool.emplace_back(worker);
+  worker();
+  for (std::thread &t : pool)
+    t.join();
+  if (error)
+    std::rethrow_exception(error);
+}
+
+void parallelChunks(int64_t n, double opsPerElement, const std::function<void(int64_t, int64_t)> &body) {
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  parallelFor(chunks, opsPerElement * double(n), [&](int64_t c) {
+    const int64_t i0 = c * kChunk;
+    body(i0, std::min(kChunk, n - i0));
+  });
 }
 
 namespace {
@@ -264,37 +399,74 @@ private:
 // ---------------------------------------------------------------------------------------------
 // Helpers.
 
-// Unary elementwise kernel in double.
-Builder unary(std::function<Expected<std::function<double(double)>>(const Kernel &)> make) {
+// Elementwise y = f(x), chunk by chunk (an in-place update reads each chunk before writing it).
+template <typename F> RunFn unaryRun(Memory *b, const Tensor *x, const Tensor *y, F f) {
+  return [=]() {
+    parallelChunks(countOf(*y), 4.0, [&](int64_t i0, int64_t n) {
+      double v[kChunk];
+      b->readRange(*x, i0, n, v);
+      for (int64_t i = 0; i < n; ++i)
+        v[i] = f(v[i]);
+      b->writeRange(*y, i0, n, v);
+    });
+    return Status::ok();
+  };
+}
+
+// Unary elementwise kernel in double; make(kernel) parses the attributes into the functor.
+template <typename Make> Builder unary(Make make) {
   return [make](const KernelContext &c) -> Expected<RunFn> {
     auto f = make(c.kernel);
     if (!f)
       return f.status();
-    Memory *b = &c.backend;
-    const Tensor *x = c.in[0], *y = c.out[0];
-    auto fn = *f;
-    return RunFn([=]() {
-      Values v = b->read(*x);
-      for (double &e : v)
-        e = fn(e);
-      b->write(*y, v);
-      return Status::ok();
-    });
+    return unaryRun(&c.backend, c.in[0], c.out[0], *f);
   };
 }
 
-Builder binary(std::function<double(double, double)> op) {
+struct Relu {
+  double operator()(double v) const { return v > 0 ? v : (std::isnan(v) ? v : 0.0); }
+};
+struct Sigmoid {
+  double operator()(double v) const { return 1.0 / (1.0 + std::exp(-v)); }
+};
+struct Clip {
+  double lo, hi;
+  double operator()(double v) const {
+    if (std::isnan(v))
+      return v;
+    return std::min(std::max(v, lo), hi);
+  }
+};
+
+template <typename Op> Builder binary(Op op) {
   return [op](const KernelContext &c) -> Expected<RunFn> {
     CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
     Memory *b = &c.backend;
     const Tensor *x = c.in[0], *y = c.in[1], *z = c.out[0];
     Shape out = shapeOf(*z);
-    auto ix = broadcastIndex(shapeOf(*x), out), iy = broadcastIndex(shapeOf(*y), out);
+    if (shapeOf(*x) == out && shapeOf(*y) == out)
+      return RunFn([=]() {
+        parallelChunks(countOf(*z), 4.0, [&](int64_t i0, int64_t n) {
+          double u[kChunk], v[kChunk];
+          b->readRange(*x, i0, n, u);
+          b->readRange(*y, i0, n, v);
+          for (int64_t i = 0; i < n; ++i)
+            u[i] = op(u[i], v[i]);
+          b->writeRange(*z, i0, n, u);
+        });
+        return Status::ok();
+      });
+    auto ix = std::make_shared<std::vector<int64_t>>(broadcastIndex(shapeOf(*x), out));
+    auto iy = std::make_shared<std::vector<int64_t>>(broadcastIndex(shapeOf(*y), out));
     return RunFn([=]() {
-      Values a = b->read(*x), bb = b->read(*y), r(ix.size());
-      for (size_t i = 0; i < r.size(); ++i)
-        r[i] = op(a[ix[i]], bb[iy[i]]);
-      b->write(*z, r);
+      Values a = b->read(*x), bb = b->read(*y);
+      const int64_t *px = ix->data(), *py = iy->data();
+      parallelChunks(int64_t(ix->size()), 4.0, [&](int64_t i0, int64_t n) {
+        double r[kChunk];
+        for (int64_t i = 0; i < n; ++i)
+          r[i] = op(a[size_t(px[i0 + i])], bb[size_t(py[i0 + i])]);
+        b->writeRange(*z, i0, n, r);
+      });
       return Status::ok();
     });
   };
@@ -336,47 +508,6 @@ Expected<RunFn> convertCopy(const KernelContext &c) {
 // ---------------------------------------------------------------------------------------------
 // Kernels.
 
-Expected<RunFn> buildConv2d(const KernelContext &c) {
-  auto p = plan::parseConv2d(c.kernel);
-  if (!p)
-    return p.status();
-  Memory *b = &c.backend;
-  const Tensor *x = c.in[0], *w = c.in[1], *bias = c.in.size() > 2 ? c.in[2] : nullptr, *y = c.out[0];
-  Shape xs = shapeOf(*x), ws = shapeOf(*w), ys = shapeOf(*y);
-  auto a = p->shape;
-  return RunFn([=]() {
-    Values X = b->read(*x), W = b->read(*w), B = bias ? b->read(*bias) : Values(), Y(size_t(span(ys, 0, 4)));
-    const int64_t N = xs[0], C = xs[1], H = xs[2], Wd = xs[3];
-    const int64_t K = ws[0], Cg = ws[1], R = ws[2], S = ws[3];
-    const int64_t P = ys[2], Q = ys[3], G = a.groups, Kg = K / G;
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t k = 0; k < K; ++k) {
-        const int64_t g = k / Kg;
-        for (int64_t op = 0; op < P; ++op)
-          for (int64_t oq = 0; oq < Q; ++oq) {
-            double acc = B.empty() ? 0.0 : B[k];
-            for (int64_t ci = 0; ci < Cg; ++ci) {
-              const int64_t cc = g * Cg + ci;
-              for (int64_t r = 0; r < R; ++r) {
-                const int64_t h = op * a.strides[0] - a.pads[0] + r * a.dilations[0];
-                if (h < 0 || h >= H)
-                  continue;
-                for (int64_t s = 0; s < S; ++s) {
-                  const int64_t ww = oq * a.strides[1] - a.pads[1] + s * a.dilations[1];
-                  if (ww < 0 || ww >= Wd)
-                    continue;
-                  acc += X[((n * C + cc) * H + h) * Wd + ww] * W[((k * Cg + ci) * R + r) * S + s];
-                }
-              }
-            }
-            Y[((n * K + k) * P + op) * Q + oq] = acc;
-          }
-      }
-    b->write(*y, Y);
-    return Status::ok();
-  });
-}
-
 Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
   auto p = plan::parseBatchNorm(c.kernel);
   if (!p)
@@ -387,33 +518,34 @@ Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
   Shape xs = shapeOf(*in[0]);
   const double eps = p->epsilon, momentum = p->momentum;
   return RunFn([=]() {
-    Values X = b->read(*in[0]), gamma = b->read(*in[1]), beta = b->read(*in[2]);
+    Values gamma = b->read(*in[1]), beta = b->read(*in[2]);
     const int64_t N = xs[0], C = xs[1], inner = span(xs, 2, xs.size());
     const int64_t m = N * inner;
-    Values Y(X.size()), mean(static_cast<size_t>(C)), invStd(static_cast<size_t>(C)), var(static_cast<size_t>(C));
-    for (int64_t ch = 0; ch < C; ++ch) {
-      double sum = 0;
+    Values mean(static_cast<size_t>(C)), invStd(static_cast<size_t>(C)), var(static_cast<size_t>(C));
+    // One channel at a time: its N slices of x, the statistics, then y in place of x.
+    parallelFor(C, 5.0 * double(C * m), [&](int64_t ch) {
+      Values xc(static_cast<size_t>(m));
       for (int64_t n = 0; n < N; ++n)
-        for (int64_t i = 0; i < inner; ++i)
-          sum += X[(n * C + ch) * inner + i];
+        b->readRange(*in[0], (n * C + ch) * inner, inner, xc.data() + n * inner);
+      double sum = 0;
+      for (int64_t i = 0; i < m; ++i)
+        sum += xc[i];
       double mu = m ? sum / double(m) : 0.0;
       double sq = 0;
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t i = 0; i < inner; ++i) {
-          double d = X[(n * C + ch) * inner + i] - mu;
-          sq += d * d;
-        }
+      for (int64_t i = 0; i < m; ++i) {
+        double d = xc[i] - mu;
+        sq += d * d;
+      }
       double v = m ? sq / double(m) : 0.0; // biased, as used for normalization
       double is = 1.0 / std::sqrt(v + eps);
       mean[ch] = mu;
       var[ch] = v;
       invStd[ch] = is;
+      for (int64_t i = 0; i < m; ++i)
+        xc[i] = (xc[i] - mu) * is * gamma[ch] + beta[ch];
       for (int64_t n = 0; n < N; ++n)
-        for (int64_t i = 0; i < inner; ++i) {
-          int64_t at = (n * C + ch) * inner + i;
-          Y[at] = (X[at] - mu) * is * gamma[ch] + beta[ch];
-        }
-    }
+        b->writeRange(*out[0], (n * C + ch) * inner, inner, xc.data() + n * inner);
+    });
     Values runMean, runVar;
     if (out.size() == 5) {
       runMean = b->read(*in[3]);
@@ -424,7 +556,6 @@ Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
         runVar[ch] = (1 - momentum) * runVar[ch] + momentum * unbiased;
       }
     }
-    b->write(*out[0], Y);
     b->write(*out[1], mean);
     b->write(*out[2], invStd);
     if (out.size() == 5) {
@@ -448,14 +579,14 @@ Expected<RunFn> buildBatchNormInference(const KernelContext &c) {
     Values X = b->read(*in[0]), gamma = b->read(*in[1]), beta = b->read(*in[2]), mean = b->read(*in[3]),
            var = b->read(*in[4]);
     const int64_t N = xs[0], C = xs[1], inner = span(xs, 2, xs.size());
-    for (int64_t n = 0; n < N; ++n)
-      for (int64_t ch = 0; ch < C; ++ch) {
-        double is = 1.0 / std::sqrt(var[ch] + eps);
-        for (int64_t i = 0; i < inner; ++i) {
-          double &e = X[(n * C + ch) * inner + i];
-          e = (e - mean[ch]) * is * gamma[ch] + beta[ch];
-        }
+    parallelFor(N * C, 4.0 * double(X.size()), [&](int64_t nc) {
+      const int64_t ch = nc % C;
+      double is = 1.0 / std::sqrt(var[ch] + eps);
+      for (int64_t i = 0; i < inner; ++i) {
+        double &e = X[nc * inner + i];
+        e = (e - mean[ch]) * is * gamma[ch] + beta[ch];
       }
+    });
     b->write(*y, X);
     return Status::ok();
   });
@@ -473,30 +604,36 @@ Expected<RunFn> buildPool(const KernelContext &c, bool isMax) {
   return RunFn([=]() {
     Values X = b->read(*x), Y(size_t(span(ys, 0, 4)));
     const int64_t NC = xs[0] * xs[1], H = xs[2], W = xs[3], P = ys[2], Q = ys[3];
-    for (int64_t nc = 0; nc < NC; ++nc)
-      for (int64_t op = 0; op < P; ++op)
+    const auto rows = windowRanges(P, H, a.kernel[0], a.strides[0], a.pads[0], a.dilations[0]);
+    const auto cols = windowRanges(Q, W, a.kernel[1], a.strides[1], a.pads[1], a.dilations[1]);
+    const int64_t dh = a.dilations[0], dw = a.dilations[1];
+    parallelFor(NC, 4.0 * double(X.size()), [&](int64_t nc) {
+      const double *plane = X.data() + nc * H * W;
+      for (int64_t op = 0; op < P; ++op) {
+        const auto [r0, r1] = rows[size_t(op)];
+        const int64_t h0 = op * a.strides[0] - a.pads[0];
         for (int64_t oq = 0; oq < Q; ++oq) {
-          const int64_t h0 = op * a.strides[0] - a.pads[0], w0 = oq * a.strides[1] - a.pads[1];
-          double acc = isMax ? -std::numeric_limits<double>::infinity() : 0.0;
-          int64_t valid = 0;
-          for (int64_t r = 0; r < a.kernel[0]; ++r) {
-            const int64_t h = h0 + r * a.dilations[0];
-            if (h < 0 || h >= H)
-              continue;
-            for (int64_t s = 0; s < a.kernel[1]; ++s) {
-              const int64_t w = w0 + s * a.dilations[1];
-              if (w < 0 || w >= W)
-                continue;
-              double v = X[(nc * H + h) * W + w];
-              if (isMax)
-                acc = (v > acc || std::isnan(v)) ? v : acc;
-              else
-                acc += v;
-              ++valid;
+          const auto [s0, s1] = cols[size_t(oq)];
+          const int64_t w0 = oq * a.strides[1] - a.pads[1];
+          double acc;
+          if (isMax) {
+            acc = -std::numeric_limits<double>::infinity();
+            for (int64_t r = r0; r < r1; ++r) {
+              const double *row = plane + (h0 + r * dh) * W + w0;
+              for (int64_t s = s0; s < s1; ++s) {
+                const double v = row[s * dw];
+                // Branch-free (random data mispredicts): v wins when greater or NaN.
+                acc = selectBits((v > acc) | (v != v), v, acc);
+              }
             }
-          }
-          if (!isMax) {
-            int64_t divisor = valid;
+          } else {
+            acc = 0.0;
+            for (int64_t r = r0; r < r1; ++r) {
+              const double *row = plane + (h0 + r * dh) * W + w0;
+              for (int64_t s = s0; s < s1; ++s)
+                acc += row[s * dw];
+            }
+            int64_t divisor = (r1 - r0) * (s1 - s0);
             if (includePad) {
               // As PyTorch: the window clipped to the padded input (not to the ceil-mode overhang).
               int64_t h1 = std::min(h0 + a.kernel[0], H + a.pads[2]);
@@ -507,6 +644,8 @@ Expected<RunFn> buildPool(const KernelContext &c, bool isMax) {
           }
           Y[(nc * P + op) * Q + oq] = acc;
         }
+      }
+    });
     b->write(*y, Y);
     return Status::ok();
   });
@@ -532,6 +671,49 @@ Expected<RunFn> buildGlobalAvgPool(const KernelContext &c) {
   });
 }
 
+// y[i][j] = sum over p (ascending) of a[i][p] * b[p][j] for an [M,K] x [K,N] product; element
+// (i, p) of a is at a[i * aRow + p * aCol], (p, j) of b at b[p * bRow + j * bCol]. Rows of y are
+// computed in tiles of a few, columns in blocks of MR = 2*NV lanes; `store(i, j0, lanes, acc)`
+// receives each finished tile row.
+template <int NV, typename Store>
+void tiledProduct(int64_t M, int64_t N, int64_t K, const double *a, int64_t aRow, int64_t aCol, const double *b,
+                  int64_t bRow, int64_t bCol, Store &&store) {
+  constexpr int MR = 2 * NV, NR = tiled::maxTile<NV>();
+  const int64_t blocks = (N + MR - 1) / MR;
+  const int64_t rowTiles = (M + NR - 1) / NR;
+  // Tasks: column blocks x groups of row tiles (each task packs its block of b once).
+  const int64_t groups = std::max<int64_t>(1, std::min<int64_t>(rowTiles, 64 / blocks));
+  const int64_t tilesPerGroup = (rowTiles + groups - 1) / groups;
+  parallelFor(blocks * groups, 2.0 * double(M * N * K), [&](int64_t task) {
+    const int64_t blk = task / groups, grp = task % groups;
+    const int64_t j0 = blk * MR;
+    const int lanes = int(std::min<int64_t>(MR, N - j0));
+    Values bp(size_t(K * MR));
+    for (int64_t p = 0; p < K; ++p)
+      for (int l = 0; l < MR; ++l)
+        bp[size_t(p * MR + l)] = l < lanes ? b[p * bRow + (j0 + l) * bCol] : 0.0;
+    const tiled::Tap tap{0, 0};
+    double acc[NR * MR];
+    for (int64_t t = grp * tilesPerGroup; t < std::min(rowTiles, (grp + 1) * tilesPerGroup); ++t) {
+      const int64_t i0 = t * NR;
+      const int nr = int(std::min<int64_t>(NR, M - i0));
+      std::fill(acc, acc + NR * MR, 0.0);
+      tiled::directTileN<NV>(nr, bp.data(), MR, a + i0 * aRow, aCol, K, &tap, 1, aRow, acc);
+      for (int q = 0; q < nr; ++q)
+        store(i0 + q, j0, lanes, acc + q * MR);
+    }
+  });
+}
+
+template <typename F> void withLanes(int64_t n, F &&f) {
+  if (n >= 8)
+    f(std::integral_constant<int, 4>());
+  else if (n >= 3)
+    f(std::integral_constant<int, 2>());
+  else
+    f(std::integral_constant<int, 1>());
+}
+
 Expected<RunFn> buildGemm(const KernelContext &c) {
   auto p = plan::parseGemm(c.kernel);
   if (!p)
@@ -544,16 +726,19 @@ Expected<RunFn> buildGemm(const KernelContext &c) {
   auto g = *p;
   return RunFn([=]() {
     Values a = b->read(*A), bb = b->read(*B), cc = Ct ? b->read(*Ct) : Values(), y(size_t(M * N));
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        double acc = 0;
-        for (int64_t k = 0; k < K; ++k)
-          acc += a[g.transA ? k * M + i : i * K + k] * bb[g.transB ? j * K + k : k * N + j];
-        double v = g.alpha * acc;
-        if (Ct)
-          v += g.beta * cc[ci[i * N + j]];
-        y[i * N + j] = v;
-      }
+    withLanes(N, [&](auto nv) {
+      tiledProduct<decltype(nv)::value>(
+          M, N, K, a.data(), g.transA ? 1 : K, g.transA ? M : 1, bb.data(), g.transB ? 1 : N, g.transB ? K : 1,
+          [&](int64_t i, int64_t j0, int lanes, const double *acc) {
+            for (int l = 0; l < lanes; ++l) {
+              const int64_t j = j0 + l;
+              double v = g.alpha * acc[l];
+              if (Ct)
+                v += g.beta * cc[size_t(ci[size_t(i * N + j)])];
+              y[size_t(i * N + j)] = v;
+            }
+          });
+    });
     b->write(*Yt, y);
     return Status::ok();
   });
@@ -575,16 +760,13 @@ Expected<RunFn> buildMatmul(const KernelContext &c) {
   return RunFn([=]() {
     Values a = b->read(*A), bb = b->read(*B), y(ia.size() * size_t(M * N));
     for (size_t t = 0; t < ia.size(); ++t) {
-      const double *pa_ = a.data() + ia[t] * M * K;
-      const double *pb_ = bb.data() + ib[t] * K * N;
       double *py = y.data() + t * M * N;
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j) {
-          double acc = 0;
-          for (int64_t k = 0; k < K; ++k)
-            acc += pa_[i * K + k] * pb_[k * N + j];
-          py[i * N + j] = acc;
-        }
+      withLanes(N, [&](auto nv) {
+        tiledProduct<decltype(nv)::value>(M, N, K, a.data() + ia[t] * M * K, K, 1, bb.data() + ib[t] * K * N, N, 1,
+                                          [&](int64_t i, int64_t j0, int lanes, const double *acc) {
+                                            std::copy(acc, acc + lanes, py + i * N + j0);
+                                          });
+      });
     }
     b->write(*Yt, y);
     return Status::ok();
@@ -710,25 +892,20 @@ const std::map<std::string, Builder> &builders() {
       {"conv2d", buildConv2d},
       {"batch_norm_training", buildBatchNormTraining},
       {"batch_norm_inference", buildBatchNormInference},
-      {"relu", unary([](const Kernel &k) -> Expected<std::function<double(double)>> {
+      {"relu", unary([](const Kernel &k) -> Expected<Relu> {
          CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-         return std::function<double(double)>([](double v) { return v > 0 ? v : (std::isnan(v) ? v : 0.0); });
+         return Relu{};
        })},
-      {"sigmoid", unary([](const Kernel &k) -> Expected<std::function<double(double)>> {
+      {"sigmoid", unary([](const Kernel &k) -> Expected<Sigmoid> {
          CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-         return std::function<double(double)>([](double v) { return 1.0 / (1.0 + std::exp(-v)); });
+         return Sigmoid{};
        })},
-      {"clip", unary([](const Kernel &k) -> Expected<std::function<double(double)>> {
+      {"clip", unary([](const Kernel &k) -> Expected<Clip> {
          auto p = plan::parseClip(k);
          if (!p)
            return p.status();
-         double lo = p->min ? *p->min : -std::numeric_limits<double>::infinity();
-         double hi = p->max ? *p->max : std::numeric_limits<double>::infinity();
-         return std::function<double(double)>([lo, hi](double v) {
-           if (std::isnan(v))
-             return v;
-           return std::min(std::max(v, lo), hi);
-         });
+         return Clip{p->min ? *p->min : -std::numeric_limits<double>::infinity(),
+                     p->max ? *p->max : std::numeric_limits<double>::infinity()};
        })},
       {"add", binary([](double a, double b) { return a + b; })},
       {"mul", binary([](double a, double b) { return a * b; })},

@@ -6,6 +6,7 @@
 #include "plan/plan.h"
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <string>
@@ -17,7 +18,23 @@ using plan::Kernel;
 using plan::Tensor;
 using shape::Shape;
 
-using Values = std::vector<double>;
+// Large kernel buffers come from a small cache of freed blocks of the same size: a training step
+// allocates the same sizes every step, and fresh pages from the system cost more than the
+// memory-bound kernels themselves.
+void *scratchAllocate(size_t bytes);
+void scratchFree(void *p, size_t bytes);
+
+template <typename T> struct ScratchAllocator {
+  using value_type = T;
+  ScratchAllocator() = default;
+  template <typename U> ScratchAllocator(const ScratchAllocator<U> &) {}
+  T *allocate(size_t n) { return static_cast<T *>(scratchAllocate(n * sizeof(T))); }
+  void deallocate(T *p, size_t n) { scratchFree(p, n * sizeof(T)); }
+  template <typename U> bool operator==(const ScratchAllocator<U> &) const { return true; }
+  template <typename U> bool operator!=(const ScratchAllocator<U> &) const { return false; }
+};
+
+using Values = std::vector<double, ScratchAllocator<double>>;
 using RunFn = std::function<Status()>;
 
 // The arena, with element access in double precision (reads widen exactly; writes round once
@@ -27,6 +44,9 @@ public:
   uint8_t *slot(const Tensor &t) { return arena_.data() + t.offset(); }
   Values read(const Tensor &t);
   void write(const Tensor &t, const Values &v);
+  // Elements [begin, begin + n) of a tensor, converted as read()/write() do.
+  void readRange(const Tensor &t, int64_t begin, int64_t n, double *dst);
+  void writeRange(const Tensor &t, int64_t begin, int64_t n, const double *src);
   std::vector<int64_t> readInts(const Tensor &t);
   void writeInts(const Tensor &t, const std::vector<int64_t> &v);
 
@@ -43,6 +63,9 @@ struct KernelContext {
 
 using Builder = std::function<Expected<RunFn>(const KernelContext &)>;
 
+// The tiled convolution, gemm and matmul kernels (training_kernels.cpp).
+Expected<RunFn> buildConv2d(const KernelContext &c);
+
 // Kernels of the training step (backward, optimizer, schedule): training_kernels.cpp.
 const std::map<std::string, Builder> &trainingBuilders();
 
@@ -58,5 +81,38 @@ inline int64_t countOf(const Tensor &t) { return *plan::elementCount(t); }
 std::vector<int64_t> broadcastIndex(const Shape &in, const Shape &out);
 // Product of dims [from, to).
 int64_t span(const Shape &s, size_t from, size_t to);
+
+// For each output position o in [0, outSize): the window taps k in [lo, hi) of a sliding window
+// (start o * stride - pad, tap k at start + k * dilation, `taps` taps) that fall inside
+// [0, inSize). The valid taps of a window are contiguous.
+std::vector<std::pair<int64_t, int64_t>> windowRanges(int64_t outSize, int64_t inSize, int64_t taps, int64_t stride,
+                                                      int64_t pad, int64_t dilation);
+
+// take ? a : b, without a branch (the max-pool comparisons on real data are unpredictable).
+inline double selectBits(bool take, double a, double b) {
+  uint64_t ua, ub;
+  std::memcpy(&ua, &a, 8);
+  std::memcpy(&ub, &b, 8);
+  const uint64_t m = uint64_t(0) - uint64_t(take);
+  const uint64_t r = (ua & m) | (ub & ~m);
+  double out;
+  std::memcpy(&out, &r, 8);
+  return out;
+}
+
+// Worker threads for one kernel: CASTOR_CPU_THREADS when set (>= 1), else the hardware
+// concurrency.
+int cpuThreads();
+
+// Runs body(i) for every i in [0, tasks), spread over up to cpuThreads() threads when the total
+// work (about `work` scalar operations) is worth it. Tasks must write disjoint outputs and
+// compute each output entirely within one task: results then do not depend on the thread count.
+// The first exception thrown by a task is rethrown here.
+void parallelFor(int64_t tasks, double work, const std::function<void(int64_t)> &body);
+
+// Runs body(begin, count) over [0, n) in chunks of at most kChunk elements, in parallel when n
+// is large; `opsPerElement` scales the work estimate.
+constexpr int64_t kChunk = 4096;
+void parallelChunks(int64_t n, double opsPerElement, const std::function<void(int64_t, int64_t)> &body);
 
 } // namespace castor::cpu
