@@ -4,6 +4,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/ScopeExit.h"
 #include "llvm/Support/GlobPattern.h"
 
 namespace castor {
@@ -252,7 +253,9 @@ LogicalResult TrainStepBuilder::buildOptimizer() {
   Location loc = forward_.getLoc();
   auto f32Scalar = RankedTensorType::get({}, b_.getF32Type());
   Value iteration = slots_[iteration_].arg;
-  slots_[iteration_].updated = b_.create<IncrementOp>(loc, iteration.getType(), iteration);
+  // The counter advances last: the schedule and dropout read this step's value.
+  auto advance = llvm::make_scope_exit(
+      [&] { slots_[iteration_].updated = b_.create<IncrementOp>(loc, iteration.getType(), iteration); });
   if (opts_.optimizer == "none")
     return success();
   if (opts_.optimizer != "sgd" && opts_.optimizer != "adamw")
@@ -275,7 +278,7 @@ LogicalResult TrainStepBuilder::buildOptimizer() {
     double decay = exempt ? 0.0 : double(opts_.weightDecay);
     if (opts_.optimizer == "sgd") {
       StateSlot &buf = slots_[buffer];
-      auto update = b_.create<SgdUpdateOp>(loc, p.type, buf.type, p.arg, grad, buf.arg, lr, step,
+      auto update = b_.create<SgdUpdateOp>(loc, p.type, buf.type, p.arg, grad, buf.arg, lr, step, Value(),
                                            b_.getF64FloatAttr(opts_.momentum), b_.getBoolAttr(opts_.nesterov),
                                            b_.getF64FloatAttr(decay), b_.getF64FloatAttr(0.0));
       p.updated = update.getNewParam();
@@ -283,7 +286,7 @@ LogicalResult TrainStepBuilder::buildOptimizer() {
     } else {
       StateSlot &m = slots_[buffer];
       StateSlot &v = slots_[buffer + 1];
-      auto update = b_.create<AdamwUpdateOp>(loc, p.type, m.type, v.type, p.arg, grad, m.arg, v.arg, lr, step,
+      auto update = b_.create<AdamwUpdateOp>(loc, p.type, m.type, v.type, p.arg, grad, m.arg, v.arg, lr, step, Value(),
                                              b_.getF64FloatAttr(opts_.beta1), b_.getF64FloatAttr(opts_.beta2),
                                              b_.getF64FloatAttr(opts_.eps), b_.getF64FloatAttr(decay));
       p.updated = update.getNewParam();

@@ -68,22 +68,37 @@ struct PlanMemoryPass : castor::impl::CastorPlanMemoryBase<PlanMemoryPass> {
       bool state = bool(func.getArgAttr(arg.getArgNumber(), "castor.state"));
       lifetimes.push_back({byteSize(arg.getType()), kStepStart, state ? kStepEnd : lastUse(arg)});
     }
-    // Results written in place (optimizer updates) take their operand's bytes.
+    // Results written in place (optimizer updates, unscaled gradients) share their operand's
+    // buffer, which then lives until the result's last reader. The operand must have no
+    // reader after the in-place kernel: it no longer holds its value then.
     llvm::DenseMap<Value, Value> tiedTo;
+    llvm::DenseMap<Value, size_t> bufferOf;
+    auto root = [&](Value v) {
+      while (tiedTo.count(v))
+        v = tiedTo[v];
+      return v;
+    };
+    for (size_t i = 0; i < values.size(); ++i)
+      bufferOf[values[i]] = i;
     for (Operation &op : body) {
       bool source = llvm::isa<castor::ParameterOp, castor::ConstantOp>(op);
       auto inPlace = llvm::dyn_cast<castor::InPlaceOpInterface>(op);
       for (Value r : op.getResults()) {
-        if (inPlace) {
-          Value operand = op.getOperand(inPlace.getTiedOperandIndex(llvm::cast<OpResult>(r).getResultNumber()));
-          auto arg = llvm::dyn_cast<BlockArgument>(operand);
-          if (!arg || !func.getArgAttr(arg.getArgNumber(), "castor.state")) {
-            op.emitError("updates in place a value that is not training state");
-            return signalPassFailure();
-          }
+        std::optional<unsigned> tied =
+            inPlace ? inPlace.getTiedOperandIndex(llvm::cast<OpResult>(r).getResultNumber()) : std::nullopt;
+        if (tied) {
+          Value operand = op.getOperand(*tied);
+          for (Operation *user : operand.getUsers())
+            if (user != &op && !llvm::isa<func::ReturnOp>(user) && kernelIndex.lookup(user) > kernelIndex.lookup(&op)) {
+              op.emitError("overwrites operand ") << *tied << " in place, but a later op still reads it";
+              return signalPassFailure();
+            }
           tiedTo[r] = operand;
+          castor::BufferLifetime &life = lifetimes[bufferOf[root(operand)]];
+          life.last = std::max(life.last, lastUse(r));
           continue;
         }
+        bufferOf[r] = values.size();
         values.push_back(r);
         if (source)
           lifetimes.push_back({byteSize(r.getType()), kStepStart, kStepEnd});
@@ -97,7 +112,7 @@ struct PlanMemoryPass : castor::impl::CastorPlanMemoryBase<PlanMemoryPass> {
     for (size_t i = 0; i < values.size(); ++i)
       offsetOf[values[i]] = int64_t(layout.offsets[i]);
     for (auto [result, operand] : tiedTo)
-      offsetOf[result] = offsetOf[operand];
+      offsetOf[result] = offsetOf[root(operand)];
 
     Builder b(&getContext());
     SmallVector<int64_t> inputOffsets;

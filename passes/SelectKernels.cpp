@@ -21,7 +21,8 @@ struct SelectKernelsPass : castor::impl::CastorSelectKernelsBase<SelectKernelsPa
       getOperation().emitError("unknown target '") << target << "' (expected cpu or cuda)";
       return signalPassFailure();
     }
-    // A plan's outputs are written by kernels: copy returned arguments and parameters.
+    // A plan's outputs are written by kernels: copy returned arguments, parameters and
+    // state updated in place (a loss scale reported as an output, say).
     getOperation().walk([&](func::ReturnOp ret) {
       OpBuilder builder(ret);
       for (OpOperand &operand : ret->getOpOperands()) {
@@ -29,7 +30,10 @@ struct SelectKernelsPass : castor::impl::CastorSelectKernelsBase<SelectKernelsPa
         if (getOperation().getResultAttr(operand.getOperandNumber(), "castor.state"))
           continue;
         Operation *def = operand.get().getDefiningOp();
-        if (!def || llvm::isa<castor::ParameterOp, castor::ConstantOp>(def))
+        auto inPlace = llvm::dyn_cast_or_null<castor::InPlaceOpInterface>(def);
+        bool writesState =
+            inPlace && inPlace.getTiedOperandIndex(llvm::cast<OpResult>(operand.get()).getResultNumber()).has_value();
+        if (!def || writesState || llvm::isa<castor::ParameterOp, castor::ConstantOp>(def))
           operand.set(builder.create<castor::IdentityOp>(ret.getLoc(), operand.get()));
       }
     });

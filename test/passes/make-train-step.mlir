@@ -39,12 +39,13 @@
 
 // BN running statistics, then the optimizer: weight decay on weights, not on BN parameters.
 // CHECK: castor.batch_norm_running_update %[[RM]], %{{.*}}, %[[MEAN]], %[[ISTD]] {count = 32 : i64}
-// CHECK: %[[IT2:.*]] = castor.increment %[[IT]]
 // CHECK: %[[LR:.*]] = castor.lr_schedule %[[IT]] {base_lr = 5.000000e-02 : f64} : (tensor<i64>) -> tensor<f32>
 // CHECK: %[[STEP2:.*]] = castor.increment %[[STEP]]
 // CHECK: castor.sgd_update %[[W]], %[[DW]], %{{.*}}, %[[LR]], %[[STEP2]] {momentum = 9.000000e-01 : f64, weight_decay = 1.000000e-04 : f64}
 // CHECK: castor.sgd_update %[[G]], %[[DG]], %{{.*}}, %[[LR]], %[[STEP2]] {momentum = 9.000000e-01 : f64}
 // CHECK: castor.sgd_update %[[FC]], %[[DFC]], %{{.*}}, %[[LR]], %[[STEP2]] {momentum = 9.000000e-01 : f64, weight_decay = 1.000000e-04 : f64}
+// The iteration counter advances after every reader of this step's value.
+// CHECK: %[[IT2:.*]] = castor.increment %[[IT]]
 // CHECK: %[[CORRECT:.*]] = castor.count_correct %[[LOGITS]], %[[L]]
 // CHECK: return {{.*}}%[[IT2]], %[[STEP2]], %[[LOSS]], %[[CORRECT]]
 

@@ -80,6 +80,21 @@ cl::opt<std::string> precision("precision", cl::desc("fp32, fp16 or bf16 (mixed 
                                cl::init("fp32"), cl::sub(compileCommand));
 cl::opt<std::string> precisionPolicy("precision-policy", cl::desc("JSON file of per-op and per-layer precision overrides"),
                                      cl::sub(compileCommand));
+cl::opt<std::string> lossScale("loss-scale",
+                               cl::desc("dynamic, static:S or none (default: dynamic for fp16, none otherwise)"),
+                               cl::sub(compileCommand));
+cl::opt<double> lossScaleInit("loss-scale-init", cl::desc("Initial loss scale"), cl::init(65536.0),
+                              cl::sub(compileCommand));
+cl::opt<double> lossScaleGrowth("loss-scale-growth", cl::desc("Growth factor of the scale"), cl::init(2.0),
+                                cl::sub(compileCommand));
+cl::opt<double> lossScaleBackoff("loss-scale-backoff", cl::desc("Backoff factor on overflow"), cl::init(0.5),
+                                 cl::sub(compileCommand));
+cl::opt<int64_t> lossScaleInterval("loss-scale-interval", cl::desc("Clean steps before the scale grows"),
+                                   cl::init(2000), cl::sub(compileCommand));
+cl::opt<double> clipGradNorm("clip-grad-norm", cl::desc("Clip the global norm of the unscaled gradients (0: off)"),
+                             cl::init(0.0), cl::sub(compileCommand));
+cl::opt<bool> gradStats("grad-stats", cl::desc("Output per-parameter gradient statistics (castor-run --grad-stats)"),
+                        cl::sub(compileCommand));
 cl::opt<Emit> emit("emit", cl::desc("Also print an intermediate form to stdout"), cl::init(Emit::None),
                    cl::values(clEnumValN(Emit::Mlir, "mlir", "the plan-level castor dialect"),
                               clEnumValN(Emit::PlanText, "plan-text", "the plan as protobuf text")),
@@ -176,6 +191,25 @@ int runCompile() {
     step.emitGradients = emitGradients;
     step.zeroGradients = zeroGradients;
     pm.addPass(createCastorMakeTrainStep(step));
+    CastorLossScaleOptions scaling;
+    std::string modeText = lossScale.getNumOccurrences() ? std::string(lossScale)
+                                                         : std::string(precision == "fp16" ? "dynamic" : "none");
+    scaling.mode = modeText;
+    scaling.init = lossScaleInit;
+    if (llvm::StringRef(modeText).starts_with("static:")) {
+      scaling.mode = "static";
+      if (llvm::StringRef(modeText).drop_front(7).getAsDouble(scaling.init)) {
+        llvm::errs() << "error: --loss-scale static:S needs a number S\n";
+        return 1;
+      }
+    }
+    scaling.growth = lossScaleGrowth;
+    scaling.backoff = lossScaleBackoff;
+    scaling.interval = lossScaleInterval;
+    scaling.clipGradNorm = clipGradNorm;
+    pm.addPass(createCastorLossScale(scaling));
+    if (gradStats)
+      pm.addPass(createCastorGradientStats());
   } else {
     if (eval)
       pm.addPass(createCastorInferenceForm());

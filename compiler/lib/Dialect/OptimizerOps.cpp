@@ -26,7 +26,7 @@ LogicalResult SgdUpdateOp::verify() {
   return sameShapes(*this, {getParam(), getGrad(), getMomentumBuffer()});
 }
 
-unsigned SgdUpdateOp::getTiedOperandIndex(unsigned result) { return result == 0 ? 0 : 2; }
+std::optional<unsigned> SgdUpdateOp::getTiedOperandIndex(unsigned result) { return result == 0 ? 0 : 2; }
 
 LogicalResult AdamwUpdateOp::verify() {
   if (failed(requireSameElementType(getLoc(), {getParam(), getGrad()}, "param and grad")))
@@ -39,11 +39,51 @@ LogicalResult AdamwUpdateOp::verify() {
   return sameShapes(*this, {getParam(), getGrad(), getExpAvg(), getExpAvgSq()});
 }
 
-unsigned AdamwUpdateOp::getTiedOperandIndex(unsigned result) { return result == 0 ? 0 : result + 1; }
+std::optional<unsigned> AdamwUpdateOp::getTiedOperandIndex(unsigned result) { return result == 0 ? 0 : result + 1; }
 
-unsigned BatchNormRunningUpdateOp::getTiedOperandIndex(unsigned result) { return result; }
+std::optional<unsigned> BatchNormRunningUpdateOp::getTiedOperandIndex(unsigned result) { return result; }
 
-unsigned IncrementOp::getTiedOperandIndex(unsigned) { return 0; }
+std::optional<unsigned> IncrementOp::getTiedOperandIndex(unsigned) { return 0; }
+
+LogicalResult IncrementOp::verify() {
+  if (getWhen() != "clear" && getWhen() != "set")
+    return emitOpError("when must be \"clear\" or \"set\", got '") << getWhen() << "'";
+  return success();
+}
+
+// The gradients are rewritten in place; the flag (or norm) is a new value.
+static std::optional<unsigned> tiedGradient(Operation *op, unsigned result) {
+  if (result + 1 == op->getNumResults())
+    return std::nullopt;
+  return result;
+}
+
+static LogicalResult verifyGradientList(Operation *op, ValueRange grads, ValueRange results) {
+  if (grads.empty())
+    return op->emitOpError("needs at least one gradient");
+  if (results.size() != grads.size() + 1)
+    return op->emitOpError("returns each gradient and one scalar");
+  for (auto [g, r] : llvm::zip(grads, results.drop_back()))
+    if (g.getType() != r.getType())
+      return op->emitOpError("result types must match the gradients");
+  return success();
+}
+
+std::optional<unsigned> UnscaleGradientsOp::getTiedOperandIndex(unsigned result) {
+  return tiedGradient(*this, result);
+}
+LogicalResult UnscaleGradientsOp::verify() {
+  return verifyGradientList(*this, getGrads(), getOperation()->getResults());
+}
+
+std::optional<unsigned> ClipGradNormOp::getTiedOperandIndex(unsigned result) { return tiedGradient(*this, result); }
+LogicalResult ClipGradNormOp::verify() {
+  if (!(getMaxNorm().convertToDouble() > 0))
+    return emitOpError("max_norm must be positive");
+  return verifyGradientList(*this, getGrads(), getOperation()->getResults());
+}
+
+std::optional<unsigned> UpdateLossScaleOp::getTiedOperandIndex(unsigned result) { return result; }
 
 LogicalResult LrScheduleOp::verify() {
   StringRef kind = getKind();

@@ -33,6 +33,7 @@ plan::Parameter::Init initOf(Init init) {
   case Init::linear_uniform: return plan::Parameter::LINEAR_UNIFORM;
   case Init::zeros: return plan::Parameter::ZEROS;
   case Init::ones: return plan::Parameter::ONES;
+  case Init::fill: return plan::Parameter::FILL;
   }
   return plan::Parameter::INIT_UNSPECIFIED;
 }
@@ -168,6 +169,8 @@ private:
     p->set_name(name);
     p->set_tensor(*id);
     p->set_init(initOf(init ? init.getValue() : Init::file));
+    if (auto value = func_.getArgAttrOfType<FloatAttr>(i, "castor.init_value"))
+      p->set_init_value(value.getValueAsDouble());
     p->set_trainable(bool(func_.getArgAttr(i, "castor.trainable")));
     setFans(*p, arg);
     return success();
@@ -242,8 +245,8 @@ private:
     std::string base = locationName(op.getLoc());
     auto inPlace = llvm::dyn_cast<InPlaceOpInterface>(op);
     for (auto [i, r] : llvm::enumerate(op.getResults())) {
-      if (inPlace) {
-        uint32_t tied = ids_.lookup(op.getOperand(inPlace.getTiedOperandIndex(unsigned(i))));
+      if (std::optional<unsigned> operand = inPlace ? inPlace.getTiedOperandIndex(unsigned(i)) : std::nullopt) {
+        uint32_t tied = ids_.lookup(op.getOperand(*operand));
         ids_[r] = tied;
         k->add_outputs(tied);
         continue;

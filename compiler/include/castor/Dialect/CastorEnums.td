@@ -23,7 +23,9 @@ def Castor_Init : I32EnumAttr<"Init", "where a parameter's initial value comes f
     // Linear weights and biases: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), PyTorch's nn.Linear default.
     I32EnumAttrCase<"linear_uniform", 2>,
     I32EnumAttrCase<"zeros", 3>,
-    I32EnumAttrCase<"ones", 4>]> {
+    I32EnumAttrCase<"ones", 4>,
+    // Every element the value of a `castor.init_value` attribute (the loss scale).
+    I32EnumAttrCase<"fill", 5>]> {
   let cppNamespace = "::castor";
   let genSpecializedAttr = 0;
 }

@@ -46,8 +46,8 @@ def Castor_InPlaceOpInterface : OpInterface<"InPlaceOpInterface"> {
     statistics): the plan writes such a result into its operand's buffer.
   }];
   let methods = [
-    InterfaceMethod<"The operand whose buffer result `resultIndex` reuses.",
-      "unsigned", "getTiedOperandIndex", (ins "unsigned":$resultIndex)>,
+    InterfaceMethod<"The operand whose buffer result `resultIndex` reuses, if any.",
+      "std::optional<unsigned>", "getTiedOperandIndex", (ins "unsigned":$resultIndex)>,
   ];
 }
 

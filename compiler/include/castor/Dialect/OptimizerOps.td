@@ -26,7 +26,8 @@ def Castor_SgdUpdateOp : Castor_UpdateOp<"sgd_update",
   let description = [{
     g = grad + weight_decay * param; with momentum, buf = momentum * buf + (1 - dampening) * g
     (buf = g on the first step, `step` == 1) and g = g + momentum * buf (nesterov) or buf;
-    param -= lr * g. `step` is the optimizer's step count after this step's increment.
+    param -= lr * g. `step` is the optimizer's step count after this step's increment. With
+    `found_inf` set (the loss scaler saw a non-finite gradient) nothing changes.
 
     ```mlir
     %p2, %b2 = castor.sgd_update %p, %g, %b, %lr, %step {momentum = 9.0e-01 : f64}
@@ -34,14 +35,14 @@ def Castor_SgdUpdateOp : Castor_UpdateOp<"sgd_update",
     ```
   }];
   let arguments = (ins Castor_FloatTensor:$param, Castor_FloatTensor:$grad, Castor_FloatTensor:$momentum_buffer,
-                       Castor_ScalarF32:$lr, Castor_ScalarI64:$step,
+                       Castor_ScalarF32:$lr, Castor_ScalarI64:$step, Optional<Castor_ScalarF32>:$found_inf,
                        DefaultValuedAttr<F64Attr, "0.0">:$momentum,
                        DefaultValuedAttr<BoolAttr, "false">:$nesterov,
                        DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
                        DefaultValuedAttr<F64Attr, "0.0">:$dampening);
   let results = (outs Castor_FloatTensor:$new_param, Castor_FloatTensor:$new_momentum_buffer);
   let assemblyFormat = [{
-    $param `,` $grad `,` $momentum_buffer `,` $lr `,` $step attr-dict `:` functional-type(operands, results)
+    $param `,` $grad `,` $momentum_buffer `,` $lr `,` $step (`skip_if` $found_inf^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -62,6 +63,7 @@ def Castor_AdamwUpdateOp : Castor_UpdateOp<"adamw_update",
   }];
   let arguments = (ins Castor_FloatTensor:$param, Castor_FloatTensor:$grad, Castor_FloatTensor:$exp_avg,
                        Castor_FloatTensor:$exp_avg_sq, Castor_ScalarF32:$lr, Castor_ScalarI64:$step,
+                       Optional<Castor_ScalarF32>:$found_inf,
                        DefaultValuedAttr<F64Attr, "0.9">:$beta1,
                        DefaultValuedAttr<F64Attr, "0.999">:$beta2,
                        DefaultValuedAttr<F64Attr, "1.0e-8">:$eps,
@@ -69,7 +71,7 @@ def Castor_AdamwUpdateOp : Castor_UpdateOp<"adamw_update",
   let results = (outs Castor_FloatTensor:$new_param, Castor_FloatTensor:$new_exp_avg,
                       Castor_FloatTensor:$new_exp_avg_sq);
   let assemblyFormat = [{
-    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step attr-dict `:` functional-type(operands, results)
+    $param `,` $grad `,` $exp_avg `,` $exp_avg_sq `,` $lr `,` $step (`skip_if` $found_inf^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
@@ -100,15 +102,86 @@ def Castor_BatchNormRunningUpdateOp : Castor_UpdateOp<"batch_norm_running_update
 }
 
 def Castor_IncrementOp : Castor_UpdateOp<"increment", [AllTypesMatch<["counter", "new_counter"]>]> {
-  let summary = "adds one to a step counter";
+  let summary = "adds one to a step counter, optionally depending on a flag";
   let description = [{
+    With a `flag` operand it counts only when the flag is clear (`when` = "clear", e.g. the
+    optimizer's steps, which an overflow skips) or only when it is set (`when` = "set", e.g.
+    the skipped steps).
+
     ```mlir
     %it2 = castor.increment %it : tensor<i64>
+    %skips2 = castor.increment %skips if %found_inf {when = "set"} : tensor<i64>, tensor<f32>
     ```
   }];
-  let arguments = (ins Castor_ScalarI64:$counter);
+  let arguments = (ins Castor_ScalarI64:$counter, Optional<Castor_ScalarF32>:$flag,
+                       DefaultValuedAttr<StrAttr, "\"clear\"">:$when);
   let results = (outs Castor_ScalarI64:$new_counter);
-  let assemblyFormat = "$counter attr-dict `:` type($counter)";
+  let assemblyFormat = "$counter (`if` $flag^)? attr-dict `:` type($counter) (`,` type($flag)^)?";
+  let hasVerifier = 1;
+}
+
+def Castor_UnscaleGradientsOp : Castor_UpdateOp<"unscale_gradients"> {
+  let summary = "divides every gradient by the loss scale and detects non-finite values";
+  let description = [{
+    As GradScaler's unscale: each gradient is multiplied by 1/scale (the reciprocal taken in
+    double precision) in place; `found_inf` is 1 when any result is inf or NaN, else 0.
+
+    ```mlir
+    %g0u, %g1u, %inf = castor.unscale_gradients %g0, %g1 scale %s
+        : (tensor<8xf32>, tensor<4x8xf16>, tensor<f32>) -> (tensor<8xf32>, tensor<4x8xf16>, tensor<f32>)
+    ```
+  }];
+  let arguments = (ins Variadic<Castor_FloatTensor>:$grads, Castor_ScalarF32:$scale);
+  let results = (outs Variadic<Castor_FloatTensor>:$unscaled, Castor_ScalarF32:$found_inf);
+  let assemblyFormat = "$grads `scale` $scale attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Castor_ClipGradNormOp : Castor_UpdateOp<"clip_grad_norm"> {
+  let summary = "scales all gradients so that their global L2 norm is at most max_norm";
+  let description = [{
+    As torch.nn.utils.clip_grad_norm_: coef = max_norm / (norm + 1e-6), applied when below 1.
+    Runs on unscaled gradients.
+
+    ```mlir
+    %g0c, %norm = castor.clip_grad_norm %g0 {max_norm = 1.0 : f64} : (tensor<8xf32>) -> (tensor<8xf32>, tensor<f32>)
+    ```
+  }];
+  let arguments = (ins Variadic<Castor_FloatTensor>:$grads, F64Attr:$max_norm);
+  let results = (outs Variadic<Castor_FloatTensor>:$clipped, Castor_ScalarF32:$total_norm);
+  let assemblyFormat = "$grads attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
+def Castor_UpdateLossScaleOp : Castor_UpdateOp<"update_loss_scale",
+    [AllTypesMatch<["scale", "new_scale"]>, AllTypesMatch<["growth_tracker", "new_growth_tracker"]>]> {
+  let summary = "GradScaler's update of the dynamic loss scale";
+  let description = [{
+    On found_inf: scale *= backoff, tracker = 0. Otherwise tracker += 1, and when it reaches
+    `interval`: scale *= growth, tracker = 0.
+
+    ```mlir
+    %s2, %t2 = castor.update_loss_scale %s, %t, %inf : (tensor<f32>, tensor<i64>, tensor<f32>) -> (tensor<f32>, tensor<i64>)
+    ```
+  }];
+  let arguments = (ins Castor_ScalarF32:$scale, Castor_ScalarI64:$growth_tracker, Castor_ScalarF32:$found_inf,
+                       DefaultValuedAttr<F64Attr, "2.0">:$growth,
+                       DefaultValuedAttr<F64Attr, "0.5">:$backoff,
+                       DefaultValuedAttr<I64Attr, "2000">:$interval);
+  let results = (outs Castor_ScalarF32:$new_scale, Castor_ScalarI64:$new_growth_tracker);
+  let assemblyFormat = "$scale `,` $growth_tracker `,` $found_inf attr-dict `:` functional-type(operands, results)";
+}
+
+def Castor_GradientStatsOp : Castor_Op<"gradient_stats", [Pure, Castor_KernelOpInterface]> {
+  let summary = "mean |g|, max |g| (finite values) and the count of non-finite values";
+  let description = [{
+    ```mlir
+    %stats = castor.gradient_stats %g : (tensor<4x8xf32>) -> tensor<3xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$grad);
+  let results = (outs StaticShapeTensorOf<[F32]>:$stats);
+  let assemblyFormat = "$grad attr-dict `:` functional-type(operands, results)";
 }
 
 def Castor_LrScheduleOp : Castor_Op<"lr_schedule", [Pure, Castor_KernelOpInterface]> {

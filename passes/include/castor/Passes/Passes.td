@@ -21,8 +21,9 @@ def CastorSelectKernels : Pass<"castor-select-kernels", "mlir::func::FuncOp"> {
   let description = [{
     First step of lowering to a plan: every op that executes (KernelOpInterface) gets a
     `castor.kernel` attribute naming the runtime kernel that computes it on `target`.
-    Parameters and constants are sources, not kernels; a returned function argument or
-    parameter gets an identity kernel, since a plan's outputs are kernel outputs. Any other
+    Parameters and constants are sources, not kernels; a returned function argument,
+    parameter or in-place state update gets an identity kernel, since a plan's outputs are
+    kernel outputs of their own. Any other
     op in the function cannot be lowered and fails the pass with its name.
   }];
   let options = [
@@ -129,6 +130,40 @@ def CastorAutocast : Pass<"castor-autocast", "mlir::ModuleOp"> {
     Option<"precision", "precision", "std::string", /*default=*/"\"fp16\"", "fp16 or bf16">,
     Option<"policy", "policy", "std::string", /*default=*/"\"\"", "JSON file of per-op and per-layer overrides">,
   ];
+  let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
+}
+
+def CastorLossScale : Pass<"castor-loss-scale", "mlir::ModuleOp"> {
+  let summary = "Loss scaling with GradScaler's semantics, and gradient clipping, in train_step";
+  let description = [{
+    Runs after castor-make-train-step. The loss gradient's seed becomes the loss scale; the
+    gradients are unscaled in place before the optimizer (found_inf set on any inf/NaN),
+    optionally clipped to a global norm, and on found_inf the update of parameters, optimizer
+    moments and the optimizer's step count is skipped (the iteration counter advances).
+    `dynamic` keeps the scale as state (`castor.loss_scale`, initialised to `init`) with its
+    growth tracker and updates it on the device: backoff on overflow, growth after `interval`
+    clean steps. `static` uses a fixed `init`. `none` only clips (when asked). The step also
+    returns `loss_scale`, `steps_since_overflow` and `skipped_steps`.
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"dynamic\"", "dynamic, static or none">,
+    Option<"init", "init", "double", /*default=*/"65536.0", "initial (or static) scale">,
+    Option<"growth", "growth", "double", /*default=*/"2.0", "growth factor">,
+    Option<"backoff", "backoff", "double", /*default=*/"0.5", "backoff factor">,
+    Option<"interval", "interval", "int64_t", /*default=*/"2000", "clean steps before growth">,
+    Option<"clipGradNorm", "clip-grad-norm", "double", /*default=*/"0.0",
+           "clip the global norm of the unscaled gradients to this (0: off)">,
+  ];
+  let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
+}
+
+def CastorGradientStats : Pass<"castor-gradient-stats", "mlir::ModuleOp"> {
+  let summary = "Returns per-parameter gradient statistics from train_step";
+  let description = [{
+    For every optimizer update, the gradient it applies (unscaled, after clipping) gets a
+    gradient_stats op (mean |g|, max |g|, non-finite count), returned as
+    `grad_stats:<parameter>`: what a user needs when the loss turns NaN.
+  }];
   let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
 }
 

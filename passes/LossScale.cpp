@@ -1,0 +1,199 @@
+// castor-loss-scale: dynamic loss scaling and gradient clipping inside the training step.
+#include "castor/Dialect/CastorOps.h"
+#include "castor/Passes/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace castor {
+#define GEN_PASS_DEF_CASTORLOSSSCALE
+#include "castor/Passes/Passes.h.inc"
+} // namespace castor
+
+using namespace mlir;
+using namespace castor;
+
+namespace {
+
+struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
+  using CastorLossScaleBase::CastorLossScaleBase;
+
+  void runOnOperation() override {
+    auto step = getOperation().lookupSymbol<func::FuncOp>("train_step");
+    if (!step) {
+      getOperation().emitError("no @train_step: run castor-make-train-step first");
+      return signalPassFailure();
+    }
+    if (mode != "dynamic" && mode != "static" && mode != "none") {
+      step.emitError("loss-scale mode must be dynamic, static or none, got '") << mode << "'";
+      return signalPassFailure();
+    }
+    if (mode != "none" && !(init > 0)) {
+      step.emitError("the loss scale must be positive");
+      return signalPassFailure();
+    }
+    if (mode == "none" && clipGradNorm <= 0)
+      return; // nothing to do
+    if (failed(rewrite(step)))
+      signalPassFailure();
+  }
+
+  // Appends a state argument and its updated value as a result; returns the argument.
+  Value addState(func::FuncOp step, StringRef name, Type type, Init initKind, std::optional<double> value) {
+    OpBuilder b(step.getContext());
+    unsigned argIndex = 0;
+    while (argIndex < step.getNumArguments() && step.getArgAttr(argIndex, "castor.state"))
+      ++argIndex;
+    SmallVector<NamedAttribute> attrs{b.getNamedAttr("castor.state", b.getStringAttr(name)),
+                                      b.getNamedAttr("castor.init", InitAttr::get(b.getContext(), initKind))};
+    if (value)
+      attrs.push_back(b.getNamedAttr("castor.init_value", b.getF64FloatAttr(*value)));
+    step.insertArgument(argIndex, type, b.getDictionaryAttr(attrs), step.getLoc());
+    stateArgs_.push_back({step.getArgument(argIndex), name.str()});
+    return step.getArgument(argIndex);
+  }
+
+  LogicalResult rewrite(func::FuncOp step) {
+    MLIRContext *ctx = &getContext();
+    Block &body = step.getBody().front();
+    auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
+    Location loc = step.getLoc();
+    auto f32 = RankedTensorType::get({}, Float32Type::get(ctx));
+    auto i64 = RankedTensorType::get({}, IntegerType::get(ctx, 64));
+
+    SmallVector<Operation *> updates;
+    for (Operation &op : body)
+      if (llvm::isa<SgdUpdateOp, AdamwUpdateOp>(op))
+        updates.push_back(&op);
+    if (updates.empty())
+      return step.emitError("loss scaling and clipping need an optimizer");
+
+    Value scale, tracker, skipped;
+    if (mode == "dynamic") {
+      scale = addState(step, "castor.loss_scale", f32, Init::fill, double(init));
+      tracker = addState(step, "castor.loss_scale_growth_tracker", i64, Init::zeros, std::nullopt);
+    }
+    if (mode != "none")
+      skipped = addState(step, "castor.skipped_steps", i64, Init::zeros, std::nullopt);
+
+    OpBuilder b(updates.front());
+    if (mode == "static")
+      scale = b.create<ConstantOp>(loc, DenseElementsAttr::get(f32, b.getF32FloatAttr(float(init))));
+
+    // The seed of the backward pass, d(loss) = 1, becomes the scale.
+    if (scale) {
+      SmallVector<SoftmaxCrossEntropyBackwardOp> seeds;
+      for (auto bwd : body.getOps<SoftmaxCrossEntropyBackwardOp>())
+        if (bwd.getLossGrad().getDefiningOp<ConstantOp>())
+          seeds.push_back(bwd);
+      if (seeds.size() != 1)
+        return step.emitError("expects one loss gradient seeded with a constant, found ") << seeds.size();
+      seeds.front().getLossGradMutable().assign(scale);
+    }
+
+    // Unscale (and clip) every gradient the optimizer applies, once each.
+    SmallVector<Value> grads;
+    for (Operation *u : updates)
+      if (!llvm::is_contained(grads, u->getOperand(1)))
+        grads.push_back(u->getOperand(1));
+    Value foundInf;
+    auto replaceLaterUses = [&](ValueRange from, ValueRange to, Operation *after) {
+      for (auto [f, t] : llvm::zip(from, to))
+        f.replaceUsesWithIf(t, [&](OpOperand &use) { return after->isBeforeInBlock(use.getOwner()); });
+    };
+    if (scale) {
+      SmallVector<Type> types(ValueRange(grads).getTypes());
+      types.push_back(f32);
+      auto unscale = b.create<UnscaleGradientsOp>(loc, types, grads, scale);
+      foundInf = unscale.getFoundInf();
+      replaceLaterUses(grads, unscale.getUnscaled(), unscale);
+      grads.assign(unscale.getUnscaled().begin(), unscale.getUnscaled().end());
+    }
+    if (clipGradNorm > 0) {
+      SmallVector<Type> types(ValueRange(grads).getTypes());
+      types.push_back(f32);
+      auto clip = b.create<ClipGradNormOp>(loc, types, grads, b.getF64FloatAttr(clipGradNorm));
+      replaceLaterUses(grads, clip.getClipped(), clip);
+    }
+    if (!foundInf) {
+      finishResults(step, ret);
+      return success();
+    }
+
+    // On overflow nothing the optimizer owns changes, its step count included.
+    for (Operation *u : updates) {
+      if (auto sgd = llvm::dyn_cast<SgdUpdateOp>(u))
+        sgd.getFoundInfMutable().assign(foundInf);
+      else
+        llvm::cast<AdamwUpdateOp>(u).getFoundInfMutable().assign(foundInf);
+    }
+    for (auto inc : llvm::to_vector(body.getOps<IncrementOp>()))
+      if (auto arg = llvm::dyn_cast<BlockArgument>(inc.getCounter());
+          arg && step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "castor.state") &&
+          step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "castor.state").getValue() == "castor.optimizer_step") {
+        inc.getFlagMutable().assign(foundInf);
+        inc.setWhen("clear");
+        inc->moveAfter(foundInf.getDefiningOp());
+      }
+
+    b.setInsertionPoint(ret);
+    Value skippedNext = b.create<IncrementOp>(loc, i64, skipped, foundInf, b.getStringAttr("set"));
+    newState_.push_back(skippedNext);
+    outputs_.push_back({"skipped_steps", b.create<IdentityOp>(loc, skippedNext)});
+    Value scaleOut = scale, trackerOut;
+    if (mode == "dynamic") {
+      auto update = b.create<UpdateLossScaleOp>(loc, f32, i64, scale, tracker, foundInf, b.getF64FloatAttr(growth),
+                                                b.getF64FloatAttr(backoff), b.getI64IntegerAttr(interval));
+      newState_.insert(newState_.begin(), {update.getNewScale(), update.getNewGrowthTracker()});
+      scaleOut = update.getNewScale();
+      trackerOut = update.getNewGrowthTracker();
+    }
+    outputs_.push_back({"loss_scale", b.create<IdentityOp>(loc, scaleOut)});
+    if (trackerOut)
+      outputs_.push_back({"steps_since_overflow", b.create<IdentityOp>(loc, trackerOut)});
+    finishResults(step, ret);
+    return success();
+  }
+
+  // New state results go after the existing ones (in argument order), new outputs last.
+  void finishResults(func::FuncOp step, func::ReturnOp ret) {
+    OpBuilder b(ret);
+    SmallVector<Value> results;
+    SmallVector<DictionaryAttr> attrs;
+    unsigned i = 0;
+    for (; i < ret.getNumOperands() && step.getResultAttr(i, "castor.state"); ++i) {
+      results.push_back(ret.getOperand(i));
+      attrs.push_back(step.getResultAttrDict(i));
+    }
+    // stateArgs_ were inserted in front of each other's position: match them by name.
+    llvm::StringMap<Value> updated;
+    for (auto [arg, name] : stateArgs_)
+      updated[name] = arg;
+    for (size_t k = 0; k < stateArgs_.size() && k < newState_.size(); ++k)
+      updated[stateArgs_[k].second] = newState_[k];
+    for (unsigned a = 0; a < step.getNumArguments(); ++a) {
+      auto name = step.getArgAttrOfType<StringAttr>(a, "castor.state");
+      if (!name || !updated.count(name.getValue()))
+        continue;
+      results.push_back(updated[name.getValue()]);
+      attrs.push_back(b.getDictionaryAttr(b.getNamedAttr("castor.state", name)));
+    }
+    for (; i < ret.getNumOperands(); ++i) {
+      results.push_back(ret.getOperand(i));
+      attrs.push_back(step.getResultAttrDict(i));
+    }
+    for (auto &[name, value] : outputs_) {
+      results.push_back(value);
+      attrs.push_back(b.getDictionaryAttr(b.getNamedAttr("castor.name", b.getStringAttr(name))));
+    }
+    b.create<func::ReturnOp>(ret.getLoc(), results);
+    ret.erase();
+    step.setFunctionType(b.getFunctionType(step.getArgumentTypes(), ValueRange(results).getTypes()));
+    step.setAllResultAttrs(attrs);
+  }
+
+  std::vector<std::pair<Value, std::string>> stateArgs_;
+  SmallVector<Value> newState_;
+  std::vector<std::pair<std::string, Value>> outputs_;
+};
+
+} // namespace
