@@ -3,7 +3,7 @@
 //   castor-run inspect model.plan [--json]
 //   castor-run infer model.plan --input x.npy --output y.npy [--weights w.safetensors]
 //                               [--init-seed 0] [--device cpu] [--poison]
-//   castor-run train train.plan --steps N [--data synthetic|idx:DIR] [--seed S] [--weights W]
+//   castor-run train train.plan --steps N [--data synthetic|idx:DIR|npy:DIR] [--seed S] [--weights W]
 //                               [--log-json FILE] [--save STATE] [--save-every K] [--resume STATE]
 //                               [--grad-stats K]
 //   castor-run eval forward.plan --weights STATE --data idx:DIR [--split test] [--json]
@@ -322,8 +322,9 @@ int main(int argc, char **argv) {
   trainCmd->add_option("plan", to.plan, "Training plan (inputs images, labels; outputs loss [, correct])")->required();
   trainCmd->add_option("--steps", to.steps, "Number of steps to run")->required();
   trainCmd->add_option("--data", to.data,
-                       "synthetic (N(0,1) images, uniform labels) or idx:DIR (train-images-idx3-ubyte[.gz], "
-                       "train-labels-idx1-ubyte[.gz])");
+                       "synthetic (N(0,1) images, uniform labels), idx:DIR (train-images-idx3-ubyte[.gz], "
+                       "train-labels-idx1-ubyte[.gz]) or npy:DIR (images.npy float [M,C,H,W], labels.npy int64 [M], "
+                       "in file order, wrapping around)");
   trainCmd->add_option("--device", to.device, "cpu (cuda: not built yet)");
   trainCmd->add_option("--seed", to.seed,
                        "Seed of the parameter initializers and of the data (synthetic batches, shuffling); "

@@ -2,6 +2,7 @@
 
 #include "castor/backend.h"
 #include "core/idx.h"
+#include "core/npy.h"
 #include "core/session.h"
 #include "plan/plan_io.h"
 #include "weights/init.h"
@@ -175,6 +176,78 @@ private:
   std::vector<int64_t> perm_;
 };
 
+// Preprocessed arrays from DIR/images.npy (float [M, C, H, W]) and DIR/labels.npy (integer [M]),
+// fed in file order without shuffling: the batch of global step s holds samples
+// (s * N + b) mod M, b = 0..N-1, so the position is a function of the step alone.
+class NpyBatches final : public Batches {
+public:
+  NpyBatches(std::vector<double> images, std::vector<int64_t> labels, int64_t count, int64_t batch, int64_t perImage)
+      : images_(std::move(images)), labels_(std::move(labels)), count_(count), batch_(batch), perImage_(perImage) {}
+  std::string kind() const override { return "npy"; }
+  int64_t epoch() const override { return epoch_; }
+
+  Status next(int64_t step, std::vector<double> &images, std::vector<int64_t> &labels) override {
+    images.resize(size_t(batch_ * perImage_));
+    labels.resize(size_t(batch_));
+    const int64_t first = int64_t((uint64_t(step) * uint64_t(batch_)) % uint64_t(count_));
+    epoch_ = int64_t((uint64_t(step) * uint64_t(batch_)) / uint64_t(count_));
+    for (int64_t b = 0; b < batch_; ++b) {
+      const int64_t i = (first + b) % count_;
+      std::copy_n(images_.begin() + i * perImage_, perImage_, images.begin() + b * perImage_);
+      labels[size_t(b)] = labels_[size_t(i)];
+    }
+    return Status::ok();
+  }
+
+private:
+  std::vector<double> images_;
+  std::vector<int64_t> labels_;
+  int64_t count_, batch_, perImage_, epoch_ = 0;
+};
+
+// "npy:DIR" -> DIR; "" when `data` is not of that form.
+std::string npyDir(const std::string &data) { return data.rfind("npy:", 0) == 0 ? data.substr(4) : ""; }
+
+Expected<std::unique_ptr<Batches>> loadNpy(const std::string &dir, const std::vector<int64_t> &imageShape,
+                                           int64_t classes) {
+  const std::string imagesPath = dir + "/images.npy", labelsPath = dir + "/labels.npy";
+  auto images = npy::readNpy(imagesPath);
+  if (!images)
+    return images.status();
+  auto labels = npy::readNpy(labelsPath);
+  if (!labels)
+    return labels.status();
+  if (images->dtype == plan::I64)
+    return Status::error(imagesPath + " holds integers; images must be floating point [M, C, H, W]");
+  if (labels->dtype != plan::I64)
+    return Status::error(labelsPath + " must hold integer labels (int64 or int32) [M]");
+  std::vector<int64_t> want(imageShape);
+  want[0] = images->shape.empty() ? 0 : images->shape[0];
+  if (images->shape != want) {
+    std::string perSample;
+    for (size_t i = 1; i < imageShape.size(); ++i)
+      perSample += ", " + std::to_string(imageShape[i]);
+    return Status::error("the plan's images input is " + shapeText(imageShape) + ", so " + imagesPath +
+                         " must be [M" + perSample + "], but it is " + shapeText(images->shape));
+  }
+  const int64_t count = images->shape[0];
+  if (labels->shape.size() != 1 || labels->shape[0] != count)
+    return Status::error(labelsPath + " must be [" + std::to_string(count) + "] (one label per image in " +
+                         imagesPath + "), but it is " + shapeText(labels->shape));
+  if (count <= 0)
+    return Status::error(imagesPath + " holds no images");
+  std::vector<int64_t> labelValues(static_cast<size_t>(count));
+  std::memcpy(labelValues.data(), labels->data.data(), labelValues.size() * 8);
+  for (int64_t i = 0; i < count; ++i)
+    if (labelValues[size_t(i)] < 0 || (classes > 0 && labelValues[size_t(i)] >= classes))
+      return Status::error(fmt::format("{}: label {} of sample {} is outside [0, {})", labelsPath,
+                                       labelValues[size_t(i)], i, classes));
+  const int64_t batch = imageShape[0], perImage = std::accumulate(imageShape.begin() + 1, imageShape.end(),
+                                                                  int64_t(1), std::multiplies<int64_t>());
+  return std::unique_ptr<Batches>(std::make_unique<NpyBatches>(weights::decodeValues(images->dtype, images->data),
+                                                               std::move(labelValues), count, batch, perImage));
+}
+
 // "idx:DIR" -> DIR; "" when `data` is not of that form.
 std::string idxDir(const std::string &data) { return data.rfind("idx:", 0) == 0 ? data.substr(4) : ""; }
 
@@ -312,8 +385,13 @@ int train(const TrainOptions &o) {
     if (set->count < batch)
       return fail(fmt::format("{} holds {} training images, fewer than one batch of {}", dir, set->count, batch));
     data = std::make_unique<IdxBatches>(std::move(*set), dataSeed, batch, o.mean, o.std);
+  } else if (std::string npy = npyDir(o.data); !npy.empty()) {
+    auto loaded = loadNpy(npy, imageShape, classesOf(p, labelsId));
+    if (!loaded)
+      return fail(loaded.message());
+    data = std::move(*loaded);
   } else {
-    return fail("unknown --data '" + o.data + "' (synthetic or idx:DIR)");
+    return fail("unknown --data '" + o.data + "' (synthetic, idx:DIR or npy:DIR)");
   }
   if (!o.resume.empty()) {
     if (meta["castor.data"] != data->kind())

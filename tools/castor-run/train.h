@@ -1,4 +1,4 @@
-// castor-run train and eval: training plans fed with synthetic or IDX (MNIST-format) data, and
+// castor-run train and eval: training plans fed with synthetic, IDX (MNIST-format) or .npy data, and
 // test-set accuracy of a forward plan.
 #pragma once
 
@@ -10,7 +10,7 @@ namespace castor::run {
 struct TrainOptions {
   std::string plan;
   int64_t steps = 0;
-  std::string data = "synthetic"; // synthetic | idx:DIR
+  std::string data = "synthetic"; // synthetic | idx:DIR | npy:DIR
   std::string device = "cpu";
   uint64_t seed = 0;
   std::string weights, logJson, save, resume;
