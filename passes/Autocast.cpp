@@ -8,6 +8,7 @@
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 
+#include <deque>
 #include <optional>
 
 namespace castor {
@@ -33,12 +34,13 @@ std::optional<PrecisionClass> parseClass(StringRef s) {
 // Per-op-type and per-layer overrides of the precision classes.
 struct Policy {
   llvm::StringMap<PrecisionClass> ops;
+  // A GlobPattern refers to its pattern's characters: keep them alive beside it.
+  std::deque<std::string> patternText;
   std::vector<std::pair<llvm::GlobPattern, PrecisionClass>> layers;
 
-  static FailureOr<Policy> load(StringRef path, Location loc) {
-    Policy policy;
+  static LogicalResult load(StringRef path, Location loc, Policy &policy) {
     if (path.empty())
-      return policy;
+      return success();
     auto buffer = llvm::MemoryBuffer::getFile(path);
     if (!buffer)
       return emitError(loc, "cannot read precision policy '") << path << "'", failure();
@@ -65,14 +67,15 @@ struct Policy {
         if (key == "ops") {
           policy.ops[name.str()] = *parsed;
         } else {
-          auto glob = llvm::GlobPattern::create(name.str());
+          policy.patternText.push_back(name.str());
+          auto glob = llvm::GlobPattern::create(policy.patternText.back());
           if (!glob)
             return emitError(loc, "precision policy: invalid layer pattern '") << name.str() << "'", failure();
           policy.layers.push_back({std::move(*glob), *parsed});
         }
       }
     }
-    return policy;
+    return success();
   }
 
   PrecisionClass classOf(Operation *op, PrecisionClass fallback) const {
@@ -193,8 +196,8 @@ struct AutocastPass : castor::impl::CastorAutocastBase<AutocastPass> {
       forward.emitError("precision must be fp16 or bf16, got '") << precision << "'";
       return signalPassFailure();
     }
-    auto loaded = Policy::load(policy, forward.getLoc());
-    if (failed(loaded) || failed(Autocaster(forward, low, *loaded).run()))
+    Policy rules;
+    if (failed(Policy::load(policy, forward.getLoc(), rules)) || failed(Autocaster(forward, low, rules).run()))
       signalPassFailure();
   }
 };

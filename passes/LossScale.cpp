@@ -76,8 +76,10 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
       skipped = addState(step, "castor.skipped_steps", i64, Init::zeros, std::nullopt);
 
     OpBuilder b(updates.front());
-    if (mode == "static")
-      scale = b.create<ConstantOp>(loc, DenseElementsAttr::get(f32, b.getF32FloatAttr(float(init))));
+    if (mode == "static") {
+      OpBuilder atStart = OpBuilder::atBlockBegin(&body);
+      scale = atStart.create<ConstantOp>(loc, DenseElementsAttr::get(f32, b.getF32FloatAttr(float(init))));
+    }
 
     // The seed of the backward pass, d(loss) = 1, becomes the scale.
     if (scale) {

@@ -217,14 +217,12 @@ private:
       plan::Parameter *p = out_.plan.add_parameters();
       p->set_name(name);
       p->set_tensor(*id);
-      // Splats of 0 and 1 (the loss gradient's seed) need no file.
+      // Floating-point splats (the loss gradient's seed, a static loss scale) need no file.
       p->set_init(plan::Parameter::FILE);
       if (dense.isSplat() && llvm::isa<FloatType>(dense.getElementType())) {
-        double v = dense.getSplatValue<APFloat>().convertToDouble();
-        if (v == 0.0 || v == 1.0) {
-          p->set_init(v == 0.0 ? plan::Parameter::ZEROS : plan::Parameter::ONES);
-          return success();
-        }
+        p->set_init(plan::Parameter::FILL);
+        p->set_init_value(dense.getSplatValue<APFloat>().convertToDouble());
+        return success();
       }
       out_.constants.push_back(std::move(value));
       return success();
