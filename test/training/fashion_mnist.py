@@ -44,7 +44,7 @@ def train_and_eval(args, name, extra_compile, precision="fp32"):
          "--no-decay-bn-bias", "--schedule", "cosine", "--total-steps", str(args.steps), "--precision", precision,
          "-o", plan] + extra_compile, stderr=subprocess.DEVNULL)
     if precision != "fp32":
-        low, heavy = low_precision_kernels(args, plan, precision.upper())
+        low, heavy = low_precision_kernels(args, plan, {"fp16": "F16", "bf16": "BF16"}[precision])
         print(f"{name}: {low} of {heavy} convolution and matrix-product kernels in {precision}", flush=True)
         if heavy == 0 or low != heavy:
             return 0.0
