@@ -39,7 +39,8 @@ private:
     slots_.push_back({name, type, init, trainable, {}, {}});
     return slots_.size() - 1;
   }
-  LogicalResult buildBackward(Value loss);
+  // Seeds every loss with its weight, then one reverse sweep over the body.
+  LogicalResult buildBackward(ArrayRef<Value> losses, double weight);
   LogicalResult buildOptimizer();
   LogicalResult zeroGradients();
   void accumulate(Value value, Value grad);
@@ -95,11 +96,21 @@ LogicalResult TrainStepBuilder::run() {
   iteration_ = addState("castor.iteration", counterType, Init::zeros);
   optimizerStep_ = addState("castor.optimizer_step", counterType, Init::zeros);
 
-  // train_step(state..., images, labels)
+  // train_step(state..., images, labels); with k micro-batches the batch is k times larger.
+  int64_t k = opts_.microBatches;
+  if (k < 1)
+    return forward_.emitError("micro-batches must be at least 1");
+  auto scaleBatch = [&](Type t) {
+    auto ranked = llvm::cast<RankedTensorType>(t);
+    SmallVector<int64_t> shape(ranked.getShape());
+    shape[0] *= k;
+    return RankedTensorType::get(shape, ranked.getElementType());
+  };
   SmallVector<Type> argTypes;
   for (auto &s : slots_)
     argTypes.push_back(s.type);
-  argTypes.append(fwd.getArgumentTypes().begin(), fwd.getArgumentTypes().end());
+  argTypes.push_back(scaleBatch(fwd.getArgument(0).getType()));
+  argTypes.push_back(scaleBatch(fwd.getArgument(1).getType()));
   b_.setInsertionPointAfter(forward_);
   step_ = b_.create<func::FuncOp>(forward_.getLoc(), "train_step", b_.getFunctionType(argTypes, {}));
   Block *body = step_.addEntryBlock();
@@ -115,30 +126,56 @@ LogicalResult TrainStepBuilder::run() {
   step_.setArgAttr(slots_.size(), "castor.name", b_.getStringAttr("images"));
   step_.setArgAttr(slots_.size() + 1, "castor.name", b_.getStringAttr("labels"));
   Value iteration = slots_[iteration_].arg;
-
-  // The forward computation, parameters replaced by state and dropout keyed by the iteration.
-  IRMapping map;
-  map.map(fwd.getArgument(0), images);
-  map.map(fwd.getArgument(1), labels);
-  for (auto [i, p] : llvm::enumerate(params))
-    map.map(p.getResult(), slots_[i].arg);
   b_.setInsertionPointToEnd(body);
-  int64_t salt = 0;
-  for (Operation &op : fwd.without_terminator()) {
-    if (llvm::isa<ParameterOp>(op))
-      continue;
-    if (auto d = llvm::dyn_cast<DropoutOp>(op); d && !d.getIteration()) {
-      Value y = b_.create<DropoutOp>(d.getLoc(), d.getType(), map.lookup(d.getInput()), iteration, d.getRatioAttr(),
-                                     b_.getI64IntegerAttr(opts_.dropoutSeed), b_.getI64IntegerAttr(salt++));
-      map.map(d.getResult(), y);
-      continue;
-    }
-    b_.clone(op, map);
+  SmallVector<Value> imageParts{images}, labelParts{labels};
+  if (k > 1) {
+    auto axis = b_.getI64IntegerAttr(0);
+    imageParts = b_.create<SplitOp>(forward_.getLoc(), SmallVector<Type>(k, fwd.getArgument(0).getType()), images, axis)
+                     .getResults();
+    labelParts = b_.create<SplitOp>(forward_.getLoc(), SmallVector<Type>(k, fwd.getArgument(1).getType()), labels, axis)
+                     .getResults();
   }
-  Value loss = map.lookup(ret.getOperand(0)), logits = map.lookup(ret.getOperand(1));
 
-  if (failed(buildBackward(loss)) || failed(zeroGradients()))
+  // The forward computation per micro-batch, parameters replaced by state and dropout keyed
+  // by the iteration (and a salt per dropout op and micro-batch).
+  int64_t salt = 0;
+  SmallVector<Value> losses, logitParts;
+  for (int64_t j = 0; j < k; ++j) {
+    IRMapping map;
+    map.map(fwd.getArgument(0), imageParts[j]);
+    map.map(fwd.getArgument(1), labelParts[j]);
+    for (auto [i, p] : llvm::enumerate(params))
+      map.map(p.getResult(), slots_[i].arg);
+    for (Operation &op : fwd.without_terminator()) {
+      if (llvm::isa<ParameterOp>(op))
+        continue;
+      if (auto d = llvm::dyn_cast<DropoutOp>(op); d && !d.getIteration()) {
+        Value y = b_.create<DropoutOp>(d.getLoc(), d.getType(), map.lookup(d.getInput()), iteration, d.getRatioAttr(),
+                                       b_.getI64IntegerAttr(opts_.dropoutSeed), b_.getI64IntegerAttr(salt++));
+        map.map(d.getResult(), y);
+        continue;
+      }
+      b_.clone(op, map);
+    }
+    losses.push_back(map.lookup(ret.getOperand(0)));
+    logitParts.push_back(map.lookup(ret.getOperand(1)));
+  }
+
+  if (failed(buildBackward(losses, 1.0 / double(k))) || failed(zeroGradients()))
     return failure();
+
+  // The step's loss is the mean over the micro-batches; accuracy counts the whole batch.
+  Value loss = losses.front(), logits = logitParts.front();
+  if (k > 1) {
+    Location loc = forward_.getLoc();
+    for (Value l : ArrayRef<Value>(losses).drop_front())
+      loss = b_.create<AddOp>(loc, loss.getType(), loss, l);
+    auto lossType = llvm::cast<RankedTensorType>(loss.getType());
+    Value invK = b_.create<ConstantOp>(
+        loc, DenseElementsAttr::get(lossType, b_.getFloatAttr(lossType.getElementType(), 1.0 / double(k))));
+    loss = b_.create<MulOp>(loc, loss.getType(), loss, invK);
+    logits = b_.create<ConcatOp>(loc, scaleBatch(logits.getType()), logitParts, b_.getI64IntegerAttr(0));
+  }
 
   // BatchNorm running statistics, as PyTorch keeps them.
   for (auto bn : llvm::to_vector(body->getOps<BatchNormTrainingOp>())) {
@@ -146,14 +183,16 @@ LogicalResult TrainStepBuilder::run() {
       continue;
     auto x = llvm::cast<RankedTensorType>(bn.getInput().getType());
     int64_t count = x.getNumElements() / x.getDimSize(1);
-    Value rm = bn.getRunningStats()[0], rv = bn.getRunningStats()[1];
+    if (!slotOfArg_.count(bn.getRunningStats()[0]) || !slotOfArg_.count(bn.getRunningStats()[1]))
+      return bn.emitError("running statistics must be parameters of the model");
+    // Micro-batches update the statistics one after another.
+    Value rm = slots_[slotOfArg_[bn.getRunningStats()[0]]].updated;
+    Value rv = slots_[slotOfArg_[bn.getRunningStats()[1]]].updated;
     auto update = b_.create<BatchNormRunningUpdateOp>(bn.getLoc(), rm.getType(), rv.getType(), rm, rv,
                                                       bn.getBatchMean(), bn.getBatchInvStd(), bn.getMomentumAttr(),
                                                       bn.getEpsilonAttr(), b_.getI64IntegerAttr(count));
-    if (!slotOfArg_.count(rm) || !slotOfArg_.count(rv))
-      return bn.emitError("running statistics must be parameters of the model");
-    slots_[slotOfArg_[rm]].updated = update.getNewRunningMean();
-    slots_[slotOfArg_[rv]].updated = update.getNewRunningVar();
+    slots_[slotOfArg_[bn.getRunningStats()[0]]].updated = update.getNewRunningMean();
+    slots_[slotOfArg_[bn.getRunningStats()[1]]].updated = update.getNewRunningVar();
   }
 
   if (failed(buildOptimizer()))
@@ -189,13 +228,26 @@ LogicalResult TrainStepBuilder::run() {
 }
 
 // Reverse-mode autodiff over the ops between the state and the loss.
-LogicalResult TrainStepBuilder::buildBackward(Value loss) {
-  Block *body = loss.getParentBlock();
+LogicalResult TrainStepBuilder::buildBackward(ArrayRef<Value> losses, double weight) {
+  Block *body = Value(losses.front()).getParentBlock();
   SmallVector<Operation *> forwardOps;
   for (Operation &op : *body)
     forwardOps.push_back(&op);
-  auto lossType = llvm::cast<RankedTensorType>(loss.getType());
-  grads_[loss] = b_.create<ConstantOp>(loss.getLoc(), DenseElementsAttr::get(lossType, b_.getFloatAttr(lossType.getElementType(), 1.0)));
+  auto lossType = llvm::cast<RankedTensorType>(losses.front().getType());
+  Value seed = b_.create<ConstantOp>(losses.front().getLoc(),
+                                     DenseElementsAttr::get(lossType, b_.getFloatAttr(lossType.getElementType(), weight)));
+  for (Value loss : losses)
+    grads_[loss] = seed;
+
+  // Only values computed from trainable state need gradients: the backward pass never goes
+  // through the images or labels.
+  llvm::DenseSet<Value> active;
+  for (auto &s : slots_)
+    if (s.trainable)
+      active.insert(s.arg);
+  for (Operation *op : forwardOps)
+    if (llvm::any_of(op->getOperands(), [&](Value v) { return active.contains(v); }))
+      active.insert(op->result_begin(), op->result_end());
 
   for (Operation *op : llvm::reverse(forwardOps)) {
     SmallVector<Value> resultGrads;
@@ -204,7 +256,7 @@ LogicalResult TrainStepBuilder::buildBackward(Value loss) {
       resultGrads.push_back(grads_.lookup(r));
       any |= bool(resultGrads.back());
     }
-    if (!any)
+    if (!any || llvm::none_of(op->getOperands(), [&](Value v) { return active.contains(v); }))
       continue;
     auto vjp = llvm::dyn_cast<AutodiffOpInterface>(op);
     if (!vjp)
@@ -216,7 +268,7 @@ LogicalResult TrainStepBuilder::buildBackward(Value loss) {
       return op->emitError("its VJP returned ") << operandGrads.size() << " gradients for " << op->getNumOperands()
                                                 << " operands";
     for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads)) {
-      if (!grad)
+      if (!grad || !active.contains(operand))
         continue;
       if (grad.getType() != operand.getType())
         return op->emitError("its VJP gives a gradient of type ") << grad.getType() << " for an operand of type "
@@ -328,6 +380,7 @@ struct MakeTrainStepPass : castor::impl::CastorMakeTrainStepBase<MakeTrainStepPa
     opts.dropoutSeed = dropoutSeed;
     opts.emitGradients = emitGradients;
     opts.zeroGradients = zeroGradients;
+    opts.microBatches = microBatches;
     if (failed(TrainStepBuilder(forward, opts).run()))
       signalPassFailure();
   }

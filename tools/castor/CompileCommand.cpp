@@ -95,6 +95,10 @@ cl::opt<double> clipGradNorm("clip-grad-norm", cl::desc("Clip the global norm of
                              cl::init(0.0), cl::sub(compileCommand));
 cl::opt<bool> gradStats("grad-stats", cl::desc("Output per-parameter gradient statistics (castor-run --grad-stats)"),
                         cl::sub(compileCommand));
+cl::opt<int64_t> accumulate("accumulate",
+                             cl::desc("Gradient accumulation: micro-batches of --batch per step (the step's batch is "
+                                      "their total)"),
+                             cl::init(1), cl::sub(compileCommand));
 cl::opt<Emit> emit("emit", cl::desc("Also print an intermediate form to stdout"), cl::init(Emit::None),
                    cl::values(clEnumValN(Emit::Mlir, "mlir", "the plan-level castor dialect"),
                               clEnumValN(Emit::PlanText, "plan-text", "the plan as protobuf text")),
@@ -190,6 +194,7 @@ int runCompile() {
     step.dropoutSeed = int64_t(seed);
     step.emitGradients = emitGradients;
     step.zeroGradients = zeroGradients;
+    step.microBatches = accumulate;
     pm.addPass(createCastorMakeTrainStep(step));
     CastorLossScaleOptions scaling;
     std::string modeText = lossScale.getNumOccurrences() ? std::string(lossScale)
@@ -225,7 +230,8 @@ int runCompile() {
 
   mlir::func::FuncOp forward = module.lookupSymbol<mlir::func::FuncOp>(train ? "train_step" : "forward");
   auto batchAttr = module->getAttrOfType<mlir::IntegerAttr>("castor.batch");
-  auto emitted = emitPlan(forward, batchAttr ? batchAttr.getInt() : 1, target);
+  int64_t planBatch = (batchAttr ? batchAttr.getInt() : 1) * (train ? int64_t(accumulate) : 1);
+  auto emitted = emitPlan(forward, planBatch, target);
   if (mlir::failed(emitted))
     return 1;
   // The compiler's own output must pass the runtime's validator (arena bounds, overlaps).

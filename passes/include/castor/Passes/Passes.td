@@ -75,7 +75,10 @@ def CastorMakeTrainStep : Pass<"castor-make-train-step", "mlir::ModuleOp"> {
     decay), the learning rate from the iteration counter, BatchNorm running statistics as
     PyTorch keeps them, dropout masks keyed by the iteration, and both counters. State:
     every parameter, `<name>.momentum_buffer` (SGD) or `<name>.exp_avg`/`.exp_avg_sq` (AdamW),
-    `castor.iteration` and `castor.optimizer_step`.
+    `castor.iteration` and `castor.optimizer_step`. With `micro-batches` k > 1 the step takes
+    k times the forward's batch, runs forward and backward on each slice (BatchNorm statistics
+    per micro-batch, running statistics updated k times, as k PyTorch forward passes would),
+    and applies the optimizer once to the summed gradients of the mean loss.
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", /*default=*/"\"sgd\"", "sgd, adamw or none (gradients only)">,
@@ -97,6 +100,9 @@ def CastorMakeTrainStep : Pass<"castor-make-train-step", "mlir::ModuleOp"> {
     Option<"dropoutSeed", "dropout-seed", "int64_t", /*default=*/"0", "seed of the dropout masks">,
     Option<"emitGradients", "emit-gradients", "bool", /*default=*/"false",
            "also return every parameter's gradient (for gradient checks)">,
+    Option<"microBatches", "micro-batches", "int64_t", /*default=*/"1",
+           "gradient accumulation: the step takes this many micro-batches of the forward's batch, "
+           "sums their gradients (each loss weighted 1/k) and updates once">,
     Option<"zeroGradients", "zero-gradients", "std::string", /*default=*/"\"\"",
            "comma-separated globs of parameter names whose gradients are forced to zero (ablations)">,
   ];
