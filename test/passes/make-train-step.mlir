@@ -1,5 +1,6 @@
 // RUN: castor-opt %s -split-input-file -castor-make-train-step='optimizer=sgd lr=0.05 momentum=0.9 weight-decay=1e-4 no-decay-bn-bias=true' -verify-diagnostics | FileCheck %s
 // RUN: castor-opt %s -split-input-file -castor-make-train-step='optimizer=adamw lr=0.001 schedule=cosine warmup-steps=5 total-steps=100' -verify-diagnostics 2>/dev/null | FileCheck --check-prefix=ADAMW %s
+// RUN: castor-opt %s -split-input-file -castor-make-train-step='micro-batches=2' -verify-diagnostics 2>/dev/null | FileCheck --check-prefix=ACCUM %s
 
 // A conv-BN-ReLU block with a residual add, max pooling and a classifier.
 
@@ -54,6 +55,27 @@
 // ADAMW-SAME: castor.state = "conv.weight.exp_avg_sq"
 // ADAMW: castor.lr_schedule %{{.*}} {base_lr = 1.000000e-03 : f64, kind = "cosine", total_steps = 100 : i64, warmup_steps = 5 : i64}
 // ADAMW-COUNT-4: castor.adamw_update
+// Two micro-batches: the step takes twice the batch, runs forward and backward per slice with
+// the loss gradient seeded at 1/2, sums the gradients, and updates the running statistics twice.
+// ACCUM-LABEL: func.func @train_step
+// ACCUM-SAME: %[[X:[a-z0-9]+]]: tensor<4x4x4x4xf32> {castor.name = "images"}, %[[L:[a-z0-9]+]]: tensor<4xi64> {castor.name = "labels"}
+// ACCUM: %[[XS:.*]]:2 = castor.split %[[X]] {axis = 0 : i64} : (tensor<4x4x4x4xf32>) -> (tensor<2x4x4x4xf32>, tensor<2x4x4x4xf32>)
+// ACCUM: %[[LS:.*]]:2 = castor.split %[[L]] {axis = 0 : i64}
+// ACCUM: castor.conv2d %[[XS]]#0
+// ACCUM: %[[LOSS0:.*]] = castor.softmax_cross_entropy %{{.*}}, %[[LS]]#0
+// ACCUM: castor.conv2d %[[XS]]#1
+// ACCUM: %[[LOSS1:.*]] = castor.softmax_cross_entropy %{{.*}}, %[[LS]]#1
+// ACCUM: %[[HALF:.*]] = castor.constant dense<5.000000e-01> : tensor<f32>
+// ACCUM: castor.softmax_cross_entropy_backward %[[HALF]]
+// ACCUM: %[[DW1:.*]] = castor.conv2d_backward_filter %[[XS]]#1
+// ACCUM: castor.softmax_cross_entropy_backward %[[HALF]]
+// ACCUM: %[[DW0:.*]] = castor.conv2d_backward_filter %[[XS]]#0
+// ACCUM: %[[DW:.*]] = castor.add %[[DW1]], %[[DW0]]
+// ACCUM: %[[SUM:.*]] = castor.add %[[LOSS0]], %[[LOSS1]]
+// ACCUM: castor.mul %[[SUM]], %{{.*}}
+// ACCUM: %[[RM1:.*]], %[[RV1:.*]] = castor.batch_norm_running_update %{{.*}}, %{{.*}} {count = 32 : i64}
+// ACCUM: castor.batch_norm_running_update %[[RM1]], %[[RV1]]
+// ACCUM: castor.sgd_update %{{.*}}, %[[DW]]
 func.func @forward(%x: tensor<2x4x4x4xf32> {castor.name = "images"}, %labels: tensor<2xi64> {castor.name = "labels"})
     -> (tensor<f32> {castor.name = "loss"}, tensor<2x10xf32> {castor.name = "logits"}) {
   %w = castor.parameter "conv.weight" {init = #castor.init<kaiming_normal>, trainable} : tensor<4x4x3x3xf32>
