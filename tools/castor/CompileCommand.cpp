@@ -25,22 +25,12 @@ namespace cl = llvm::cl;
 
 namespace castor::cli {
 
-cl::SubCommand compileCommand("compile", "Compile an ONNX model into a plan for castor-run");
-
 namespace {
 
 enum class Emit { None, Mlir, PlanText };
 
-cl::opt<std::string> modelPath(cl::Positional, cl::desc("MODEL.onnx"), cl::Required, cl::sub(compileCommand));
 cl::opt<std::string> planPath("o", cl::desc("Plan file to write"), cl::value_desc("MODEL.plan"), cl::Required,
                               cl::sub(compileCommand));
-cl::opt<int64_t> batch("batch", cl::desc("Batch size: fixes the first dimension of every input (default: a symbolic one becomes 1)"), cl::init(1), cl::sub(compileCommand));
-cl::opt<onnx_import::WeightInit> init(
-    "init", cl::desc("Where initial weights come from"), cl::init(onnx_import::WeightInit::File),
-    cl::values(clEnumValN(onnx_import::WeightInit::File, "onnx", "the model file's initializers"),
-               clEnumValN(onnx_import::WeightInit::Kaiming, "kaiming", "a seeded initialisation as torchvision's")),
-    cl::sub(compileCommand));
-cl::opt<uint64_t> seed("seed", cl::desc("Seed recorded for --init kaiming"), cl::init(0), cl::sub(compileCommand));
 cl::opt<std::string> target("target", cl::desc("cpu or cuda"), cl::init("cpu"), cl::sub(compileCommand));
 cl::opt<bool> train("train", cl::desc("Compile the whole training step (loss, backward, optimizer)"),
                     cl::sub(compileCommand));
@@ -129,7 +119,7 @@ void printReport(const plan::Plan &p, mlir::ModuleOp module, double seconds, con
       tensorBytes = uint64_t(a.getInt());
   });
   auto mib = [](uint64_t b) { return double(b) / (1024.0 * 1024.0); };
-  llvm::errs() << llvm::formatv("compiled {0} -> {1} (target {2}, batch {3}) in {4:F2} s\n", modelPath, planPath,
+  llvm::errs() << llvm::formatv("compiled {0} -> {1} (target {2}, batch {3}) in {4:F2} s\n", modelFile(), planPath,
                                 p.target(), p.batch(), seconds);
   llvm::errs() << llvm::formatv("  kernels: {0}\n", p.kernels_size());
   for (const auto &[op, n] : kernels)
@@ -148,18 +138,10 @@ void printReport(const plan::Plan &p, mlir::ModuleOp module, double seconds, con
 int runCompile() {
   auto start = std::chrono::steady_clock::now();
   mlir::MLIRContext context;
-  onnx_import::ImportOptions options;
-  if (batch.getNumOccurrences())
-    options.batch = batch;
-  options.init = init;
-  options.seed = seed;
-  auto imported = onnx_import::importOnnxFile(context, modelPath, options);
-  if (!imported.errors.empty()) {
-    for (const auto &e : imported.errors)
-      llvm::errs() << "error: " << e << "\n";
+  auto imported = importModel(context);
+  if (!imported)
     return 1;
-  }
-  mlir::ModuleOp module = *imported.module;
+  mlir::ModuleOp module = *imported->module;
 
   if (train && eval) {
     llvm::errs() << "error: --train and --eval exclude each other\n";
@@ -191,7 +173,7 @@ int runCompile() {
     step.gamma = gamma;
     step.totalSteps = totalSteps;
     step.minLr = minLr;
-    step.dropoutSeed = int64_t(seed);
+    step.dropoutSeed = int64_t(modelSeed());
     step.emitGradients = emitGradients;
     step.zeroGradients = zeroGradients;
     step.microBatches = accumulate;
@@ -241,7 +223,7 @@ int runCompile() {
   }
 
   weights::TensorFile weightFile;
-  for (auto &w : imported.weights) {
+  for (auto &w : imported->weights) {
     auto dtype = planDtypeOf(w.elementType);
     if (mlir::failed(dtype)) {
       llvm::errs() << "error: weight '" << w.name << "' has an unsupported element type\n";
@@ -260,7 +242,7 @@ int runCompile() {
   if (!weightFile.tensors.empty()) {
     weightsFile = weightsPathFor(planPath);
     weightFile.metadata["producer"] = "castor 0.1.0";
-    weightFile.metadata["model"] = modelPath;
+    weightFile.metadata["model"] = modelFile();
     if (Status s = weights::writeSafetensors(weightFile, weightsFile); !s) {
       llvm::errs() << "error: " << s.message() << "\n";
       return 1;
