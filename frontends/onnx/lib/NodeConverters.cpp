@@ -151,33 +151,47 @@ LogicalResult convertClip(NodeImporter &n) {
   return failed(op) ? failure() : n.setOutput(0, op->getResult());
 }
 
-LogicalResult convertMaxPool(NodeImporter &n) {
-  if (failed(n.checkArity(1, 1)) ||
-      failed(n.checkAttrs({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"})) ||
-      failed(n.requireUnused(1, "indices")))
-    return failure();
+// The window attributes MaxPool and AveragePool share, as castor attributes.
+struct PoolWindow {
+  DenseI64ArrayAttr kernel, strides, pads, dilations;
+  BoolAttr ceilMode;
+};
+
+FailureOr<PoolWindow> poolWindow(NodeImporter &n) {
   std::vector<int64_t> pads;
   auto kernel = n.attrInts("kernel_shape", {});
   auto strides = n.attrInts("strides", {1, 1});
   auto dilations = n.attrInts("dilations", {1, 1});
   auto ceil = n.attrInt("ceil_mode", 0);
-  auto order = n.attrInt("storage_order", 0);
   if (failed(windowAttrs(n, pads)) || failed(kernel) || failed(strides) || failed(dilations) || failed(ceil) ||
-      failed(order) || failed(need2d(n, *kernel, "kernel_shape")) || failed(need2d(n, *strides, "strides")) ||
+      failed(need2d(n, *kernel, "kernel_shape")) || failed(need2d(n, *strides, "strides")) ||
       failed(need2d(n, *dilations, "dilations")))
+    return failure();
+  Builder b(n.context());
+  return PoolWindow{b.getDenseI64ArrayAttr(*kernel), b.getDenseI64ArrayAttr(*strides), b.getDenseI64ArrayAttr(pads),
+                    b.getDenseI64ArrayAttr(*dilations), b.getBoolAttr(*ceil)};
+}
+
+LogicalResult convertMaxPool(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)) ||
+      failed(n.checkAttrs({"auto_pad", "ceil_mode", "dilations", "kernel_shape", "pads", "storage_order", "strides"})) ||
+      failed(n.requireUnused(1, "indices")))
+    return failure();
+  auto window = poolWindow(n);
+  auto order = n.attrInt("storage_order", 0);
+  if (failed(window) || failed(order))
     return failure();
   if (*order != 0)
     return n.fail("storage_order=1 is not supported");
   auto x = n.input(0);
   if (failed(x))
     return failure();
-  Builder b(n.context());
   MaxPool2dOp::Properties p;
-  p.kernel = b.getDenseI64ArrayAttr(*kernel);
-  p.strides = b.getDenseI64ArrayAttr(*strides);
-  p.pads = b.getDenseI64ArrayAttr(pads);
-  p.dilations = b.getDenseI64ArrayAttr(*dilations);
-  p.ceil_mode = b.getBoolAttr(*ceil);
+  p.kernel = window->kernel;
+  p.strides = window->strides;
+  p.pads = window->pads;
+  p.dilations = window->dilations;
+  p.ceil_mode = window->ceilMode;
   auto op = n.create<MaxPool2dOp>({*x}, p);
   return failed(op) ? failure() : n.setOutput(0, op->getResult());
 }
@@ -186,28 +200,22 @@ LogicalResult convertAveragePool(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)) ||
       failed(n.checkAttrs({"auto_pad", "ceil_mode", "count_include_pad", "dilations", "kernel_shape", "pads", "strides"})))
     return failure();
-  std::vector<int64_t> pads;
-  auto kernel = n.attrInts("kernel_shape", {});
-  auto strides = n.attrInts("strides", {1, 1});
-  auto dilations = n.attrInts("dilations", {1, 1});
-  auto ceil = n.attrInt("ceil_mode", 0);
+  auto window = poolWindow(n);
   auto includePad = n.attrInt("count_include_pad", 0);
-  if (failed(windowAttrs(n, pads)) || failed(kernel) || failed(strides) || failed(dilations) || failed(ceil) ||
-      failed(includePad) || failed(need2d(n, *kernel, "kernel_shape")) || failed(need2d(n, *strides, "strides")))
+  if (failed(window) || failed(includePad))
     return failure();
-  for (int64_t d : *dilations)
+  for (int64_t d : window->dilations.asArrayRef())
     if (d != 1)
       return n.fail("dilated average pooling is not supported");
   auto x = n.input(0);
   if (failed(x))
     return failure();
-  Builder b(n.context());
   AvgPool2dOp::Properties p;
-  p.kernel = b.getDenseI64ArrayAttr(*kernel);
-  p.strides = b.getDenseI64ArrayAttr(*strides);
-  p.pads = b.getDenseI64ArrayAttr(pads);
-  p.ceil_mode = b.getBoolAttr(*ceil);
-  p.count_include_pad = b.getBoolAttr(*includePad);
+  p.kernel = window->kernel;
+  p.strides = window->strides;
+  p.pads = window->pads;
+  p.ceil_mode = window->ceilMode;
+  p.count_include_pad = Builder(n.context()).getBoolAttr(*includePad);
   auto op = n.create<AvgPool2dOp>({*x}, p);
   return failed(op) ? failure() : n.setOutput(0, op->getResult());
 }
