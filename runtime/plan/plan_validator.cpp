@@ -58,13 +58,6 @@ Status expectShape(const Tensor &t, const shape::ShapeResult &r, const char *wha
   return Status::ok();
 }
 
-Status sameShapeUnary(const KernelView &k) {
-  CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
-  CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-  CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-  return expectShape(*k.out[0], shape::ShapeResult::ok(shapeOf(*k.in[0])), "output");
-}
-
 Status expectI64Scalar(const Tensor &t, const char *what) {
   if (t.dtype() != I64 || t.shape_size() != 0)
     return Status::error(std::string(what) + " (" + tensorLabel(t) + ") must be an i64 scalar [], got " +
@@ -99,251 +92,16 @@ Status expectInPlace(const KernelView &k, size_t out, size_t in) {
   return Status::ok();
 }
 
-// (dy, saved) -> dx, all of one shape.
-Status elementwiseBackward(const KernelView &k) {
-  CASTOR_RETURN_IF_ERROR(expectArity(k, 2, 2, 1, 1));
-  CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-  CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-  CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[1], *k.in[0], "input"));
-  return expectSameShape(*k.out[0], *k.in[0], "output");
+Status expectLabels(const Tensor &t) {
+  if (t.dtype() != I64)
+    return Status::error("labels (" + tensorLabel(t) + ") must be i64, got " + dtypeName(t.dtype()));
+  return Status::ok();
 }
 
-Status dropoutCheck(const KernelView &k, bool backward) {
-  CASTOR_RETURN_IF_ERROR(expectArity(k, backward ? 2 : 1, 2, 1, 1));
-  auto p = parseDropout(k.kernel);
-  if (!p)
-    return p.status();
-  CASTOR_RETURN_IF_ERROR(expectFloat({k.in[0]}, "input"));
-  CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-  if (k.in.size() == 2)
-    CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[1], "iteration"));
-  return expectSameShape(*k.out[0], *k.in[0], "output");
-}
-
-Status convBackwardCheck(const KernelView &k, bool data) {
-  // data: (dy, w) -> dx; filter: (x, dy) -> dw. Either way conv2d(x, w) must give dy.
-  CASTOR_RETURN_IF_ERROR(expectArity(k, 2, 2, 1, 1));
-  CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-  CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-  auto p = parseConv2d(k.kernel);
-  if (!p)
-    return p.status();
-  const Tensor &dy = data ? *k.in[0] : *k.in[1];
-  Shape x = data ? shapeOf(*k.out[0]) : shapeOf(*k.in[0]);
-  Shape w = data ? shapeOf(*k.in[1]) : shapeOf(*k.out[0]);
-  if (x.size() != 4 || w.size() != 4)
-    return Status::error("x and w must be 4-D");
-  return expectShape(dy, shape::conv2d(x, w, nullptr, p->shape), "dy");
-}
-
-Status poolBackwardCheck(const KernelView &k, bool isMax) {
-  // max: (dy, x) -> dx; avg: (dy) -> dx. pool2d(dx's shape) must give dy.
-  CASTOR_RETURN_IF_ERROR(expectArity(k, isMax ? 2 : 1, isMax ? 2 : 1, 1, 1));
-  CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-  CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-  auto p = parsePool2d(k.kernel);
-  if (!p)
-    return p.status();
-  if (isMax)
-    CASTOR_RETURN_IF_ERROR(expectSameShape(*k.out[0], *k.in[1], "output"));
-  return expectShape(*k.in[0], shape::pool2d(shapeOf(*k.out[0]), p->shape), "dy");
-}
-
-using Checker = std::function<Status(const KernelView &)>;
-
-// Checkers of the training step's kernels (backward, optimizer, schedule).
-void addTrainingCheckers(std::map<std::string, Checker> &table) {
-  table["dropout"] = [](const KernelView &k) { return dropoutCheck(k, false); };
-  table["dropout_backward"] = [](const KernelView &k) { return dropoutCheck(k, true); };
-  table["conv2d_backward_data"] = [](const KernelView &k) { return convBackwardCheck(k, true); };
-  table["conv2d_backward_filter"] = [](const KernelView &k) { return convBackwardCheck(k, false); };
-  table["conv2d_backward_bias"] = [](const KernelView &k) -> Status {
-    CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
-    CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-    CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-    if (k.in[0]->shape_size() < 2)
-      return Status::error("dy must have rank 2 or more, got " + shapeString(*k.in[0]));
-    return expectShape(*k.out[0], shape::ShapeResult::ok({k.in[0]->shape(1)}), "output");
-  };
-  table["reduce_sum_to"] = [](const KernelView &k) -> Status {
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
-    CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-    CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-    auto p = parseReduceSumTo(k.kernel);
-    if (!p)
-      return p.status();
-    auto r = shape::broadcast(shapeOf(*k.out[0]), shapeOf(*k.in[0]));
-    if (!r || r.shape != shapeOf(*k.in[0]))
-      return Status::error("output " + tensorLabel(*k.out[0]) + " " + shapeString(*k.out[0]) +
-                           " does not broadcast to the input's shape " + shapeString(*k.in[0]));
-    return Status::ok();
-  };
-  table["batch_norm_training_backward"] = [](const KernelView &k) -> Status {
-    // dy, x, scale, batch_mean, batch_inv_std -> dx, dscale, dbias.
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 5, 5, 3, 3));
-    CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-    CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-    auto p = parseBatchNorm(k.kernel);
-    if (!p)
-      return p.status();
-    auto r = shape::batchNorm(shapeOf(*k.in[1]), {shapeOf(*k.in[2]), shapeOf(*k.in[3]), shapeOf(*k.in[4])});
-    CASTOR_RETURN_IF_ERROR(expectShape(*k.in[0], r, "dy"));
-    CASTOR_RETURN_IF_ERROR(expectShape(*k.out[0], r, "dx"));
-    CASTOR_RETURN_IF_ERROR(expectSameShape(*k.out[1], *k.in[2], "dscale"));
-    return expectSameShape(*k.out[2], *k.in[2], "dbias");
-  };
-  table["batch_norm_running_update"] = [](const KernelView &k) -> Status {
-    // running_mean, running_var, batch_mean, batch_inv_std -> running_mean, running_var.
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 4, 4, 2, 2));
-    CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-    auto p = parseBatchNormRunningUpdate(k.kernel);
-    if (!p)
-      return p.status();
-    if (k.in[0]->shape_size() != 1)
-      return Status::error("running_mean must be 1-D [C], got " + shapeString(*k.in[0]));
-    for (size_t i = 1; i < 4; ++i)
-      CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[i], *k.in[0], "input"));
-    CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));
-    return expectInPlace(k, 1, 1);
-  };
-  table["relu_backward"] = [](const KernelView &k) -> Status {
-    CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-    return elementwiseBackward(k);
-  };
-  table["sigmoid_backward"] = table["relu_backward"];
-  table["clip_backward"] = [](const KernelView &k) -> Status {
-    auto p = parseClip(k.kernel);
-    if (!p)
-      return p.status();
-    return elementwiseBackward(k);
-  };
-  table["max_pool2d_backward"] = [](const KernelView &k) { return poolBackwardCheck(k, true); };
-  table["avg_pool2d_backward"] = [](const KernelView &k) { return poolBackwardCheck(k, false); };
-  table["global_avg_pool_backward"] = [](const KernelView &k) -> Status {
-    CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
-    CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-    CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-    return expectShape(*k.in[0], shape::globalAvgPool(shapeOf(*k.out[0])), "dy");
-  };
-  table["softmax_backward"] = [](const KernelView &k) -> Status {
-    auto axis = parseAxis(k.kernel, -1);
-    if (!axis)
-      return axis.status();
-    CASTOR_RETURN_IF_ERROR(elementwiseBackward(k));
-    return expectShape(*k.out[0], shape::softmax(shapeOf(*k.in[1]), *axis), "output");
-  };
-  table["softmax_cross_entropy_backward"] = [](const KernelView &k) -> Status {
-    // dloss, logits [N, C], labels i64 [N] -> dlogits [N, C].
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 3, 3, 1, 1));
-    CASTOR_RETURN_IF_ERROR(expectFloat({k.in[0], k.in[1]}, "input"));
-    CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-    if (k.in[2]->dtype() != I64)
-      return Status::error("labels (" + tensorLabel(*k.in[2]) + ") must be i64, got " + dtypeName(k.in[2]->dtype()));
-    auto p = parseSoftmaxCrossEntropy(k.kernel);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(expectShape(
-        *k.in[0], shape::softmaxCrossEntropy(shapeOf(*k.in[1]), shapeOf(*k.in[2]), p->reduction), "dloss"));
-    return expectSameShape(*k.out[0], *k.in[1], "output");
-  };
-  table["count_correct"] = [](const KernelView &k) -> Status {
-    CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 2, 2, 1, 1));
-    CASTOR_RETURN_IF_ERROR(expectFloat({k.in[0]}, "logits"));
-    if (k.in[1]->dtype() != I64)
-      return Status::error("labels (" + tensorLabel(*k.in[1]) + ") must be i64, got " + dtypeName(k.in[1]->dtype()));
-    auto r = shape::softmaxCrossEntropy(shapeOf(*k.in[0]), shapeOf(*k.in[1]), shape::Reduction::Mean);
-    if (!r)
-      return Status::error(r.error);
-    return expectI64Scalar(*k.out[0], "output");
-  };
-  table["split"] = [](const KernelView &k) -> Status {
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, SIZE_MAX));
-    auto axis = parseAxis(k.kernel, 0);
-    if (!axis)
-      return axis.status();
-    std::vector<Shape> shapes;
-    for (const Tensor *t : k.out) {
-      if (t->dtype() != k.in[0]->dtype())
-        return Status::error("input and outputs must share one dtype");
-      shapes.push_back(shapeOf(*t));
-    }
-    auto r = shape::concat(shapes, *axis);
-    if (!r)
-      return Status::error("the outputs are not slices of one tensor: " + r.error);
-    if (r.shape != shapeOf(*k.in[0]))
-      return Status::error("the outputs concatenate to " + shape::toString(r.shape) + ", not to the input's " +
-                           shapeString(*k.in[0]));
-    return Status::ok();
-  };
-  table["sgd_update"] = [](const KernelView &k) -> Status {
-    // param, grad, momentum_buffer, lr [] [, step i64 []] [, found_inf f32 []] -> param, momentum_buffer.
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 4, 6, 2, 2));
-    auto p = parseSgd(k.kernel);
-    if (!p)
-      return p.status();
-    // A last input that is not an i64 is the overflow flag (found_inf).
-    const bool flagged = k.in.size() == 6 || (k.in.size() == 5 && k.in[4]->dtype() != I64);
-    if (flagged)
-      CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in.back(), "found_inf"));
-    const size_t plain = k.in.size() - (flagged ? 1 : 0);
-    if (p->momentum != 0 && plain != 5)
-      return Status::error("with momentum, the step counter (i64 []) is the 5th input");
-    CASTOR_RETURN_IF_ERROR(expectFloat({k.in[0], k.in[1], k.in[2]}, "input"));
-    CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[1], *k.in[0], "grad"));
-    CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[2], *k.in[0], "momentum_buffer"));
-    CASTOR_RETURN_IF_ERROR(expectFloatScalar(*k.in[3], "lr"));
-    if (plain == 5)
-      CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[4], "step"));
-    CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));
-    return expectInPlace(k, 1, 2);
-  };
-  table["adamw_update"] = [](const KernelView &k) -> Status {
-    // param, grad, exp_avg, exp_avg_sq, lr [], step i64 [] [, found_inf f32 []]
-    //   -> param, exp_avg, exp_avg_sq.
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 6, 7, 3, 3));
-    if (k.in.size() == 7)
-      CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[6], "found_inf"));
-    auto p = parseAdamW(k.kernel);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(expectFloat({k.in[0], k.in[1], k.in[2], k.in[3]}, "input"));
-    for (size_t i = 1; i < 4; ++i)
-      CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[i], *k.in[0], "input"));
-    CASTOR_RETURN_IF_ERROR(expectFloatScalar(*k.in[4], "lr"));
-    CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[5], "step"));
-    CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));
-    CASTOR_RETURN_IF_ERROR(expectInPlace(k, 1, 2));
-    return expectInPlace(k, 2, 3);
-  };
-  table["increment"] = [](const KernelView &k) -> Status {
-    // counter i64 [] [, flag f32 []] -> counter.
-    auto p = parseIncrement(k.kernel);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 2, 1, 1));
-    CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[0], "counter"));
-    if (k.in.size() == 2)
-      CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[1], "flag"));
-    return expectInPlace(k, 0, 0);
-  };
-  table["lr_schedule"] = [](const KernelView &k) -> Status {
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
-    auto p = parseLrSchedule(k.kernel);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[0], "iteration"));
-    return expectFloatScalar(*k.out[0], "lr");
-  };
-  table["fill"] = [](const KernelView &k) -> Status {
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 0, 0, 1, 1));
-    auto p = parseFill(k.kernel);
-    if (!p)
-      return p.status();
-    return Status::ok();
-  };
+Status expectSameDtype(const KernelView &k, const char *hint) {
+  if (k.in[0]->dtype() != k.out[0]->dtype())
+    return Status::error(std::string("input and output dtypes differ") + hint);
+  return Status::ok();
 }
 
 // Distinct floating-point gradients g_0..g_{n-1}, each updated in place as output i.
@@ -359,276 +117,444 @@ Status expectGradientsInPlace(const KernelView &k, size_t n) {
   return Status::ok();
 }
 
-// Checkers of the mixed-precision kernels (loss scaling, gradient clipping, statistics); the
-// overflow-flag forms of sgd_update, adamw_update and increment are in addTrainingCheckers.
-void addMixedPrecisionCheckers(std::map<std::string, Checker> &table) {
-  table["unscale_gradients"] = [](const KernelView &k) -> Status {
-    // g_0..g_{n-1}, scale f32 [] -> g_0..g_{n-1} (in place), found_inf f32 [].
-    CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-    if (k.in.size() < 2 || k.out.size() != k.in.size())
-      return Status::error("takes n >= 1 gradients and the scale, and produces the n gradients and found_inf "
-                           "(n + 1 inputs and n + 1 outputs), got " +
-                           std::to_string(k.in.size()) + " inputs and " + std::to_string(k.out.size()) + " outputs");
-    const size_t n = k.in.size() - 1;
-    CASTOR_RETURN_IF_ERROR(expectGradientsInPlace(k, n));
-    CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[n], "scale"));
-    return expectF32Scalar(*k.out[n], "found_inf");
-  };
-  table["clip_grad_norm"] = [](const KernelView &k) -> Status {
-    // g_0..g_{n-1} -> g_0..g_{n-1} (in place), total_norm f32 [].
-    auto p = parseClipGradNorm(k.kernel);
-    if (!p)
-      return p.status();
-    if (k.in.empty() || k.out.size() != k.in.size() + 1)
-      return Status::error("takes n >= 1 gradients and produces the n gradients and total_norm (n + 1 "
-                           "outputs), got " +
-                           std::to_string(k.in.size()) + " inputs and " + std::to_string(k.out.size()) + " outputs");
-    const size_t n = k.in.size();
-    CASTOR_RETURN_IF_ERROR(expectGradientsInPlace(k, n));
-    return expectF32Scalar(*k.out[n], "total_norm");
-  };
-  table["update_loss_scale"] = [](const KernelView &k) -> Status {
-    // scale f32 [], growth_tracker i64 [], found_inf f32 [] -> scale, growth_tracker (in place).
-    auto p = parseUpdateLossScale(k.kernel);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 3, 3, 2, 2));
-    CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[0], "scale"));
-    CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[1], "growth_tracker"));
-    CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[2], "found_inf"));
-    CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));
-    return expectInPlace(k, 1, 1);
-  };
-  table["gradient_stats"] = [](const KernelView &k) -> Status {
-    // g -> f32 [3]: mean |g|, max |g| (finite elements), count of non-finite elements.
-    CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-    CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
-    CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-    const Tensor &y = *k.out[0];
-    if (y.dtype() != F32 || y.shape_size() != 1 || y.shape(0) != 3)
-      return Status::error("output (" + tensorLabel(y) + ") must be f32 [3], got " + dtypeName(y.dtype()) + " " +
-                           shapeString(y));
-    return Status::ok();
-  };
+// --- The rules of each op ------------------------------------------------------------------
+
+// Validates a kernel's attributes, discarding the parsed values.
+using AttrCheck = Status (*)(const Kernel &);
+template <auto Parse> Status attrs(const Kernel &k) { return Parse(k).status(); }
+template <int64_t Fallback> Status axisAttr(const Kernel &k) { return parseAxis(k, Fallback).status(); }
+Status noAttrs(const Kernel &k) { return parseNoAttrs(k); }
+
+struct Arity {
+  size_t minIn, maxIn, minOut, maxOut;
+};
+constexpr Arity kAnyArity{0, SIZE_MAX, 0, SIZE_MAX}, kUnary{1, 1, 1, 1}, kBinary{2, 2, 1, 1};
+
+// The leading `inputs` inputs (named `what` in errors) and, with `outputs`, every output must be
+// floating-point.
+struct Floats {
+  size_t inputs;
+  const char *what;
+  bool outputs;
+};
+constexpr Floats kAnyDtype{0, "", false}, kFloat{SIZE_MAX, "input", true}, kFloatInputs{SIZE_MAX, "input", false};
+
+using Checker = std::function<Status(const KernelView &)>;
+
+// An op's rule, checked in this order: `first` (attributes), the arity, the floating-point
+// operands, `last` (attributes), then `check` (the shapes and whatever else the op needs).
+struct OpRule {
+  AttrCheck first;
+  Arity arity;
+  Floats floats;
+  AttrCheck last;
+  Checker check;
+};
+
+Status checkRule(const OpRule &rule, const KernelView &k) {
+  if (rule.first)
+    CASTOR_RETURN_IF_ERROR(rule.first(k.kernel));
+  CASTOR_RETURN_IF_ERROR(expectArity(k, rule.arity.minIn, rule.arity.maxIn, rule.arity.minOut, rule.arity.maxOut));
+  const size_t floatInputs = std::min(rule.floats.inputs, k.in.size());
+  if (floatInputs > 0)
+    CASTOR_RETURN_IF_ERROR(
+        expectFloat(std::vector<const Tensor *>(k.in.begin(), k.in.begin() + floatInputs), rule.floats.what));
+  if (rule.floats.outputs)
+    CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+  if (rule.last)
+    CASTOR_RETURN_IF_ERROR(rule.last(k.kernel));
+  return rule.check ? rule.check(k) : Status::ok();
 }
 
-const std::map<std::string, Checker> &checkers() {
-  static std::map<std::string, Checker> table = {
+// Output 0 has input 0's shape.
+Status sameShapeOutput(const KernelView &k) { return expectSameShape(*k.out[0], *k.in[0], "output"); }
+
+// (dy, saved) -> dx, all of one shape.
+Status elementwiseBackwardShapes(const KernelView &k) {
+  CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[1], *k.in[0], "input"));
+  return expectSameShape(*k.out[0], *k.in[0], "output");
+}
+
+Status broadcastOutput(const KernelView &k) {
+  return expectShape(*k.out[0], shape::broadcast(shapeOf(*k.in[0]), shapeOf(*k.in[1])), "output");
+}
+
+Status poolOutput(const KernelView &k) {
+  auto p = parsePool2d(k.kernel);
+  if (!p)
+    return p.status();
+  return expectShape(*k.out[0], shape::pool2d(shapeOf(*k.in[0]), p->shape), "output");
+}
+
+Status dropoutCheck(const KernelView &k) {
+  auto p = parseDropout(k.kernel);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(expectFloat({k.in[0]}, "input"));
+  CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+  if (k.in.size() == 2)
+    CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[1], "iteration"));
+  return expectSameShape(*k.out[0], *k.in[0], "output");
+}
+
+// data: (dy, w) -> dx; filter: (x, dy) -> dw. Either way conv2d(x, w) must give dy.
+template <bool Data> Status convBackwardCheck(const KernelView &k) {
+  auto p = parseConv2d(k.kernel);
+  if (!p)
+    return p.status();
+  const Tensor &dy = Data ? *k.in[0] : *k.in[1];
+  Shape x = Data ? shapeOf(*k.out[0]) : shapeOf(*k.in[0]);
+  Shape w = Data ? shapeOf(*k.in[1]) : shapeOf(*k.out[0]);
+  if (x.size() != 4 || w.size() != 4)
+    return Status::error("x and w must be 4-D");
+  return expectShape(dy, shape::conv2d(x, w, nullptr, p->shape), "dy");
+}
+
+// max: (dy, x) -> dx; avg: (dy) -> dx. pool2d(dx's shape) must give dy.
+template <bool IsMax> Status poolBackwardCheck(const KernelView &k) {
+  auto p = parsePool2d(k.kernel);
+  if (!p)
+    return p.status();
+  if (IsMax)
+    CASTOR_RETURN_IF_ERROR(expectSameShape(*k.out[0], *k.in[1], "output"));
+  return expectShape(*k.in[0], shape::pool2d(shapeOf(*k.out[0]), p->shape), "dy");
+}
+
+const std::map<std::string, OpRule> &rules() {
+  static const std::map<std::string, OpRule> table = {
+      // --- Inference ops.
       {"conv2d",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 2, 3, 1, 1));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-         auto p = parseConv2d(k.kernel);
-         if (!p)
-           return p.status();
-         Shape bias = k.in.size() == 3 ? shapeOf(*k.in[2]) : Shape{};
-         return expectShape(*k.out[0],
-                            shape::conv2d(shapeOf(*k.in[0]), shapeOf(*k.in[1]),
-                                          k.in.size() == 3 ? &bias : nullptr, p->shape),
-                            "output");
-       }},
+       {nullptr, {2, 3, 1, 1}, kFloat, nullptr,
+        [](const KernelView &k) -> Status {
+          auto p = parseConv2d(k.kernel);
+          if (!p)
+            return p.status();
+          Shape bias = k.in.size() == 3 ? shapeOf(*k.in[2]) : Shape{};
+          return expectShape(*k.out[0],
+                             shape::conv2d(shapeOf(*k.in[0]), shapeOf(*k.in[1]),
+                                           k.in.size() == 3 ? &bias : nullptr, p->shape),
+                             "output");
+        }}},
       {"batch_norm_training",
-       [](const KernelView &k) -> Status {
-         // x, scale, bias [, running_mean, running_var] -> y, mean, inv_std
-         // [, running_mean', running_var'].
-         // With 5 inputs and 3 outputs the running statistics are read-only and unused (their
-         // update is batch_norm_running_update).
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 3, 5, 3, 5));
-         if (k.in.size() == 4 || k.out.size() == 4 || k.in.size() < k.out.size())
-           return Status::error("takes x, scale, bias -> y, mean, inv_std, optionally with "
-                                "running_mean, running_var as inputs (and as outputs when updated in place)");
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-         auto p = parseBatchNorm(k.kernel);
-         if (!p)
-           return p.status();
-         std::vector<Shape> perChannel;
-         for (size_t i = 1; i < k.in.size(); ++i)
-           perChannel.push_back(shapeOf(*k.in[i]));
-         auto r = shape::batchNorm(shapeOf(*k.in[0]), perChannel);
-         CASTOR_RETURN_IF_ERROR(expectShape(*k.out[0], r, "output"));
-         Shape c{k.in[0]->shape_size() > 1 ? k.in[0]->shape(1) : 0};
-         for (size_t i = 1; i < k.out.size(); ++i)
-           CASTOR_RETURN_IF_ERROR(expectShape(*k.out[i], shape::ShapeResult::ok(c), "output"));
-         return Status::ok();
-       }},
-      {"batch_norm_inference",
-       [](const KernelView &k) -> Status {
-         // x, scale, bias, mean, var -> y
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 5, 5, 1, 1));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-         auto p = parseBatchNorm(k.kernel);
-         if (!p)
-           return p.status();
-         std::vector<Shape> perChannel;
-         for (size_t i = 1; i < 5; ++i)
-           perChannel.push_back(shapeOf(*k.in[i]));
-         return expectShape(*k.out[0], shape::batchNorm(shapeOf(*k.in[0]), perChannel), "output");
-       }},
-      {"relu",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-         return sameShapeUnary(k);
-       }},
-      {"sigmoid",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-         return sameShapeUnary(k);
-       }},
-      {"clip",
-       [](const KernelView &k) -> Status {
-         auto p = parseClip(k.kernel);
-         if (!p)
-           return p.status();
-         return sameShapeUnary(k);
-       }},
+       {nullptr, {3, 5, 3, 5}, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          // x, scale, bias [, running_mean, running_var] -> y, mean, inv_std
+          // [, running_mean', running_var'].
+          // With 5 inputs and 3 outputs the running statistics are read-only and unused (their
+          // update is batch_norm_running_update).
+          if (k.in.size() == 4 || k.out.size() == 4 || k.in.size() < k.out.size())
+            return Status::error("takes x, scale, bias -> y, mean, inv_std, optionally with "
+                                 "running_mean, running_var as inputs (and as outputs when updated in place)");
+          CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+          CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+          CASTOR_RETURN_IF_ERROR(attrs<parseBatchNorm>(k.kernel));
+          std::vector<Shape> perChannel;
+          for (size_t i = 1; i < k.in.size(); ++i)
+            perChannel.push_back(shapeOf(*k.in[i]));
+          auto r = shape::batchNorm(shapeOf(*k.in[0]), perChannel);
+          CASTOR_RETURN_IF_ERROR(expectShape(*k.out[0], r, "output"));
+          Shape c{k.in[0]->shape_size() > 1 ? k.in[0]->shape(1) : 0};
+          for (size_t i = 1; i < k.out.size(); ++i)
+            CASTOR_RETURN_IF_ERROR(expectShape(*k.out[i], shape::ShapeResult::ok(c), "output"));
+          return Status::ok();
+        }}},
+      {"batch_norm_inference", // x, scale, bias, mean, var -> y
+       {nullptr, {5, 5, 1, 1}, kFloat, attrs<parseBatchNorm>,
+        [](const KernelView &k) -> Status {
+          std::vector<Shape> perChannel;
+          for (size_t i = 1; i < 5; ++i)
+            perChannel.push_back(shapeOf(*k.in[i]));
+          return expectShape(*k.out[0], shape::batchNorm(shapeOf(*k.in[0]), perChannel), "output");
+        }}},
+      {"relu", {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
+      {"sigmoid", {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
+      {"clip", {attrs<parseClip>, kUnary, kFloat, nullptr, sameShapeOutput}},
       {"identity",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
-         if (k.in[0]->dtype() != k.out[0]->dtype())
-           return Status::error("input and output dtypes differ (use cast)");
-         return expectShape(*k.out[0], shape::ShapeResult::ok(shapeOf(*k.in[0])), "output");
-       }},
-      {"cast",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
-         return expectShape(*k.out[0], shape::ShapeResult::ok(shapeOf(*k.in[0])), "output");
-       }},
-      {"add",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 2, 2, 1, 1));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-         return expectShape(*k.out[0], shape::broadcast(shapeOf(*k.in[0]), shapeOf(*k.in[1])), "output");
-       }},
-      {"mul",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 2, 2, 1, 1));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-         return expectShape(*k.out[0], shape::broadcast(shapeOf(*k.in[0]), shapeOf(*k.in[1])), "output");
-       }},
-      {"max_pool2d",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-         auto p = parsePool2d(k.kernel);
-         if (!p)
-           return p.status();
-         return expectShape(*k.out[0], shape::pool2d(shapeOf(*k.in[0]), p->shape), "output");
-       }},
-      {"avg_pool2d",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-         auto p = parsePool2d(k.kernel);
-         if (!p)
-           return p.status();
-         return expectShape(*k.out[0], shape::pool2d(shapeOf(*k.in[0]), p->shape), "output");
-       }},
+       {noAttrs, kUnary, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          CASTOR_RETURN_IF_ERROR(expectSameDtype(k, " (use cast)"));
+          return sameShapeOutput(k);
+        }}},
+      {"cast", {noAttrs, kUnary, kAnyDtype, nullptr, sameShapeOutput}},
+      {"add", {noAttrs, kBinary, kFloat, nullptr, broadcastOutput}},
+      {"mul", {noAttrs, kBinary, kFloat, nullptr, broadcastOutput}},
+      {"max_pool2d", {nullptr, kUnary, kFloat, nullptr, poolOutput}},
+      {"avg_pool2d", {nullptr, kUnary, kFloat, nullptr, poolOutput}},
       {"global_avg_pool",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-         return expectShape(*k.out[0], shape::globalAvgPool(shapeOf(*k.in[0])), "output");
-       }},
+       {noAttrs, kUnary, kFloat, nullptr,
+        [](const KernelView &k) {
+          return expectShape(*k.out[0], shape::globalAvgPool(shapeOf(*k.in[0])), "output");
+        }}},
       {"flatten",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
-         auto axis = parseAxis(k.kernel, 1);
-         if (!axis)
-           return axis.status();
-         if (k.in[0]->dtype() != k.out[0]->dtype())
-           return Status::error("input and output dtypes differ");
-         return expectShape(*k.out[0], shape::flatten(shapeOf(*k.in[0]), *axis), "output");
-       }},
+       {nullptr, kUnary, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          auto axis = parseAxis(k.kernel, 1);
+          if (!axis)
+            return axis.status();
+          CASTOR_RETURN_IF_ERROR(expectSameDtype(k, ""));
+          return expectShape(*k.out[0], shape::flatten(shapeOf(*k.in[0]), *axis), "output");
+        }}},
       {"reshape",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
-         if (k.in[0]->dtype() != k.out[0]->dtype())
-           return Status::error("input and output dtypes differ");
-         return expectShape(*k.out[0], shape::reshape(shapeOf(*k.in[0]), shapeOf(*k.out[0])), "output");
-       }},
+       {noAttrs, kUnary, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          CASTOR_RETURN_IF_ERROR(expectSameDtype(k, ""));
+          return expectShape(*k.out[0], shape::reshape(shapeOf(*k.in[0]), shapeOf(*k.out[0])), "output");
+        }}},
       {"gemm",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 2, 3, 1, 1));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-         auto p = parseGemm(k.kernel);
-         if (!p)
-           return p.status();
-         Shape c = k.in.size() == 3 ? shapeOf(*k.in[2]) : Shape{};
-         return expectShape(*k.out[0],
-                            shape::gemm(shapeOf(*k.in[0]), shapeOf(*k.in[1]),
-                                        k.in.size() == 3 ? &c : nullptr, p->transA, p->transB),
-                            "output");
-       }},
+       {nullptr, {2, 3, 1, 1}, kFloat, nullptr,
+        [](const KernelView &k) -> Status {
+          auto p = parseGemm(k.kernel);
+          if (!p)
+            return p.status();
+          Shape c = k.in.size() == 3 ? shapeOf(*k.in[2]) : Shape{};
+          return expectShape(*k.out[0],
+                             shape::gemm(shapeOf(*k.in[0]), shapeOf(*k.in[1]),
+                                         k.in.size() == 3 ? &c : nullptr, p->transA, p->transB),
+                             "output");
+        }}},
       {"matmul",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(parseNoAttrs(k.kernel));
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 2, 2, 1, 1));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-         return expectShape(*k.out[0], shape::matmul(shapeOf(*k.in[0]), shapeOf(*k.in[1])), "output");
-       }},
+       {noAttrs, kBinary, kFloat, nullptr,
+        [](const KernelView &k) {
+          return expectShape(*k.out[0], shape::matmul(shapeOf(*k.in[0]), shapeOf(*k.in[1])), "output");
+        }}},
       {"concat",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, SIZE_MAX, 1, 1));
-         auto axis = parseAxis(k.kernel, 0);
-         if (!axis)
-           return axis.status();
-         std::vector<Shape> shapes;
-         for (const Tensor *t : k.in) {
-           if (t->dtype() != k.out[0]->dtype())
-             return Status::error("inputs and output must share one dtype");
-           shapes.push_back(shapeOf(*t));
-         }
-         return expectShape(*k.out[0], shape::concat(shapes, *axis), "output");
-       }},
+       {nullptr, {1, SIZE_MAX, 1, 1}, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          auto axis = parseAxis(k.kernel, 0);
+          if (!axis)
+            return axis.status();
+          std::vector<Shape> shapes;
+          for (const Tensor *t : k.in) {
+            if (t->dtype() != k.out[0]->dtype())
+              return Status::error("inputs and output must share one dtype");
+            shapes.push_back(shapeOf(*t));
+          }
+          return expectShape(*k.out[0], shape::concat(shapes, *axis), "output");
+        }}},
       {"softmax",
-       [](const KernelView &k) -> Status {
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 1, 1, 1, 1));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-         auto axis = parseAxis(k.kernel, -1);
-         if (!axis)
-           return axis.status();
-         return expectShape(*k.out[0], shape::softmax(shapeOf(*k.in[0]), *axis), "output");
-       }},
+       {nullptr, kUnary, kFloat, nullptr,
+        [](const KernelView &k) -> Status {
+          auto axis = parseAxis(k.kernel, -1);
+          if (!axis)
+            return axis.status();
+          return expectShape(*k.out[0], shape::softmax(shapeOf(*k.in[0]), *axis), "output");
+        }}},
       {"softmax_cross_entropy",
-       [](const KernelView &k) -> Status {
-         // logits [N, C], labels i64 [N] -> loss [] (mean, sum) or [N] (none) [, probs [N, C]].
-         CASTOR_RETURN_IF_ERROR(expectArity(k, 2, 2, 1, 2));
-         CASTOR_RETURN_IF_ERROR(expectFloat({k.in[0]}, "logits"));
-         CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
-         if (k.in[1]->dtype() != I64)
-           return Status::error("labels (" + tensorLabel(*k.in[1]) + ") must be i64, got " +
-                                dtypeName(k.in[1]->dtype()));
-         auto p = parseSoftmaxCrossEntropy(k.kernel);
-         if (!p)
-           return p.status();
-         CASTOR_RETURN_IF_ERROR(expectShape(
-             *k.out[0], shape::softmaxCrossEntropy(shapeOf(*k.in[0]), shapeOf(*k.in[1]), p->reduction),
-             "loss"));
-         if (k.out.size() == 2)
-           CASTOR_RETURN_IF_ERROR(
-               expectShape(*k.out[1], shape::ShapeResult::ok(shapeOf(*k.in[0])), "probabilities"));
-         return Status::ok();
-       }},
+       // logits [N, C], labels i64 [N] -> loss [] (mean, sum) or [N] (none) [, probs [N, C]].
+       {nullptr, {2, 2, 1, 2}, {1, "logits", true}, nullptr,
+        [](const KernelView &k) -> Status {
+          CASTOR_RETURN_IF_ERROR(expectLabels(*k.in[1]));
+          auto p = parseSoftmaxCrossEntropy(k.kernel);
+          if (!p)
+            return p.status();
+          CASTOR_RETURN_IF_ERROR(expectShape(
+              *k.out[0], shape::softmaxCrossEntropy(shapeOf(*k.in[0]), shapeOf(*k.in[1]), p->reduction),
+              "loss"));
+          if (k.out.size() == 2)
+            CASTOR_RETURN_IF_ERROR(expectSameShape(*k.out[1], *k.in[0], "probabilities"));
+          return Status::ok();
+        }}},
+
+      // --- The training step's kernels (backward, optimizer, schedule).
+      {"dropout", {nullptr, {1, 2, 1, 1}, kAnyDtype, nullptr, dropoutCheck}},
+      {"dropout_backward", {nullptr, {2, 2, 1, 1}, kAnyDtype, nullptr, dropoutCheck}},
+      {"conv2d_backward_data", {nullptr, kBinary, kFloat, nullptr, convBackwardCheck<true>}},
+      {"conv2d_backward_filter", {nullptr, kBinary, kFloat, nullptr, convBackwardCheck<false>}},
+      {"conv2d_backward_bias",
+       {noAttrs, kUnary, kFloat, nullptr,
+        [](const KernelView &k) -> Status {
+          if (k.in[0]->shape_size() < 2)
+            return Status::error("dy must have rank 2 or more, got " + shapeString(*k.in[0]));
+          return expectShape(*k.out[0], shape::ShapeResult::ok({k.in[0]->shape(1)}), "output");
+        }}},
+      {"reduce_sum_to",
+       {nullptr, kUnary, kFloat, attrs<parseReduceSumTo>,
+        [](const KernelView &k) -> Status {
+          auto r = shape::broadcast(shapeOf(*k.out[0]), shapeOf(*k.in[0]));
+          if (!r || r.shape != shapeOf(*k.in[0]))
+            return Status::error("output " + tensorLabel(*k.out[0]) + " " + shapeString(*k.out[0]) +
+                                 " does not broadcast to the input's shape " + shapeString(*k.in[0]));
+          return Status::ok();
+        }}},
+      {"batch_norm_training_backward", // dy, x, scale, batch_mean, batch_inv_std -> dx, dscale, dbias.
+       {nullptr, {5, 5, 3, 3}, kFloat, attrs<parseBatchNorm>,
+        [](const KernelView &k) -> Status {
+          auto r = shape::batchNorm(shapeOf(*k.in[1]), {shapeOf(*k.in[2]), shapeOf(*k.in[3]), shapeOf(*k.in[4])});
+          CASTOR_RETURN_IF_ERROR(expectShape(*k.in[0], r, "dy"));
+          CASTOR_RETURN_IF_ERROR(expectShape(*k.out[0], r, "dx"));
+          CASTOR_RETURN_IF_ERROR(expectSameShape(*k.out[1], *k.in[2], "dscale"));
+          return expectSameShape(*k.out[2], *k.in[2], "dbias");
+        }}},
+      {"batch_norm_running_update",
+       // running_mean, running_var, batch_mean, batch_inv_std -> running_mean, running_var.
+       {nullptr, {4, 4, 2, 2}, kFloatInputs, attrs<parseBatchNormRunningUpdate>,
+        [](const KernelView &k) -> Status {
+          if (k.in[0]->shape_size() != 1)
+            return Status::error("running_mean must be 1-D [C], got " + shapeString(*k.in[0]));
+          for (size_t i = 1; i < 4; ++i)
+            CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[i], *k.in[0], "input"));
+          CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));
+          return expectInPlace(k, 1, 1);
+        }}},
+      {"relu_backward", {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
+      {"sigmoid_backward", {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
+      {"clip_backward", {attrs<parseClip>, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
+      {"max_pool2d_backward", {nullptr, kBinary, kFloat, nullptr, poolBackwardCheck<true>}},
+      {"avg_pool2d_backward", {nullptr, kUnary, kFloat, nullptr, poolBackwardCheck<false>}},
+      {"global_avg_pool_backward",
+       {noAttrs, kUnary, kFloat, nullptr,
+        [](const KernelView &k) {
+          return expectShape(*k.in[0], shape::globalAvgPool(shapeOf(*k.out[0])), "dy");
+        }}},
+      {"softmax_backward",
+       {axisAttr<-1>, kBinary, kFloat, nullptr,
+        [](const KernelView &k) -> Status {
+          CASTOR_RETURN_IF_ERROR(elementwiseBackwardShapes(k));
+          return expectShape(*k.out[0], shape::softmax(shapeOf(*k.in[1]), *parseAxis(k.kernel, -1)), "output");
+        }}},
+      {"softmax_cross_entropy_backward", // dloss, logits [N, C], labels i64 [N] -> dlogits [N, C].
+       {nullptr, {3, 3, 1, 1}, {2, "input", true}, nullptr,
+        [](const KernelView &k) -> Status {
+          CASTOR_RETURN_IF_ERROR(expectLabels(*k.in[2]));
+          auto p = parseSoftmaxCrossEntropy(k.kernel);
+          if (!p)
+            return p.status();
+          CASTOR_RETURN_IF_ERROR(expectShape(
+              *k.in[0], shape::softmaxCrossEntropy(shapeOf(*k.in[1]), shapeOf(*k.in[2]), p->reduction), "dloss"));
+          return expectSameShape(*k.out[0], *k.in[1], "output");
+        }}},
+      {"count_correct",
+       {noAttrs, kBinary, {1, "logits", false}, nullptr,
+        [](const KernelView &k) -> Status {
+          CASTOR_RETURN_IF_ERROR(expectLabels(*k.in[1]));
+          auto r = shape::softmaxCrossEntropy(shapeOf(*k.in[0]), shapeOf(*k.in[1]), shape::Reduction::Mean);
+          if (!r)
+            return Status::error(r.error);
+          return expectI64Scalar(*k.out[0], "output");
+        }}},
+      {"split",
+       {nullptr, {1, 1, 1, SIZE_MAX}, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          auto axis = parseAxis(k.kernel, 0);
+          if (!axis)
+            return axis.status();
+          std::vector<Shape> shapes;
+          for (const Tensor *t : k.out) {
+            if (t->dtype() != k.in[0]->dtype())
+              return Status::error("input and outputs must share one dtype");
+            shapes.push_back(shapeOf(*t));
+          }
+          auto r = shape::concat(shapes, *axis);
+          if (!r)
+            return Status::error("the outputs are not slices of one tensor: " + r.error);
+          if (r.shape != shapeOf(*k.in[0]))
+            return Status::error("the outputs concatenate to " + shape::toString(r.shape) +
+                                 ", not to the input's " + shapeString(*k.in[0]));
+          return Status::ok();
+        }}},
+      {"sgd_update",
+       // param, grad, momentum_buffer, lr [] [, step i64 []] [, found_inf f32 []] -> param, momentum_buffer.
+       {nullptr, {4, 6, 2, 2}, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          auto p = parseSgd(k.kernel);
+          if (!p)
+            return p.status();
+          // A last input that is not an i64 is the overflow flag (found_inf).
+          const bool flagged = k.in.size() == 6 || (k.in.size() == 5 && k.in[4]->dtype() != I64);
+          if (flagged)
+            CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in.back(), "found_inf"));
+          const size_t plain = k.in.size() - (flagged ? 1 : 0);
+          if (p->momentum != 0 && plain != 5)
+            return Status::error("with momentum, the step counter (i64 []) is the 5th input");
+          CASTOR_RETURN_IF_ERROR(expectFloat({k.in[0], k.in[1], k.in[2]}, "input"));
+          CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[1], *k.in[0], "grad"));
+          CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[2], *k.in[0], "momentum_buffer"));
+          CASTOR_RETURN_IF_ERROR(expectFloatScalar(*k.in[3], "lr"));
+          if (plain == 5)
+            CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[4], "step"));
+          CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));
+          return expectInPlace(k, 1, 2);
+        }}},
+      {"adamw_update",
+       // param, grad, exp_avg, exp_avg_sq, lr [], step i64 [] [, found_inf f32 []]
+       //   -> param, exp_avg, exp_avg_sq.
+       {nullptr, {6, 7, 3, 3}, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          if (k.in.size() == 7)
+            CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[6], "found_inf"));
+          CASTOR_RETURN_IF_ERROR(attrs<parseAdamW>(k.kernel));
+          CASTOR_RETURN_IF_ERROR(expectFloat({k.in[0], k.in[1], k.in[2], k.in[3]}, "input"));
+          for (size_t i = 1; i < 4; ++i)
+            CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[i], *k.in[0], "input"));
+          CASTOR_RETURN_IF_ERROR(expectFloatScalar(*k.in[4], "lr"));
+          CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[5], "step"));
+          CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));
+          CASTOR_RETURN_IF_ERROR(expectInPlace(k, 1, 2));
+          return expectInPlace(k, 2, 3);
+        }}},
+      {"increment", // counter i64 [] [, flag f32 []] -> counter.
+       {attrs<parseIncrement>, {1, 2, 1, 1}, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[0], "counter"));
+          if (k.in.size() == 2)
+            CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[1], "flag"));
+          return expectInPlace(k, 0, 0);
+        }}},
+      {"lr_schedule",
+       {nullptr, kUnary, kAnyDtype, attrs<parseLrSchedule>,
+        [](const KernelView &k) -> Status {
+          CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[0], "iteration"));
+          return expectFloatScalar(*k.out[0], "lr");
+        }}},
+      {"fill", {nullptr, {0, 0, 1, 1}, kAnyDtype, attrs<parseFill>, nullptr}},
+
+      // --- Mixed-precision kernels (loss scaling, gradient clipping, statistics); the
+      // overflow-flag forms of sgd_update, adamw_update and increment are above.
+      {"unscale_gradients", // g_0..g_{n-1}, scale f32 [] -> g_0..g_{n-1} (in place), found_inf f32 [].
+       {noAttrs, kAnyArity, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          if (k.in.size() < 2 || k.out.size() != k.in.size())
+            return Status::error("takes n >= 1 gradients and the scale, and produces the n gradients and "
+                                 "found_inf (n + 1 inputs and n + 1 outputs), got " +
+                                 std::to_string(k.in.size()) + " inputs and " + std::to_string(k.out.size()) +
+                                 " outputs");
+          const size_t n = k.in.size() - 1;
+          CASTOR_RETURN_IF_ERROR(expectGradientsInPlace(k, n));
+          CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[n], "scale"));
+          return expectF32Scalar(*k.out[n], "found_inf");
+        }}},
+      {"clip_grad_norm", // g_0..g_{n-1} -> g_0..g_{n-1} (in place), total_norm f32 [].
+       {attrs<parseClipGradNorm>, kAnyArity, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          if (k.in.empty() || k.out.size() != k.in.size() + 1)
+            return Status::error("takes n >= 1 gradients and produces the n gradients and total_norm (n + 1 "
+                                 "outputs), got " +
+                                 std::to_string(k.in.size()) + " inputs and " + std::to_string(k.out.size()) +
+                                 " outputs");
+          const size_t n = k.in.size();
+          CASTOR_RETURN_IF_ERROR(expectGradientsInPlace(k, n));
+          return expectF32Scalar(*k.out[n], "total_norm");
+        }}},
+      {"update_loss_scale",
+       // scale f32 [], growth_tracker i64 [], found_inf f32 [] -> scale, growth_tracker (in place).
+       {attrs<parseUpdateLossScale>, {3, 3, 2, 2}, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[0], "scale"));
+          CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[1], "growth_tracker"));
+          CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[2], "found_inf"));
+          CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));
+          return expectInPlace(k, 1, 1);
+        }}},
+      {"gradient_stats", // g -> f32 [3]: mean |g|, max |g| (finite elements), count of non-finite elements.
+       {noAttrs, kUnary, kFloatInputs, nullptr,
+        [](const KernelView &k) -> Status {
+          const Tensor &y = *k.out[0];
+          if (y.dtype() != F32 || y.shape_size() != 1 || y.shape(0) != 3)
+            return Status::error("output (" + tensorLabel(y) + ") must be f32 [3], got " + dtypeName(y.dtype()) +
+                                 " " + shapeString(y));
+          return Status::ok();
+        }}},
   };
-  static const bool withTraining = (addTrainingCheckers(table), addMixedPrecisionCheckers(table), true);
-  (void)withTraining;
   return table;
 }
 
@@ -741,9 +667,9 @@ Status validatePlan(const Plan &plan) {
         return Status::error(where() + " writes input " + tensorLabel(*it->second));
       view.out.push_back(it->second);
     }
-    auto checker = checkers().find(k.op());
-    if (checker != checkers().end())
-      CASTOR_RETURN_IF_ERROR(checker->second(view).withContext(where()));
+    auto rule = rules().find(k.op());
+    if (rule != rules().end())
+      CASTOR_RETURN_IF_ERROR(checkRule(rule->second, view).withContext(where()));
     for (uint32_t id : k.outputs())
       written.insert(id);
   }
