@@ -163,6 +163,34 @@ int64_t span(const Shape &s, size_t from, size_t to) {
   return n;
 }
 
+Expected<AxisSplit> splitAtAxis(const Kernel &k, int64_t fallback, const Shape &s) {
+  auto axis = plan::parseAxis(k, fallback);
+  if (!axis)
+    return axis.status();
+  auto ax = shape::normalizeAxis(*axis, int64_t(s.size()));
+  if (!ax)
+    return Status::error("axis out of range");
+  const size_t a = size_t(*ax);
+  return AxisSplit{*ax, span(s, 0, a), s[a], span(s, a + 1, s.size())};
+}
+
+Status checkLabel(int64_t label, int64_t n, int64_t C) {
+  if (label < 0 || label >= C)
+    return Status::error("label " + std::to_string(label) + " of sample " + std::to_string(n) + " is outside [0, " +
+                         std::to_string(C) + ")");
+  return Status::ok();
+}
+
+double logSumExp(const double *row, int64_t C) {
+  double mx = -std::numeric_limits<double>::infinity();
+  for (int64_t j = 0; j < C; ++j)
+    mx = std::max(mx, row[j]);
+  double sum = 0;
+  for (int64_t j = 0; j < C; ++j)
+    sum += std::exp(row[j] - mx);
+  return mx + std::log(sum);
+}
+
 namespace {
 
 // Freed blocks of at least kScratchMin bytes, most recent last; at most kScratchBlocks blocks
@@ -445,17 +473,7 @@ template <typename Op> Builder binary(Op op) {
     const Tensor *x = c.in[0], *y = c.in[1], *z = c.out[0];
     Shape out = shapeOf(*z);
     if (shapeOf(*x) == out && shapeOf(*y) == out)
-      return RunFn([=]() {
-        parallelChunks(countOf(*z), 4.0, [&](int64_t i0, int64_t n) {
-          double u[kChunk], v[kChunk];
-          b->readRange(*x, i0, n, u);
-          b->readRange(*y, i0, n, v);
-          for (int64_t i = 0; i < n; ++i)
-            u[i] = op(u[i], v[i]);
-          b->writeRange(*z, i0, n, u);
-        });
-        return Status::ok();
-      });
+      return sameShapeBinaryRun(b, x, y, z, op);
     auto ix = std::make_shared<std::vector<int64_t>>(broadcastIndex(shapeOf(*x), out));
     auto iy = std::make_shared<std::vector<int64_t>>(broadcastIndex(shapeOf(*y), out));
     return RunFn([=]() {
@@ -519,14 +537,13 @@ Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
   const double eps = p->epsilon, momentum = p->momentum;
   return RunFn([=]() {
     Values gamma = b->read(*in[1]), beta = b->read(*in[2]);
-    const int64_t N = xs[0], C = xs[1], inner = span(xs, 2, xs.size());
-    const int64_t m = N * inner;
+    const Channels chans(xs);
+    const int64_t C = chans.C, m = chans.N * chans.inner;
     Values mean(static_cast<size_t>(C)), invStd(static_cast<size_t>(C)), var(static_cast<size_t>(C));
     // One channel at a time: its N slices of x, the statistics, then y in place of x.
     parallelFor(C, 5.0 * double(C * m), [&](int64_t ch) {
       Values xc(static_cast<size_t>(m));
-      for (int64_t n = 0; n < N; ++n)
-        b->readRange(*in[0], (n * C + ch) * inner, inner, xc.data() + n * inner);
+      chans.read(b, *in[0], ch, xc.data());
       double sum = 0;
       for (int64_t i = 0; i < m; ++i)
         sum += xc[i];
@@ -543,8 +560,7 @@ Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
       invStd[ch] = is;
       for (int64_t i = 0; i < m; ++i)
         xc[i] = (xc[i] - mu) * is * gamma[ch] + beta[ch];
-      for (int64_t n = 0; n < N; ++n)
-        b->writeRange(*out[0], (n * C + ch) * inner, inner, xc.data() + n * inner);
+      chans.write(b, *out[0], ch, xc.data());
     });
     Values runMean, runVar;
     if (out.size() == 5) {
@@ -774,19 +790,14 @@ Expected<RunFn> buildMatmul(const KernelContext &c) {
 }
 
 Expected<RunFn> buildConcat(const KernelContext &c) {
-  auto axis = plan::parseAxis(c.kernel, 0);
-  if (!axis)
-    return axis.status();
   Memory *b = &c.backend;
   auto in = c.in;
   const Tensor *y = c.out[0];
-  Shape ys = shapeOf(*y);
-  auto ax = shape::normalizeAxis(*axis, int64_t(ys.size()));
-  if (!ax)
-    return Status::error("axis out of range");
-  const int64_t outer = span(ys, 0, size_t(*ax));
-  const uint64_t elem = plan::dtypeSize(y->dtype());
-  const uint64_t innerBytes = uint64_t(span(ys, size_t(*ax) + 1, ys.size())) * elem;
+  auto split = splitAtAxis(c.kernel, 0, shapeOf(*y));
+  if (!split)
+    return split.status();
+  const int64_t ax = split->axis, outer = split->outer;
+  const uint64_t innerBytes = uint64_t(split->inner) * plan::dtypeSize(y->dtype());
   return RunFn([=]() {
     // Read every input first: an output slot may not alias an input, but be safe regardless.
     std::vector<std::vector<uint8_t>> data;
@@ -795,7 +806,7 @@ Expected<RunFn> buildConcat(const KernelContext &c) {
     uint8_t *dst = b->slot(*y);
     for (int64_t o = 0; o < outer; ++o)
       for (size_t i = 0; i < in.size(); ++i) {
-        uint64_t chunk = uint64_t(in[i]->shape(int(*ax))) * innerBytes;
+        uint64_t chunk = uint64_t(in[i]->shape(int(ax))) * innerBytes;
         std::memcpy(dst, data[i].data() + o * chunk, chunk);
         dst += chunk;
       }
@@ -804,17 +815,12 @@ Expected<RunFn> buildConcat(const KernelContext &c) {
 }
 
 Expected<RunFn> buildSoftmax(const KernelContext &c) {
-  auto axis = plan::parseAxis(c.kernel, -1);
-  if (!axis)
-    return axis.status();
   Memory *b = &c.backend;
   const Tensor *x = c.in[0], *y = c.out[0];
-  Shape xs = shapeOf(*x);
-  auto ax = shape::normalizeAxis(*axis, int64_t(xs.size()));
-  if (!ax)
-    return Status::error("axis out of range");
-  const int64_t outer = span(xs, 0, size_t(*ax)), n = xs[size_t(*ax)],
-                inner = span(xs, size_t(*ax) + 1, xs.size());
+  auto split = splitAtAxis(c.kernel, -1, shapeOf(*x));
+  if (!split)
+    return split.status();
+  const int64_t outer = split->outer, n = split->n, inner = split->inner;
   return RunFn([=]() {
     Values X = b->read(*x);
     for (int64_t o = 0; o < outer; ++o)
@@ -853,17 +859,9 @@ Expected<RunFn> buildSoftmaxCrossEntropy(const KernelContext &c) {
     std::vector<int64_t> y = b->readInts(*labels);
     Values perSample(static_cast<size_t>(N)), P(X.size());
     for (int64_t n = 0; n < N; ++n) {
-      if (y[n] < 0 || y[n] >= C)
-        return Status::error("label " + std::to_string(y[n]) + " of sample " + std::to_string(n) +
-                             " is outside [0, " + std::to_string(C) + ")");
+      CASTOR_RETURN_IF_ERROR(checkLabel(y[n], n, C));
       const double *row = X.data() + n * C;
-      double mx = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < C; ++j)
-        mx = std::max(mx, row[j]);
-      double sum = 0;
-      for (int64_t j = 0; j < C; ++j)
-        sum += std::exp(row[j] - mx);
-      const double logZ = mx + std::log(sum);
+      const double logZ = logSumExp(row, C);
       double nllAll = 0;
       for (int64_t j = 0; j < C; ++j) {
         nllAll += logZ - row[j];

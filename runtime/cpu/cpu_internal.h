@@ -77,10 +77,41 @@ const std::map<std::string, Builder> &mixedPrecisionBuilders();
 inline Shape shapeOf(const Tensor &t) { return Shape(t.shape().begin(), t.shape().end()); }
 inline int64_t countOf(const Tensor &t) { return *plan::elementCount(t); }
 
+inline double scalar(Memory *b, const Tensor *t) { return b->read(*t)[0]; }
+inline int64_t scalarInt(Memory *b, const Tensor *t) { return b->readInts(*t)[0]; }
+
 // Maps each flat index of `out` to the flat index of `in` broadcast against it (numpy rules).
 std::vector<int64_t> broadcastIndex(const Shape &in, const Shape &out);
 // Product of dims [from, to).
 int64_t span(const Shape &s, size_t from, size_t to);
+
+// A shape seen as [outer, n, inner] around the kernel's "axis" attribute (`fallback` when
+// absent); axis is normalized to [0, rank).
+struct AxisSplit {
+  int64_t axis, outer, n, inner;
+};
+Expected<AxisSplit> splitAtAxis(const Kernel &k, int64_t fallback, const Shape &s);
+
+// A tensor [N, C, spatial...] seen channel by channel: each channel is N slices of `inner`
+// elements.
+struct Channels {
+  int64_t N, C, inner;
+  explicit Channels(const Shape &s) : N(s[0]), C(s[1]), inner(span(s, 2, s.size())) {}
+  // Channel ch of t, gathered into dst[0, N * inner) / scattered from src.
+  void read(Memory *b, const Tensor &t, int64_t ch, double *dst) const {
+    for (int64_t n = 0; n < N; ++n)
+      b->readRange(t, (n * C + ch) * inner, inner, dst + n * inner);
+  }
+  void write(Memory *b, const Tensor &t, int64_t ch, const double *src) const {
+    for (int64_t n = 0; n < N; ++n)
+      b->writeRange(t, (n * C + ch) * inner, inner, src + n * inner);
+  }
+};
+
+// Class labels: an error for a label of sample n outside [0, C).
+Status checkLabel(int64_t label, int64_t n, int64_t C);
+// log(sum_j exp(row[j])) for j in [0, C), shifted by the row's maximum.
+double logSumExp(const double *row, int64_t C);
 
 // For each output position o in [0, outSize): the window taps k in [lo, hi) of a sliding window
 // (start o * stride - pad, tap k at start + k * dilation, `taps` taps) that fall inside
@@ -114,5 +145,21 @@ void parallelFor(int64_t tasks, double work, const std::function<void(int64_t)> 
 // is large; `opsPerElement` scales the work estimate.
 constexpr int64_t kChunk = 4096;
 void parallelChunks(int64_t n, double opsPerElement, const std::function<void(int64_t, int64_t)> &body);
+
+// z = op(x, y) elementwise for operands of one shape, chunk by chunk (an in-place update reads
+// each chunk before writing it).
+template <typename Op> RunFn sameShapeBinaryRun(Memory *b, const Tensor *x, const Tensor *y, const Tensor *z, Op op) {
+  return RunFn([=]() {
+    parallelChunks(countOf(*z), 4.0, [&](int64_t i0, int64_t n) {
+      double u[kChunk], v[kChunk];
+      b->readRange(*x, i0, n, u);
+      b->readRange(*y, i0, n, v);
+      for (int64_t i = 0; i < n; ++i)
+        u[i] = op(u[i], v[i]);
+      b->writeRange(*z, i0, n, u);
+    });
+    return Status::ok();
+  });
+}
 
 } // namespace castor::cpu

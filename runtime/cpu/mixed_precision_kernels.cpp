@@ -17,8 +17,6 @@
 namespace castor::cpu {
 namespace {
 
-double scalar(Memory *b, const Tensor *t) { return b->read(*t)[0]; }
-
 // unscale_gradients (g_0..g_{n-1}, scale f32 []) -> (g_0..g_{n-1} in place, found_inf f32 []).
 // inv = 1/scale in double, rounded to f32 (as GradScaler); g *= inv, rounded into g's dtype;
 // found_inf = 1 when any of the stored results is not finite, else 0.
@@ -95,7 +93,7 @@ Expected<RunFn> buildUpdateLossScale(const KernelContext &c) {
   const plan::UpdateLossScaleParams a = *p;
   return RunFn([=]() {
     double scale = scalar(b, scaleT);
-    int64_t tracker = b->readInts(*trackerT)[0];
+    int64_t tracker = scalarInt(b, trackerT);
     const bool found = scalar(b, foundT) != 0.0;
     if (found) {
       scale *= a.backoff;
@@ -147,7 +145,7 @@ Expected<RunFn> buildIncrement(const KernelContext &c) {
   return RunFn([=]() {
     if (flag && (scalar(b, flag) != 0.0) != whenSet)
       return Status::ok(); // in place: the counter keeps its value
-    b->writeInts(*y, {b->readInts(*x)[0] + 1});
+    b->writeInts(*y, {scalarInt(b, x) + 1});
     return Status::ok();
   });
 }

@@ -22,8 +22,6 @@
 namespace castor::cpu {
 namespace {
 
-int64_t scalarInt(Memory *b, const Tensor *t) { return b->readInts(*t)[0]; }
-
 // --- Dropout --------------------------------------------------------------------------------
 
 // dropout (x [, iteration]) -> y and dropout_backward (dy, iteration) -> dx: with an iteration,
@@ -448,17 +446,15 @@ Expected<RunFn> buildBatchNormBackward(const KernelContext &c) {
   Shape xs = shapeOf(*in[1]);
   return RunFn([=]() {
     Values gamma = b->read(*in[2]), mean = b->read(*in[3]), invStd = b->read(*in[4]);
-    const int64_t N = xs[0], C = xs[1], inner = span(xs, 2, xs.size());
-    const double m = double(N * inner);
+    const Channels chans(xs);
+    const int64_t C = chans.C, count = chans.N * chans.inner;
+    const double m = double(count);
     Values dScale(size_t(C), 0.0), dBias(size_t(C), 0.0);
     // One channel at a time: its N slices of dy and x, the sums, then dx in place of dy.
-    parallelFor(C, 6.0 * double(C * N * inner), [&](int64_t ch) {
-      const int64_t count = N * inner;
+    parallelFor(C, 6.0 * double(C * count), [&](int64_t ch) {
       Values dyc(static_cast<size_t>(count)), xc(static_cast<size_t>(count));
-      for (int64_t n = 0; n < N; ++n) {
-        b->readRange(*in[0], (n * C + ch) * inner, inner, dyc.data() + n * inner);
-        b->readRange(*in[1], (n * C + ch) * inner, inner, xc.data() + n * inner);
-      }
+      chans.read(b, *in[0], ch, dyc.data());
+      chans.read(b, *in[1], ch, xc.data());
       double sdy = 0, sdyx = 0;
       for (int64_t i = 0; i < count; ++i) {
         sdy += dyc[i];
@@ -471,8 +467,7 @@ Expected<RunFn> buildBatchNormBackward(const KernelContext &c) {
         const double xhat = (xc[i] - mean[ch]) * invStd[ch];
         dyc[i] = k * (m * dyc[i] - sdy - xhat * sdyx);
       }
-      for (int64_t n = 0; n < N; ++n)
-        b->writeRange(*out[0], (n * C + ch) * inner, inner, dyc.data() + n * inner);
+      chans.write(b, *out[0], ch, dyc.data());
     });
     b->write(*out[1], dScale);
     b->write(*out[2], dBias);
@@ -518,18 +513,7 @@ template <typename Make> Builder elementwiseBackward(Make make) {
       return f.status();
     Memory *b = &c.backend;
     const Tensor *dy = c.in[0], *s = c.in[1], *dx = c.out[0];
-    auto fn = *f;
-    return RunFn([=]() {
-      parallelChunks(countOf(*dx), 4.0, [&](int64_t i0, int64_t n) {
-        double u[kChunk], v[kChunk];
-        b->readRange(*dy, i0, n, u);
-        b->readRange(*s, i0, n, v);
-        for (int64_t i = 0; i < n; ++i)
-          u[i] = fn(u[i], v[i]);
-        b->writeRange(*dx, i0, n, u);
-      });
-      return Status::ok();
-    });
+    return sameShapeBinaryRun(b, dy, s, dx, *f);
   };
 }
 
@@ -662,16 +646,12 @@ Expected<RunFn> buildGlobalAvgPoolBackward(const KernelContext &c) {
 
 // softmax_backward (dy, y) -> dx = y * (dy - sum(dy * y, axis)).
 Expected<RunFn> buildSoftmaxBackward(const KernelContext &c) {
-  auto axis = plan::parseAxis(c.kernel, -1);
-  if (!axis)
-    return axis.status();
   Memory *b = &c.backend;
   const Tensor *dy = c.in[0], *y = c.in[1], *dx = c.out[0];
-  Shape s = shapeOf(*y);
-  auto ax = shape::normalizeAxis(*axis, int64_t(s.size()));
-  if (!ax)
-    return Status::error("axis out of range");
-  const int64_t outer = span(s, 0, size_t(*ax)), n = s[size_t(*ax)], inner = span(s, size_t(*ax) + 1, s.size());
+  auto split = splitAtAxis(c.kernel, -1, shapeOf(*y));
+  if (!split)
+    return split.status();
+  const int64_t outer = split->outer, n = split->n, inner = split->inner;
   return RunFn([=]() {
     Values DY = b->read(*dy), Y = b->read(*y), DX(Y.size());
     for (int64_t o = 0; o < outer; ++o)
@@ -707,20 +687,12 @@ Expected<RunFn> buildSoftmaxCrossEntropyBackward(const KernelContext &c) {
     Values X = b->read(*x), DL = b->read(*dloss), DX(X.size());
     std::vector<int64_t> y = b->readInts(*labels);
     for (int64_t n = 0; n < N; ++n) {
-      if (y[n] < 0 || y[n] >= C)
-        return Status::error("label " + std::to_string(y[n]) + " of sample " + std::to_string(n) +
-                             " is outside [0, " + std::to_string(C) + ")");
+      CASTOR_RETURN_IF_ERROR(checkLabel(y[n], n, C));
       const double w = reduction == shape::Reduction::None ? DL[n]
                        : reduction == shape::Reduction::Mean ? DL[0] / double(N)
                                                              : DL[0];
       const double *row = X.data() + n * C;
-      double mx = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < C; ++j)
-        mx = std::max(mx, row[j]);
-      double sum = 0;
-      for (int64_t j = 0; j < C; ++j)
-        sum += std::exp(row[j] - mx);
-      const double logZ = mx + std::log(sum);
+      const double logZ = logSumExp(row, C);
       for (int64_t j = 0; j < C; ++j) {
         const double target = (j == y[n] ? 1.0 - eps : 0.0) + eps / double(C);
         DX[n * C + j] = w * (std::exp(row[j] - logZ) - target);
@@ -755,24 +727,20 @@ Expected<RunFn> buildCountCorrect(const KernelContext &c) {
 
 // split (x) -> (y0, y1, ...): consecutive slices of x along `axis`, each as thick as its output.
 Expected<RunFn> buildSplit(const KernelContext &c) {
-  auto axis = plan::parseAxis(c.kernel, 0);
-  if (!axis)
-    return axis.status();
   Memory *b = &c.backend;
   const Tensor *x = c.in[0];
   auto out = c.out;
-  Shape xs = shapeOf(*x);
-  auto ax = shape::normalizeAxis(*axis, int64_t(xs.size()));
-  if (!ax)
-    return Status::error("axis out of range");
-  const int64_t outer = span(xs, 0, size_t(*ax));
-  const uint64_t innerBytes = uint64_t(span(xs, size_t(*ax) + 1, xs.size())) * plan::dtypeSize(x->dtype());
+  auto split = splitAtAxis(c.kernel, 0, shapeOf(*x));
+  if (!split)
+    return split.status();
+  const int64_t ax = split->axis, outer = split->outer;
+  const uint64_t innerBytes = uint64_t(split->inner) * plan::dtypeSize(x->dtype());
   return RunFn([=]() {
     std::vector<uint8_t> src(b->slot(*x), b->slot(*x) + x->bytes());
     const uint8_t *from = src.data();
     for (int64_t o = 0; o < outer; ++o)
       for (const Tensor *t : out) {
-        const uint64_t chunk = uint64_t(t->shape(int(*ax))) * innerBytes;
+        const uint64_t chunk = uint64_t(t->shape(int(ax))) * innerBytes;
         std::memcpy(b->slot(*t) + o * chunk, from, chunk);
         from += chunk;
       }
@@ -800,7 +768,7 @@ Expected<RunFn> buildSgd(const KernelContext &c) {
   const plan::SgdParams a = *p;
   return RunFn([=]() {
     Values W = b->read(*in[0]), G = b->read(*in[1]);
-    const double lr = b->read(*in[3])[0];
+    const double lr = scalar(b, in[3]);
     Values buf = a.momentum != 0 ? b->read(*in[2]) : Values();
     const bool first = a.momentum != 0 && scalarInt(b, in[4]) <= 1;
     for (size_t i = 0; i < W.size(); ++i) {
@@ -832,7 +800,7 @@ Expected<RunFn> buildAdamW(const KernelContext &c) {
   const plan::AdamWParams a = *p;
   return RunFn([=]() {
     Values W = b->read(*in[0]), G = b->read(*in[1]), M = b->read(*in[2]), V = b->read(*in[3]);
-    const double lr = b->read(*in[4])[0];
+    const double lr = scalar(b, in[4]);
     const double step = double(scalarInt(b, in[5]));
     const double bc1 = 1 - std::pow(a.beta1, step), bc2Sqrt = std::sqrt(1 - std::pow(a.beta2, step));
     const double stepSize = lr / bc1;
