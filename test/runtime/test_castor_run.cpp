@@ -1,16 +1,15 @@
 // castor-run end to end: inspect and infer on a plan written here, and its refusals.
 #include "plan_builder.h"
+#include "test_helpers.h"
 
 #include "core/npy.h"
 #include "plan/plan_io.h"
 #include "weights/init.h"
 #include "weights/safetensors.h"
 
-#include <array>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
-#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace castor;
@@ -22,19 +21,7 @@ std::string tempPath(const std::string &name) {
   return "/tmp/castor_test_" + std::to_string(::getpid()) + "_" + name;
 }
 
-// Runs castor-run with `args`, returning (exit status, stdout + stderr).
-std::pair<int, std::string> castorRun(const std::string &args) {
-  std::string cmd = std::string(CASTOR_RUN_PATH) + " " + args + " 2>&1";
-  FILE *pipe = ::popen(cmd.c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0)
-    out.append(buf.data(), n);
-  int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using castor::test::castorRun;
 
 // A small classifier: conv -> batch_norm_inference -> relu -> global_avg_pool -> flatten -> gemm.
 castor::test::PlanBuilder classifier() {

@@ -2,6 +2,7 @@
 // f64 (every output sums the same terms in the same order), the same bits for any thread count,
 // and (hidden, tag [.bench]) timings of the heavy kernels.
 #include "plan_builder.h"
+#include "test_helpers.h"
 
 #include "castor/shape_rules.h"
 #include "plan/op_attrs.h"
@@ -15,27 +16,14 @@
 #include <random>
 
 using namespace castor;
+using castor::test::count;
 using castor::test::PlanBuilder;
+using castor::test::randomValues;
 using Attrs = std::map<std::string, plan::Attr>;
 using Vec = std::vector<double>;
 using Shape = std::vector<int64_t>;
 
 namespace {
-
-int64_t count(const Shape &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
-
-Vec randomValues(int64_t n, std::mt19937_64 &rng) {
-  std::uniform_real_distribution<double> u(-1, 1);
-  Vec v(static_cast<size_t>(n));
-  for (double &e : v)
-    e = u(rng);
-  return v;
-}
 
 // Sets CASTOR_CPU_THREADS for the lifetime of the object.
 struct ThreadsEnv {

@@ -3,6 +3,7 @@
 // gradient statistics, FILL initialization, their validator refusals, and castor-run train's
 // reports of them.
 #include "plan_builder.h"
+#include "test_helpers.h"
 
 #include "castor/float_convert.h"
 #include "core/session.h"
@@ -12,14 +13,12 @@
 #include "weights/init.h"
 #include "weights/json.h"
 
-#include <array>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <functional>
 #include <limits>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace castor;
@@ -482,17 +481,7 @@ TEST_CASE("validator refuses malformed mixed-precision kernels and FILL paramete
 
 namespace {
 
-std::pair<int, std::string> castorRun(const std::string &args) {
-  FILE *pipe = ::popen((std::string(CASTOR_RUN_PATH) + " " + args + " 2>&1").c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0)
-    out.append(buf.data(), n);
-  int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using castor::test::castorRun;
 
 // A linear classifier trained with dynamic loss scaling and f16 weight gradients: the backward
 // starts from dloss = loss_scale; the gradient is unscaled, its statistics reported, the SGD step

@@ -1,5 +1,6 @@
 // castor-run train and eval on hand-built plans: bit-exact resume, atomic saves, IDX data.
 #include "plan_builder.h"
+#include "test_helpers.h"
 
 #include "core/idx.h"
 #include "plan/plan_io.h"
@@ -9,14 +10,12 @@
 
 #include <zlib.h>
 
-#include <array>
 #include <cstring>
 #include <tuple>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 using namespace castor;
@@ -31,19 +30,8 @@ std::string tempDir() {
   return d;
 }
 
-std::pair<int, std::string> shell(const std::string &cmd) {
-  FILE *pipe = ::popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(pipe);
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0)
-    out.append(buf.data(), n);
-  int status = ::pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-std::pair<int, std::string> castorRun(const std::string &args) { return shell(std::string(CASTOR_RUN_PATH) + " " + args); }
+using castor::test::castorRun;
+using castor::test::shell;
 
 std::string readBytes(const std::string &path) {
   std::ifstream in(path, std::ios::binary);

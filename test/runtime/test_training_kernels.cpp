@@ -1,6 +1,7 @@
 // The training step's CPU kernels: hand-computed values, and every backward kernel against
 // central finite differences (in f64) of its forward kernel.
 #include "plan_builder.h"
+#include "test_helpers.h"
 
 #include "castor/shape_rules.h"
 #include "plan/op_attrs.h"
@@ -12,28 +13,15 @@
 #include <random>
 
 using namespace castor;
+using castor::test::count;
 using castor::test::Operand;
+using castor::test::randomValues;
 using castor::test::runKernel;
 using Attrs = std::map<std::string, plan::Attr>;
 using Vec = std::vector<double>;
 using Shape = std::vector<int64_t>;
 
 namespace {
-
-int64_t count(const Shape &s) {
-  int64_t n = 1;
-  for (int64_t d : s)
-    n *= d;
-  return n;
-}
-
-Vec randomValues(const Shape &s, std::mt19937_64 &rng, double lo = -1, double hi = 1) {
-  std::uniform_real_distribution<double> u(lo, hi);
-  Vec v(size_t(count(s)));
-  for (double &e : v)
-    e = u(rng);
-  return v;
-}
 
 Operand f64(Shape s, Vec v) { return {std::move(s), std::move(v), plan::F64}; }
 Operand f64Out(Shape s) { return {std::move(s), {}, plan::F64}; }
