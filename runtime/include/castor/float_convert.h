@@ -46,31 +46,32 @@ inline double expandMagnitude(uint16_t bits, int mantBits, int bias, uint16_t in
     return std::ldexp(double(mant), 1 - bias - mantBits);
   return std::ldexp(double(mant | (1u << mantBits)), int(exp) - bias - mantBits);
 }
+// A 16-bit float format: stored mantissa bits, exponent bias, the bits of infinity and of the
+// quiet NaN (without the sign).
+struct Format16 {
+  int mantBits, bias;
+  uint16_t infBits, quietNan;
+};
+constexpr Format16 kHalf{10, 15, 0x7C00, 0x7E00};
+constexpr Format16 kBFloat16{7, 127, 0x7F80, 0x7FC0};
+
+inline uint16_t encode(double x, Format16 f) {
+  uint16_t sign = std::signbit(x) ? 0x8000 : 0;
+  if (std::isnan(x))
+    return sign | f.quietNan;
+  return sign | roundMagnitude(std::fabs(x), f.mantBits, f.bias, f.infBits);
+}
+
+inline double decode(uint16_t bits, Format16 f) {
+  double m = expandMagnitude(bits & 0x7FFF, f.mantBits, f.bias, f.infBits);
+  return (bits & 0x8000) ? -m : m;
+}
 } // namespace detail
 
-inline uint16_t doubleToHalf(double x) {
-  uint16_t sign = std::signbit(x) ? 0x8000 : 0;
-  if (std::isnan(x))
-    return sign | 0x7E00;
-  return sign | detail::roundMagnitude(std::fabs(x), 10, 15, 0x7C00);
-}
-
-inline double halfToDouble(uint16_t h) {
-  double m = detail::expandMagnitude(h & 0x7FFF, 10, 15, 0x7C00);
-  return (h & 0x8000) ? -m : m;
-}
-
-inline uint16_t doubleToBFloat16(double x) {
-  uint16_t sign = std::signbit(x) ? 0x8000 : 0;
-  if (std::isnan(x))
-    return sign | 0x7FC0;
-  return sign | detail::roundMagnitude(std::fabs(x), 7, 127, 0x7F80);
-}
-
-inline double bfloat16ToDouble(uint16_t b) {
-  double m = detail::expandMagnitude(b & 0x7FFF, 7, 127, 0x7F80);
-  return (b & 0x8000) ? -m : m;
-}
+inline uint16_t doubleToHalf(double x) { return detail::encode(x, detail::kHalf); }
+inline double halfToDouble(uint16_t h) { return detail::decode(h, detail::kHalf); }
+inline uint16_t doubleToBFloat16(double x) { return detail::encode(x, detail::kBFloat16); }
+inline double bfloat16ToDouble(uint16_t b) { return detail::decode(b, detail::kBFloat16); }
 
 inline uint16_t floatToHalf(float x) { return doubleToHalf(double(x)); }
 inline float halfToFloat(uint16_t h) { return float(halfToDouble(h)); }
