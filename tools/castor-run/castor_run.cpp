@@ -9,6 +9,7 @@
 //   castor-run eval forward.plan --weights STATE --data idx:DIR [--split test] [--json]
 
 #include "castor/backend.h"
+#include "device.h"
 #include "core/npy.h"
 #include "core/session.h"
 #include "plan/plan_io.h"
@@ -237,10 +238,11 @@ struct InferOptions {
 };
 
 int infer(const InferOptions &o) {
-  if (o.device == "cuda")
-    return fail("the CUDA backend is not built");
-  if (o.device != "cpu")
-    return fail("unknown device '" + o.device + "' (cpu or cuda)");
+  BackendOptions bo;
+  bo.poison = o.poison;
+  auto backend = run::createBackend(o.device, bo);
+  if (!backend)
+    return fail(backend.message());
   auto read = plan::readPlanFile(o.plan);
   if (!read)
     return fail(read.message());
@@ -252,12 +254,10 @@ int infer(const InferOptions &o) {
   if (!outputs)
     return fail(outputs.message());
 
-  BackendOptions bo;
-  bo.poison = o.poison;
   SessionOptions so;
   so.weightsPath = o.weights;
   so.seed = o.seed;
-  auto session = Session::create(std::move(p), createCpuBackend(bo), so);
+  auto session = Session::create(std::move(p), std::move(*backend), so);
   if (!session)
     return fail(session.message());
   Session &s = **session;
@@ -274,8 +274,8 @@ int infer(const InferOptions &o) {
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   if (!st)
     return fail(st.message());
-  fmt::print(stderr, "castor-run: ran {} kernels on cpu in {:.1f} ms ({} parameters from file, {} initialized)\n",
-             s.plan().kernels_size(), ms, s.parametersFromFile(), s.parametersInitialized());
+  fmt::print(stderr, "castor-run: ran {} kernels on {} in {:.1f} ms ({} parameters from file, {} initialized)\n",
+             s.plan().kernels_size(), o.device, ms, s.parametersFromFile(), s.parametersInitialized());
   for (const auto &[name, file] : *outputs) {
     auto value = s.output(name);
     if (!value)
@@ -314,7 +314,7 @@ int main(int argc, char **argv) {
   inferCmd->add_option("--output,-o", io.outputs, "Output .npy file, or NAME=FILE")->required();
   inferCmd->add_option("--weights,-w", io.weights, "safetensors file with parameter values (by name)");
   inferCmd->add_option("--init-seed", io.seed, "Seed of the initializers of parameters not in --weights");
-  inferCmd->add_option("--device", io.device, "cpu (cuda: not built yet)");
+  inferCmd->add_option("--device", io.device, "cpu or cuda (cuda: builds with -DCASTOR_ENABLE_CUDA=ON)");
   inferCmd->add_flag("--poison", io.poison, "Fill each tensor's arena slot with NaN after its last use");
 
   castor::run::TrainOptions to;
@@ -325,7 +325,7 @@ int main(int argc, char **argv) {
                        "synthetic (N(0,1) images, uniform labels), idx:DIR (train-images-idx3-ubyte[.gz], "
                        "train-labels-idx1-ubyte[.gz]) or npy:DIR (images.npy float [M,C,H,W], labels.npy int64 [M], "
                        "in file order, wrapping around)");
-  trainCmd->add_option("--device", to.device, "cpu (cuda: not built yet)");
+  trainCmd->add_option("--device", to.device, "cpu or cuda (cuda: builds with -DCASTOR_ENABLE_CUDA=ON)");
   trainCmd->add_option("--seed", to.seed,
                        "Seed of the parameter initializers and of the data (synthetic batches, shuffling); "
                        "a resumed run keeps the data seed of its state file");
@@ -348,7 +348,7 @@ int main(int argc, char **argv) {
   evalCmd->add_option("--weights", eo.weights, "safetensors state (parameters by name)")->required();
   evalCmd->add_option("--data", eo.data, "idx:DIR")->required();
   evalCmd->add_option("--split", eo.split, "test (t10k-* files) or train");
-  evalCmd->add_option("--device", eo.device, "cpu (cuda: not built yet)");
+  evalCmd->add_option("--device", eo.device, "cpu or cuda (cuda: builds with -DCASTOR_ENABLE_CUDA=ON)");
   evalCmd->add_option("--mean", eo.mean, "Pixel normalization mean (after scaling to [0, 1])");
   evalCmd->add_option("--std", eo.std, "Pixel normalization standard deviation");
   evalCmd->add_flag("--json", eo.json, "One JSON line");

@@ -1,4 +1,5 @@
 #include "train.h"
+#include "device.h"
 
 #include "castor/backend.h"
 #include "core/idx.h"
@@ -320,10 +321,11 @@ Expected<double> outputScalar(Session &s, const std::string &name) {
 } // namespace
 
 int train(const TrainOptions &o) {
-  if (o.device == "cuda")
-    return fail("the CUDA backend is not built");
-  if (o.device != "cpu")
-    return fail("unknown device '" + o.device + "' (cpu or cuda)");
+  BackendOptions bo;
+  bo.poison = o.poison;
+  auto backend = run::createBackend(o.device, bo);
+  if (!backend)
+    return fail(backend.message());
   if (o.steps < 0)
     return fail("--steps must be non-negative");
   if (!o.weights.empty() && !o.resume.empty())
@@ -401,13 +403,11 @@ int train(const TrainOptions &o) {
       return fail(r.message());
   }
 
-  BackendOptions bo;
-  bo.poison = o.poison;
   SessionOptions so;
   so.weightsPath = !o.resume.empty() ? o.resume : o.weights;
   so.seed = o.seed;
   so.requireAllFromFile = !o.resume.empty();
-  auto created = Session::create(std::move(p), createCpuBackend(bo), so);
+  auto created = Session::create(std::move(p), std::move(*backend), so);
   if (!created)
     return fail(created.message());
   Session &s = **created;
@@ -550,10 +550,9 @@ int train(const TrainOptions &o) {
 }
 
 int eval(const EvalOptions &o) {
-  if (o.device == "cuda")
-    return fail("the CUDA backend is not built");
-  if (o.device != "cpu")
-    return fail("unknown device '" + o.device + "' (cpu or cuda)");
+  auto backend = run::createBackend(o.device, BackendOptions{});
+  if (!backend)
+    return fail(backend.message());
   std::string dir = idxDir(o.data);
   if (dir.empty())
     return fail("eval reads --data idx:DIR");
@@ -583,7 +582,7 @@ int eval(const EvalOptions &o) {
   SessionOptions so;
   so.weightsPath = o.weights;
   so.requireAllFromFile = true;
-  auto created = Session::create(std::move(p), createCpuBackend(), so);
+  auto created = Session::create(std::move(p), std::move(*backend), so);
   if (!created)
     return fail(created.message());
   Session &s = **created;

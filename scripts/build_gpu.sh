@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runtime-only build with the CUDA backend (no MLIR), for carrying to the GPU machine:
+# stripped castor-run and castor_cuda_tests in gpu-carry/bin, and, when the compiler is built
+# (build/bin/castor), the GPU test plans in gpu-carry/plans (a small CNN's training step in
+# fp32, fp16 and bf16). gpu-carry/ is git-ignored (add "/gpu-carry/" to .git/info/exclude).
+#
+#   scripts/build_gpu.sh            # BUILD_DIR=build-gpu, CUDA_ARCHS=90 (the H200)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${BUILD_DIR:-$root/build-gpu}"
+archs="${CUDA_ARCHS:-90}"
+carry="$root/gpu-carry"
+
+cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCASTOR_ENABLE_COMPILER=OFF \
+  -DCASTOR_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs"
+ninja -C "$build" -j"${JOBS:-2}" castor-run castor_cuda_tests
+
+mkdir -p "$carry/bin" "$carry/plans"
+for b in castor-run castor_cuda_tests; do
+  strip -o "$carry/bin/$b" "$build/bin/$b"
+done
+
+castor="$root/build/bin/castor"
+if [ -x "$castor" ]; then
+  python3 "$root/models/resnet.py" --arch tiny --weights none --image-size 32 --num-classes 10 \
+    -o "$carry/plans/tiny.onnx" >/dev/null
+  for p in fp32 fp16 bf16; do
+    "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision "$p" \
+      --optimizer adamw -o "$carry/plans/tiny_${p}_adamw.plan" >/dev/null
+  done
+  # Gradients as outputs (compared directly), SGD with momentum, gradient clipping.
+  "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision fp32 \
+    --optimizer sgd --momentum 0.9 --emit-gradients -o "$carry/plans/tiny_fp32_sgd_grads.plan" >/dev/null
+  "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision fp16 \
+    --optimizer sgd --momentum 0.9 --nesterov --clip-grad-norm 1.0 --emit-gradients \
+    -o "$carry/plans/tiny_fp16_sgd_clip.plan" >/dev/null
+  # ResNet-50's fp16 training step for timing (the plan only: weights come from the seed).
+  "$castor" compile "$root/models/resnet50.onnx" --init kaiming --batch 256 --train --precision fp16 \
+    --optimizer adamw -o "$carry/plans/r50_fp16_b256.plan" >/dev/null
+fi
+ls -la "$carry/bin" "$carry/plans"
