@@ -94,6 +94,23 @@ Status AttrReader::finish() const {
   return Status::ok();
 }
 
+namespace {
+
+// The value of string attribute `name` among `options` (an error lists them all).
+template <typename E>
+Expected<E> oneOf(const std::string &name, const std::string &value,
+                  const std::vector<std::pair<std::string, E>> &options) {
+  for (const auto &[text, e] : options)
+    if (value == text)
+      return e;
+  std::string names;
+  for (size_t i = 0; i < options.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == options.size() ? " or " : ", ") + ("\"" + options[i].first + "\"");
+  return Status::error(name + " must be " + names + ", got \"" + value + "\"");
+}
+
+} // namespace
+
 Expected<Conv2dParams> parseConv2d(const Kernel &k) {
   AttrReader r(k);
   Conv2dParams p;
@@ -198,14 +215,12 @@ Expected<LrScheduleParams> parseLrSchedule(const Kernel &k) {
   p.totalSteps = r.integer("total_steps", 0);
   p.minLr = r.real("min_lr", 0.0);
   CASTOR_RETURN_IF_ERROR(r.finish());
-  if (kind == "constant")
-    p.kind = LrScheduleParams::Kind::Constant;
-  else if (kind == "step")
-    p.kind = LrScheduleParams::Kind::Step;
-  else if (kind == "cosine")
-    p.kind = LrScheduleParams::Kind::Cosine;
-  else
-    return Status::error("kind must be \"constant\", \"step\" or \"cosine\", got \"" + kind + "\"");
+  using Kind = LrScheduleParams::Kind;
+  auto parsedKind =
+      oneOf<Kind>("kind", kind, {{"constant", Kind::Constant}, {"step", Kind::Step}, {"cosine", Kind::Cosine}});
+  if (!parsedKind)
+    return parsedKind.status();
+  p.kind = *parsedKind;
   if (p.warmupSteps < 0)
     return Status::error("warmup_steps must be non-negative");
   if (p.kind == LrScheduleParams::Kind::Step && p.stepSize < 1)
@@ -255,9 +270,10 @@ Expected<IncrementParams> parseIncrement(const Kernel &k) {
   IncrementParams p;
   const std::string when = r.string("when", "clear");
   CASTOR_RETURN_IF_ERROR(r.finish());
-  if (when != "clear" && when != "set")
-    return Status::error("when must be \"clear\" or \"set\", got \"" + when + "\"");
-  p.whenSet = when == "set";
+  auto whenSet = oneOf<bool>("when", when, {{"clear", false}, {"set", true}});
+  if (!whenSet)
+    return whenSet.status();
+  p.whenSet = *whenSet;
   return p;
 }
 
@@ -298,14 +314,12 @@ Expected<SoftmaxCrossEntropyParams> parseSoftmaxCrossEntropy(const Kernel &k) {
   p.labelSmoothing = r.real("label_smoothing", 0.0);
   std::string reduction = r.string("reduction", "mean");
   CASTOR_RETURN_IF_ERROR(r.finish());
-  if (reduction == "mean")
-    p.reduction = shape::Reduction::Mean;
-  else if (reduction == "sum")
-    p.reduction = shape::Reduction::Sum;
-  else if (reduction == "none")
-    p.reduction = shape::Reduction::None;
-  else
-    return Status::error("reduction must be \"mean\", \"sum\" or \"none\", got \"" + reduction + "\"");
+  using shape::Reduction;
+  auto parsedReduction = oneOf<Reduction>(
+      "reduction", reduction, {{"mean", Reduction::Mean}, {"sum", Reduction::Sum}, {"none", Reduction::None}});
+  if (!parsedReduction)
+    return parsedReduction.status();
+  p.reduction = *parsedReduction;
   if (!(p.labelSmoothing >= 0.0 && p.labelSmoothing <= 1.0))
     return Status::error("label_smoothing must be in [0, 1]");
   return p;
