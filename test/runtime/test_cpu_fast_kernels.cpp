@@ -89,31 +89,8 @@ Geo geometry(const Shape &x, const Shape &w, const Attrs &attrs) {
   return {x[0], x[1], x[2], x[3], w[0], w[1], w[2], w[3], y[2], y[3], a.groups, w[0] / a.groups, a};
 }
 
-Vec refConv(const Geo &g, const Vec &X, const Vec &Wt, const Vec &B) {
-  Vec Y(static_cast<size_t>(g.N * g.K * g.P * g.Q));
-  for (int64_t n = 0; n < g.N; ++n)
-    for (int64_t k = 0; k < g.K; ++k)
-      for (int64_t op = 0; op < g.P; ++op)
-        for (int64_t oq = 0; oq < g.Q; ++oq) {
-          double acc = B.empty() ? 0.0 : B[size_t(k)];
-          for (int64_t ci = 0; ci < g.Cg; ++ci)
-            for (int64_t r = 0; r < g.R; ++r) {
-              const int64_t h = op * g.a.strides[0] - g.a.pads[0] + r * g.a.dilations[0];
-              if (h < 0 || h >= g.H)
-                continue;
-              for (int64_t s = 0; s < g.S; ++s) {
-                const int64_t w = oq * g.a.strides[1] - g.a.pads[1] + s * g.a.dilations[1];
-                if (w < 0 || w >= g.W)
-                  continue;
-                acc += X[size_t(((n * g.C + (k / g.Kg) * g.Cg + ci) * g.H + h) * g.W + w)] *
-                       Wt[size_t(((k * g.Cg + ci) * g.R + r) * g.S + s)];
-              }
-            }
-          Y[size_t(((n * g.K + k) * g.P + op) * g.Q + oq)] = acc;
-        }
-  return Y;
-}
-
+// f(x index, w index, y index) for every valid tap of the convolution, in order over n, k, ci,
+// r, s, then the output position.
 template <typename F> void refTaps(const Geo &g, F &&f) {
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t k = 0; k < g.K; ++k)
@@ -134,6 +111,15 @@ template <typename F> void refTaps(const Geo &g, F &&f) {
               }
             }
       }
+}
+
+// Each output: its bias (or 0), plus its valid taps in order over ci, then r, then s.
+Vec refConv(const Geo &g, const Vec &X, const Vec &Wt, const Vec &B) {
+  Vec Y(static_cast<size_t>(g.N * g.K * g.P * g.Q));
+  for (size_t i = 0; i < Y.size(); ++i)
+    Y[i] = B.empty() ? 0.0 : B[size_t(int64_t(i) / (g.P * g.Q) % g.K)];
+  refTaps(g, [&](size_t xi, size_t wi, size_t yi) { Y[yi] += X[xi] * Wt[wi]; });
+  return Y;
 }
 
 Attrs convAttrs(std::vector<int64_t> strides, std::vector<int64_t> pads, std::vector<int64_t> dil, int64_t groups) {
