@@ -62,6 +62,20 @@ struct OneKernel {
   Vec get(size_t i) { return test::downloadValues(*backend, pb.plan, out[i]); }
 };
 
+// Seconds per run of k after a warm-up run, timed over at least 0.3 s (or 1000 runs).
+double secondsPerRun(OneKernel &k) {
+  k.run();
+  int reps = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  double sec = 0;
+  do {
+    k.run();
+    ++reps;
+    sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (sec < 0.3 && reps < 1000);
+  return sec / reps;
+}
+
 void requireSameBits(const Vec &got, const Vec &want) {
   REQUIRE(got.size() == want.size());
   size_t bad = 0, first = 0;
@@ -527,17 +541,8 @@ TEST_CASE("cpu kernel timings", "[.bench]") {
     OneKernel k(it.op, it.in, outs, it.attrs, plan::F32);
     for (size_t i = 0; i < it.in.size(); ++i)
       k.set(i, randomValues(count(it.in[i]), rng));
-    k.run(); // warm-up
-    int reps = 0;
-    auto t0 = std::chrono::steady_clock::now();
-    double sec = 0;
-    do {
-      k.run();
-      ++reps;
-      sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    } while (sec < 0.3 && reps < 1000);
-    const double ms = sec / reps * 1e3;
-    WARN(it.name << ": " << ms << " ms, " << it.flops / (sec / reps) * 1e-9 << " GFLOP/s");
+    const double perRun = secondsPerRun(k);
+    WARN(it.name << ": " << perRun * 1e3 << " ms, " << it.flops / perRun * 1e-9 << " GFLOP/s");
   }
   Shape bnx{32, 16, 28, 28};
   for (const char *op : {"batch_norm_training", "batch_norm_training_backward"}) {
@@ -553,15 +558,6 @@ TEST_CASE("cpu kernel timings", "[.bench]") {
           e = std::fabs(e) + 0.5;
       k.set(i, v);
     }
-    k.run();
-    int reps = 0;
-    auto t0 = std::chrono::steady_clock::now();
-    double sec = 0;
-    do {
-      k.run();
-      ++reps;
-      sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    } while (sec < 0.3 && reps < 1000);
-    WARN(op << " 32x16x28x28: " << sec / reps * 1e3 << " ms");
+    WARN(op << " 32x16x28x28: " << secondsPerRun(k) * 1e3 << " ms");
   }
 }
