@@ -28,6 +28,23 @@ std::vector<double> downloadValues(Backend &b, const plan::Plan &p, uint32_t id)
   return weights::decodeValues(t.dtype(), bytes);
 }
 
+std::unique_ptr<Backend> loadOnCpu(const plan::Plan &p) {
+  Status v = plan::validatePlan(p);
+  INFO(v.message());
+  REQUIRE(v.isOk());
+  auto backend = createCpuBackend();
+  Status l = backend->load(p);
+  INFO(l.message());
+  REQUIRE(l.isOk());
+  return backend;
+}
+
+void runOk(Backend &b) {
+  Status r = b.run();
+  INFO(r.message());
+  REQUIRE(r.isOk());
+}
+
 std::vector<std::vector<double>> runKernel(const std::string &op, const std::vector<Operand> &inputs,
                                            const std::vector<Operand> &outputs,
                                            std::map<std::string, plan::Attr> attrs) {
@@ -38,18 +55,10 @@ std::vector<std::vector<double>> runKernel(const std::string &op, const std::vec
   for (size_t i = 0; i < outputs.size(); ++i)
     out.push_back(pb.tensor("out" + std::to_string(i), outputs[i].shape, plan::Tensor::OUTPUT, outputs[i].dtype));
   pb.kernel(op, in, out, attrs);
-  Status v = plan::validatePlan(pb.plan);
-  INFO(v.message());
-  REQUIRE(v.isOk());
-  auto backend = createCpuBackend();
-  Status l = backend->load(pb.plan);
-  INFO(l.message());
-  REQUIRE(l.isOk());
+  auto backend = loadOnCpu(pb.plan);
   for (size_t i = 0; i < inputs.size(); ++i)
     uploadValues(*backend, pb.plan, in[i], inputs[i].values);
-  Status r = backend->run();
-  INFO(r.message());
-  REQUIRE(r.isOk());
+  runOk(*backend);
   std::vector<std::vector<double>> results;
   for (uint32_t id : out)
     results.push_back(downloadValues(*backend, pb.plan, id));

@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,11 @@ struct PlanBuilder {
 // Encodes doubles in a tensor's dtype and uploads them.
 void uploadValues(Backend &b, const plan::Plan &p, uint32_t id, const std::vector<double> &values);
 std::vector<double> downloadValues(Backend &b, const plan::Plan &p, uint32_t id);
+
+// Validates `p` and loads it on a new CPU backend, requiring both to succeed.
+std::unique_ptr<Backend> loadOnCpu(const plan::Plan &p);
+// Runs the loaded plan, requiring success.
+void runOk(Backend &b);
 
 // One operand of a single-kernel test plan.
 struct Operand {

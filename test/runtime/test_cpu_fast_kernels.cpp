@@ -45,20 +45,10 @@ struct OneKernel {
     for (size_t i = 0; i < outs.size(); ++i)
       out.push_back(pb.tensor("out" + std::to_string(i), outs[i], plan::Tensor::OUTPUT, dtype));
     pb.kernel(op, in, out, attrs);
-    Status v = plan::validatePlan(pb.plan);
-    INFO(v.message());
-    REQUIRE(v.isOk());
-    backend = createCpuBackend();
-    Status l = backend->load(pb.plan);
-    INFO(l.message());
-    REQUIRE(l.isOk());
+    backend = test::loadOnCpu(pb.plan);
   }
   void set(size_t i, const Vec &v) { test::uploadValues(*backend, pb.plan, in[i], v); }
-  void run() {
-    Status r = backend->run();
-    INFO(r.message());
-    REQUIRE(r.isOk());
-  }
+  void run() { test::runOk(*backend); }
   Vec get(size_t i) { return test::downloadValues(*backend, pb.plan, out[i]); }
 };
 

@@ -40,15 +40,7 @@ struct StatePlan {
   uint32_t add(const std::string &name, std::vector<int64_t> shape, plan::DType dtype = plan::F32) {
     return b.tensor(name, std::move(shape), K::STATE, dtype);
   }
-  void load() {
-    Status v = plan::validatePlan(b.plan);
-    INFO(v.message());
-    REQUIRE(v.isOk());
-    backend = createCpuBackend();
-    Status l = backend->load(b.plan);
-    INFO(l.message());
-    REQUIRE(l.isOk());
-  }
+  void load() { backend = castor::test::loadOnCpu(b.plan); }
   void set(uint32_t id, const Vec &v) { castor::test::uploadValues(*backend, b.plan, id, v); }
   Vec get(uint32_t id) { return castor::test::downloadValues(*backend, b.plan, id); }
   std::vector<uint8_t> raw(uint32_t id) {
@@ -56,11 +48,7 @@ struct StatePlan {
     REQUIRE(backend->download(id, bytes.data(), bytes.size()).isOk());
     return bytes;
   }
-  void run() {
-    Status s = backend->run();
-    INFO(s.message());
-    REQUIRE(s.isOk());
-  }
+  void run() { castor::test::runOk(*backend); }
 };
 
 // Each element of `values` rounded into `dtype` and widened back.
