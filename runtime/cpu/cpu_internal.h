@@ -69,9 +69,9 @@ Expected<RunFn> buildConv2d(const KernelContext &c);
 // Kernels of the training step (backward, optimizer, schedule): training_kernels.cpp.
 const std::map<std::string, Builder> &trainingBuilders();
 
-// Kernels of mixed-precision training (loss scaling, gradient clipping, gradient statistics) and
-// the overflow-flag forms of sgd_update, adamw_update and increment, which take precedence over
-// trainingBuilders(): mixed_precision_kernels.cpp.
+// Kernels of mixed-precision training (loss scaling, gradient clipping, gradient statistics),
+// increment (with or without its flag) and the overflow-flag forms of sgd_update and
+// adamw_update, which take precedence over trainingBuilders(): mixed_precision_kernels.cpp.
 const std::map<std::string, Builder> &mixedPrecisionBuilders();
 
 inline Shape shapeOf(const Tensor &t) { return Shape(t.shape().begin(), t.shape().end()); }

@@ -817,17 +817,6 @@ Expected<RunFn> buildAdamW(const KernelContext &c) {
   });
 }
 
-// increment (counter i64 []) -> counter + 1, in place.
-Expected<RunFn> buildIncrement(const KernelContext &c) {
-  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
-  Memory *b = &c.backend;
-  const Tensor *x = c.in[0], *y = c.out[0];
-  return RunFn([=]() {
-    b->writeInts(*y, {scalarInt(b, x) + 1});
-    return Status::ok();
-  });
-}
-
 double learningRate(const plan::LrScheduleParams &p, int64_t it) {
   using Kind = plan::LrScheduleParams::Kind;
   if (it < p.warmupSteps)
@@ -903,7 +892,6 @@ const std::map<std::string, Builder> &trainingBuilders() {
       {"split", buildSplit},
       {"sgd_update", buildSgd},
       {"adamw_update", buildAdamW},
-      {"increment", buildIncrement},
       {"lr_schedule", buildLrSchedule},
       {"fill", buildFill},
   };
