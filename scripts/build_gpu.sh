@@ -26,7 +26,7 @@ if [ -x "$castor" ]; then
     -o "$carry/plans/tiny.onnx" >/dev/null
   for p in fp32 fp16 bf16; do
     "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision "$p" \
-      --optimizer adamw -o "$carry/plans/tiny_${p}_adamw.plan" >/dev/null
+      --optimizer adamw --lr 1e-4 --emit-gradients -o "$carry/plans/tiny_${p}_adamw.plan" >/dev/null
   done
   # Gradients as outputs (compared directly), SGD with momentum, gradient clipping.
   "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision fp32 \
