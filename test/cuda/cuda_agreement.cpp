@@ -1,8 +1,9 @@
 // GPU test: the same training plans on the CPU reference and on the CUDA backend, from the same
 // seeded parameters and the same inputs, must agree after one and after several steps: every
 // float output (loss, gradients of --emit-gradients plans) and every PARAMETER/STATE tensor
-// within a norm-wise relative error of 1e-4 each (fp32 plans); for plans with f16/bf16 tensors
-// the loss and the norm over all those tensors together within 1e-2; i64 state exactly.
+// within a norm-wise relative error of 1e-4 each (fp32 plans), 1e-2 each for plans with f16/bf16
+// tensors (the CUDA backend issue's criterion); i64 state exactly. The norm over all tensors
+// together is printed too.
 //
 //   castor_cuda_tests PLAN_OR_DIR... [--steps 3]
 // A directory stands for every *.plan in it. Exit status 0 when every plan agrees.
@@ -171,12 +172,12 @@ int checkPlan(const std::string &path, int steps) {
     }
     for (size_t i = 0; i < sx->tensors.size(); ++i)
       compare(sx->tensors[i], sy->tensors[i], sx->tensors[i].name, c);
-    // fp32: every tensor within 1e-4. f16/bf16: rounding differences of the low-precision
-    // kernels are amplified where a sum cancels (a BN bias gradient, a near-zero weight
-    // gradient), so the criterion is the norm over every tensor together, and the loss.
+    // Every tensor within the tolerance (the first CUDA runs exceed 1e-2 on a few BN-bias and
+    // weight gradients of the fp16/bf16 plans, where sums cancel: an open problem, see
+    // docs/performance.md).
     const double global = std::isnan(c.diff2) ? INFINITY : std::sqrt(c.diff2) / std::max(std::sqrt(c.norm2), 1e-6);
     const double lossErr = std::fabs(lossCpu - lossGpu) / std::max(std::fabs(lossCpu), 1e-6);
-    const bool ok = (tol < 1e-3 ? c.worst <= tol : (global <= tol && lossErr <= tol)) && c.intsExact;
+    const bool ok = c.worst <= tol && lossErr <= tol && c.intsExact;
     failures += ok ? 0 : 1;
     std::printf("%-28s step %d  loss cpu %.6f cuda %.6f  all %.2e  worst tensor %.2e (%s)  tol %.0e  ints %s  %s\n",
                 fs::path(path).filename().c_str(), step, lossCpu, lossGpu, global, c.worst, c.worstName.c_str(), tol,
