@@ -317,12 +317,8 @@ public:
     kernels_.clear();
     poisonAfter_.clear();
     for (const Tensor &t : plan_.tensors()) {
-      auto count = plan::elementCount(t);
-      uint64_t size = plan::dtypeSize(t.dtype());
-      if (!count || size == 0 || t.bytes() != uint64_t(*count) * size ||
-          t.offset() > plan_.arena_bytes() || t.bytes() > plan_.arena_bytes() - t.offset())
-        return Status::error("tensor " + std::to_string(t.id()) + " '" + t.name() +
-                             "' does not fit the arena (validate the plan first)");
+      if (std::string error = plan::slotError(t, plan_.arena_bytes()); !error.empty())
+        return Status::error(error);
       tensors_[t.id()] = &t;
     }
     try {

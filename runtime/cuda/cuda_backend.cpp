@@ -194,12 +194,8 @@ public:
     CASTOR_CUDA(cudaGetDeviceProperties(&prop, 0));
     deviceName_ = prop.name;
     for (const Tensor &t : plan_.tensors()) {
-      auto count = plan::elementCount(t);
-      uint64_t size = plan::dtypeSize(t.dtype());
-      if (!count || size == 0 || t.bytes() != uint64_t(*count) * size ||
-          t.offset() > plan_.arena_bytes() || t.bytes() > plan_.arena_bytes() - t.offset())
-        return Status::error("tensor " + std::to_string(t.id()) + " '" + t.name() +
-                             "' does not fit the arena (validate the plan first)");
+      if (std::string error = plan::slotError(t, plan_.arena_bytes()); !error.empty())
+        return Status::error(error);
       tensors_[t.id()] = &t;
     }
     size_t freeBytes = 0, totalBytes = 0;
@@ -404,6 +400,16 @@ Expected<RunFn> CudaBackend::buildConv(const Kernel &k, ConvPass pass, const Ten
   int returned = 0;
   size_t wsBytes = 0;
   cudnnMathType_t math = fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+  // The heuristic's first engine that fits the workspace (and, in fp32, uses no tensor-core
+  // down-conversion), else `fallback`.
+  auto choose = [&](const auto *perf, auto fallback) {
+    for (int i = 0; i < returned; ++i)
+      if (acceptable(perf[i].status, perf[i].memory, perf[i].mathType)) {
+        math = fp32 ? CUDNN_FMA_MATH : perf[i].mathType;
+        return perf[i].algo;
+      }
+    return fallback;
+  };
   const void *one = nullptr, *zero = nullptr;
   static const float onef = 1.0f, zerof = 0.0f;
   static const double oned = 1.0, zerod = 0.0;
@@ -413,11 +419,7 @@ Expected<RunFn> CudaBackend::buildConv(const Kernel &k, ConvPass pass, const Ten
   if (pass == ConvPass::Forward) {
     cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
     CASTOR_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(cudnn_, d->x, d->w, d->conv, d->y, kMaxAlgos, &returned, perf));
-    cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-    bool found = false;
-    for (int i = 0; i < returned && !found; ++i)
-      if (acceptable(perf[i].status, perf[i].memory, perf[i].mathType))
-        algo = perf[i].algo, math = fp32 ? CUDNN_FMA_MATH : perf[i].mathType, found = true;
+    auto algo = choose(perf, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM);
     CASTOR_CUDNN(cudnnSetConvolutionMathType(d->conv, math));
     CASTOR_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(cudnn_, d->x, d->w, d->conv, d->y, algo, &wsBytes));
     run = [this, d, algo, x, w, y, wsBytes, one, zero]() {
@@ -429,11 +431,7 @@ Expected<RunFn> CudaBackend::buildConv(const Kernel &k, ConvPass pass, const Ten
     cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgos];
     CASTOR_CUDNN(
         cudnnGetConvolutionBackwardDataAlgorithm_v7(cudnn_, d->w, d->y, d->conv, d->x, kMaxAlgos, &returned, perf));
-    cudnnConvolutionBwdDataAlgo_t algo = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
-    bool found = false;
-    for (int i = 0; i < returned && !found; ++i)
-      if (acceptable(perf[i].status, perf[i].memory, perf[i].mathType))
-        algo = perf[i].algo, math = fp32 ? CUDNN_FMA_MATH : perf[i].mathType, found = true;
+    auto algo = choose(perf, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
     CASTOR_CUDNN(cudnnSetConvolutionMathType(d->conv, math));
     CASTOR_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(cudnn_, d->w, d->y, d->conv, d->x, algo, &wsBytes));
     // Here x is dx (written) and y is dy (read).
@@ -446,11 +444,7 @@ Expected<RunFn> CudaBackend::buildConv(const Kernel &k, ConvPass pass, const Ten
     cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgos];
     CASTOR_CUDNN(
         cudnnGetConvolutionBackwardFilterAlgorithm_v7(cudnn_, d->x, d->y, d->conv, d->w, kMaxAlgos, &returned, perf));
-    cudnnConvolutionBwdFilterAlgo_t algo = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-    bool found = false;
-    for (int i = 0; i < returned && !found; ++i)
-      if (acceptable(perf[i].status, perf[i].memory, perf[i].mathType))
-        algo = perf[i].algo, math = fp32 ? CUDNN_FMA_MATH : perf[i].mathType, found = true;
+    auto algo = choose(perf, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1);
     CASTOR_CUDNN(cudnnSetConvolutionMathType(d->conv, math));
     CASTOR_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(cudnn_, d->x, d->y, d->conv, d->w, algo, &wsBytes));
     // Here w is dw (written).

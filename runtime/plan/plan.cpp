@@ -81,6 +81,15 @@ std::optional<int64_t> elementCount(const Tensor &tensor) {
   return n;
 }
 
+std::string slotError(const Tensor &t, uint64_t arenaBytes) {
+  auto count = elementCount(t);
+  uint64_t size = dtypeSize(t.dtype());
+  if (!count || size == 0 || t.bytes() != uint64_t(*count) * size || t.offset() > arenaBytes ||
+      t.bytes() > arenaBytes - t.offset())
+    return "tensor " + std::to_string(t.id()) + " '" + t.name() + "' does not fit the arena (validate the plan first)";
+  return {};
+}
+
 std::string shapeString(const Tensor &tensor) {
   std::string s = "[";
   for (int i = 0; i < tensor.shape_size(); ++i)

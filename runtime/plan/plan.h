@@ -29,6 +29,10 @@ std::string initName(Parameter::Init init);
 // Element count of a shape, or nullopt when a dimension is negative or the product overflows.
 std::optional<int64_t> elementCount(const Tensor &tensor);
 
+// The last line of defence a backend runs on load: the tensor's byte size matches its shape and
+// dtype and its slot lies inside an arena of `arenaBytes`; empty when it does, else the reason.
+std::string slotError(const Tensor &tensor, uint64_t arenaBytes);
+
 // "[2, 3, 4]"
 std::string shapeString(const Tensor &tensor);
 
