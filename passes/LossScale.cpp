@@ -37,7 +37,8 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
       signalPassFailure();
   }
 
-  // Appends a state argument and its updated value as a result; returns the argument.
+  // Appends a state argument (unchanged unless `updated_` gets a new value for its name);
+  // returns the argument.
   Value addState(func::FuncOp step, StringRef name, Type type, Init initKind, std::optional<double> value) {
     OpBuilder b(step.getContext());
     unsigned argIndex = 0;
@@ -48,7 +49,7 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
     if (value)
       attrs.push_back(b.getNamedAttr("castor.init_value", b.getF64FloatAttr(*value)));
     step.insertArgument(argIndex, type, b.getDictionaryAttr(attrs), step.getLoc());
-    stateArgs_.push_back({step.getArgument(argIndex), name.str()});
+    updated_[name] = step.getArgument(argIndex);
     return step.getArgument(argIndex);
   }
 
@@ -139,13 +140,14 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
 
     b.setInsertionPoint(ret);
     Value skippedNext = b.create<IncrementOp>(loc, i64, skipped, foundInf, b.getStringAttr("set"));
-    newState_.push_back(skippedNext);
+    updated_["castor.skipped_steps"] = skippedNext;
     outputs_.push_back({"skipped_steps", b.create<IdentityOp>(loc, skippedNext)});
     Value scaleOut = scale, trackerOut;
     if (mode == "dynamic") {
       auto update = b.create<UpdateLossScaleOp>(loc, f32, i64, scale, tracker, foundInf, b.getF64FloatAttr(growth),
                                                 b.getF64FloatAttr(backoff), b.getI64IntegerAttr(interval));
-      newState_.insert(newState_.begin(), {update.getNewScale(), update.getNewGrowthTracker()});
+      updated_["castor.loss_scale"] = update.getNewScale();
+      updated_["castor.loss_scale_growth_tracker"] = update.getNewGrowthTracker();
       scaleOut = update.getNewScale();
       trackerOut = update.getNewGrowthTracker();
     }
@@ -166,17 +168,11 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
       results.push_back(ret.getOperand(i));
       attrs.push_back(step.getResultAttrDict(i));
     }
-    // stateArgs_ were inserted in front of each other's position: match them by name.
-    llvm::StringMap<Value> updated;
-    for (auto [arg, name] : stateArgs_)
-      updated[name] = arg;
-    for (size_t k = 0; k < stateArgs_.size() && k < newState_.size(); ++k)
-      updated[stateArgs_[k].second] = newState_[k];
     for (unsigned a = 0; a < step.getNumArguments(); ++a) {
       auto name = step.getArgAttrOfType<StringAttr>(a, "castor.state");
-      if (!name || !updated.count(name.getValue()))
+      if (!name || !updated_.count(name.getValue()))
         continue;
-      results.push_back(updated[name.getValue()]);
+      results.push_back(updated_[name.getValue()]);
       attrs.push_back(b.getDictionaryAttr(b.getNamedAttr("castor.state", name)));
     }
     for (; i < ret.getNumOperands(); ++i) {
@@ -193,8 +189,8 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
     step.setAllResultAttrs(attrs);
   }
 
-  std::vector<std::pair<Value, std::string>> stateArgs_;
-  SmallVector<Value> newState_;
+  // The state this pass adds, by name: its new value (the argument itself until updated).
+  llvm::StringMap<Value> updated_;
   std::vector<std::pair<std::string, Value>> outputs_;
 };
 
