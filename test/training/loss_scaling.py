@@ -10,41 +10,13 @@
 Usage: loss_scaling.py --bin BUILD/bin --models MODELS_DIR --work DIR
 """
 import argparse
-import json
 import os
-import struct
-import subprocess
 import sys
 
 import numpy as np
 
-
-def read_state(path):
-    with open(path, "rb") as f:
-        n = struct.unpack("<Q", f.read(8))[0]
-        header = json.loads(f.read(n))
-        data = f.read()
-    types = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "BF16": np.uint16}
-    return {k: np.frombuffer(data[v["data_offsets"][0]:v["data_offsets"][1]], types[v["dtype"]]).reshape(v["shape"])
-            for k, v in header.items() if k != "__metadata__"}
-
-
-class Runner:
-    def __init__(self, args):
-        self.args = args
-        self.model = os.path.join(args.work, "mlp.onnx")
-        subprocess.run([sys.executable, os.path.join(args.models, "mlp.py"), "--hidden", "32", "--weights", "none",
-                        "-o", self.model], check=True, stdout=subprocess.DEVNULL)
-
-    def train(self, name, steps, compile_flags):
-        plan = os.path.join(self.args.work, name + ".plan")
-        state = os.path.join(self.args.work, name + ".safetensors")
-        subprocess.run([os.path.join(self.args.bin, "castor"), "compile", self.model, "--init", "kaiming", "--batch", "8",
-                        "--train", "--optimizer", "adamw", "--lr", "0.01", "-o", plan] + compile_flags,
-                       check=True, stderr=subprocess.DEVNULL)
-        subprocess.run([os.path.join(self.args.bin, "castor-run"), "train", plan, "--steps", str(steps), "--data",
-                        "synthetic", "--seed", "3", "--save", state], check=True, stdout=subprocess.DEVNULL)
-        return read_state(state)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mlp_runs import MlpRuns  # noqa: E402
 
 
 def main():
@@ -53,8 +25,7 @@ def main():
     ap.add_argument("--models", required=True)
     ap.add_argument("--work", required=True)
     args = ap.parse_args()
-    os.makedirs(args.work, exist_ok=True)
-    r = Runner(args)
+    r = MlpRuns(args.bin, args.models, args.work, ["--batch", "8", "--optimizer", "adamw", "--lr", "0.01"], seed=3)
     failures = []
 
     def expect(ok, what):
