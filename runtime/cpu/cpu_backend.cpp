@@ -17,6 +17,7 @@
 #include "plan/op_attrs.h"
 #include "plan/plan_validator.h"
 
+#include <chrono>
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -943,6 +944,12 @@ const std::map<std::string, Builder> &builders() {
 bool poisonRequestedByEnvironment() {
   const char *v = std::getenv("CASTOR_POISON");
   return v && *v && std::strcmp(v, "0") != 0;
+}
+
+Expected<double> Backend::timedRun() {
+  const auto start = std::chrono::steady_clock::now();
+  CASTOR_RETURN_IF_ERROR(run());
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 }
 
 std::unique_ptr<Backend> createCpuBackend(const BackendOptions &options) {

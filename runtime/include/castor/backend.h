@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace castor {
 
@@ -46,6 +48,17 @@ public:
 
   // Runs the plan's kernel list once, in order.
   virtual Status run() = 0;
+
+  // Measurement (castor-run bench). Device memory the backend allocated itself (arena,
+  // workspaces, buffers), without the driver's context.
+  virtual uint64_t allocatedBytes() const { return 0; }
+  // run(), returning its duration in milliseconds (the cuda backend times it with events).
+  virtual Expected<double> timedRun();
+  // Runs the plan once kernel by kernel, timing every kernel; milliseconds per category of
+  // kernel ("conv", "batch_norm", ...).
+  virtual Expected<std::vector<std::pair<std::string, double>>> profileRun() {
+    return Status::error("the " + name() + " backend cannot time kernels");
+  }
 };
 
 // The CPU reference backend: plain loops, fp64 accumulation, exact fp16/bf16 rounding,

@@ -1,0 +1,186 @@
+// Helpers shared by the CUDA backend's kernel builders, and the table of which builder runs
+// which plan op.
+#include "cuda/device_context.h"
+
+#include <unordered_map>
+
+namespace castor::cuda {
+
+Status cudaStatus(cudaError_t e, const char *what) {
+  if (e == cudaSuccess)
+    return Status::ok();
+  return Status::error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+Status cudnnStatus(cudnnStatus_t e, const char *what) {
+  if (e == CUDNN_STATUS_SUCCESS)
+    return Status::ok();
+  return Status::error(std::string(what) + ": " + cudnnGetErrorString(e));
+}
+Status cublasStatus(cublasStatus_t e, const char *what) {
+  if (e == CUBLAS_STATUS_SUCCESS)
+    return Status::ok();
+  return Status::error(std::string(what) + ": cuBLAS status " + std::to_string(int(e)));
+}
+
+Expected<void *> DeviceContext::persistentBuffer(uint32_t key, size_t bytes) {
+  auto it = persistent.find(key);
+  if (it != persistent.end()) {
+    if (it->second.second < bytes)
+      return Status::error("persistent buffer " + std::to_string(key) + " asked for with two sizes");
+    return it->second.first;
+  }
+  void *p = nullptr;
+  CASTOR_CUDA(cudaMalloc(&p, bytes > 0 ? bytes : 1));
+  persistent[key] = {p, bytes};
+  return p;
+}
+
+Shape shapeOf(const plan::Tensor &t) { return Shape(t.shape().begin(), t.shape().end()); }
+
+Shape physicalShape(const DeviceContext &ctx, const plan::Tensor &t) {
+  Shape s = shapeOf(t);
+  if (ctx.channelsLast(&t))
+    return Shape{s[0], s[2], s[3], s[1]};
+  return s;
+}
+
+int physicalAxis(const DeviceContext &ctx, const plan::Tensor &t, int axis) {
+  if (!ctx.channelsLast(&t))
+    return axis;
+  static constexpr int kStorageAxis[4] = {0, 3, 1, 2}; // N->0, C->3, H->1, W->2
+  return kStorageAxis[axis];
+}
+
+int64_t countOf(const plan::Tensor &t) { return *plan::elementCount(t); }
+
+int64_t span(const Shape &s, size_t from, size_t to) {
+  int64_t n = 1;
+  for (size_t i = from; i < to && i < s.size(); ++i)
+    n *= s[i];
+  return n;
+}
+
+bool isFloat(plan::DType t) { return t == plan::F32 || t == plan::F16 || t == plan::BF16 || t == plan::F64; }
+
+// Element strides of `in` (right-aligned against `out`, 0 where it broadcasts).
+std::vector<int64_t> broadcastStrides(const Shape &in, const Shape &out) {
+  std::vector<int64_t> strides(out.size(), 0);
+  int64_t stride = 1;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const size_t d = in.size() - 1 - i, o = out.size() - 1 - i;
+    strides[o] = in[d] == 1 ? 0 : stride;
+    stride *= in[d];
+  }
+  return strides;
+}
+
+Expected<Broadcast> makeBroadcast(const Shape &a, const Shape &b, const Shape &out) {
+  Broadcast bc;
+  if (a == out && b == out)
+    return bc; // rank 0: same shapes, flat indices
+  if (out.size() > size_t(kMaxRank))
+    return Status::error("broadcasting over more than " + std::to_string(kMaxRank) + " dimensions");
+  bc.rank = int(out.size());
+  auto sa = broadcastStrides(a, out), sb = broadcastStrides(b, out);
+  for (size_t d = 0; d < out.size(); ++d)
+    bc.out[d] = out[d], bc.sa[d] = sa[d], bc.sb[d] = sb[d];
+  return bc;
+}
+
+// Flat indices of the batch entries of `in` broadcast against `out` (matmul's batch dims).
+std::vector<int64_t> broadcastIndex(const Shape &in, const Shape &out) {
+  const auto strides = broadcastStrides(in, out);
+  const int64_t n = span(out, 0, out.size());
+  std::vector<int64_t> map(size_t(n), 0);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rest = i, at = 0;
+    for (size_t d = out.size(); d-- > 0;) {
+      at += (rest % out[d]) * strides[d];
+      rest /= out[d];
+    }
+    map[size_t(i)] = at;
+  }
+  return map;
+}
+
+
+RunFn launch(std::function<cudaError_t()> f) {
+  return [f]() { return cudaStatus(f(), "kernel launch"); };
+}
+
+const char *categoryName(Category c) {
+  switch (c) {
+  case Category::Convolution:
+    return "conv";
+  case Category::BatchNorm:
+    return "batch_norm";
+  case Category::Matmul:
+    return "matmul";
+  case Category::Elementwise:
+    return "elementwise";
+  case Category::Optimizer:
+    return "optimizer";
+  case Category::Scaler:
+    return "scaler";
+  case Category::Other:
+    return "other";
+  }
+  return "other";
+}
+
+const KernelEntry *findKernel(const std::string &op) {
+  using C = Category;
+  static const std::unordered_map<std::string, KernelEntry> table = {
+      {"conv2d", {buildConvolution, C::Convolution}},
+      {"conv2d_backward_data", {buildConvolution, C::Convolution}},
+      {"conv2d_backward_filter", {buildConvolution, C::Convolution}},
+      {"conv2d_backward_bias", {buildOwnKernel, C::Convolution}},
+      {"gemm", {buildBlas, C::Matmul}},
+      {"matmul", {buildBlas, C::Matmul}},
+      {"batch_norm_training", {buildBatchNorm, C::BatchNorm}},
+      {"batch_norm_inference", {buildBatchNorm, C::BatchNorm}},
+      {"batch_norm_training_backward", {buildBatchNorm, C::BatchNorm}},
+      {"batch_norm_running_update", {buildOwnKernel, C::BatchNorm}},
+      {"relu", {buildOwnKernel, C::Elementwise}},
+      {"sigmoid", {buildOwnKernel, C::Elementwise}},
+      {"clip", {buildOwnKernel, C::Elementwise}},
+      {"relu_backward", {buildOwnKernel, C::Elementwise}},
+      {"sigmoid_backward", {buildOwnKernel, C::Elementwise}},
+      {"clip_backward", {buildOwnKernel, C::Elementwise}},
+      {"add", {buildOwnKernel, C::Elementwise}},
+      {"mul", {buildOwnKernel, C::Elementwise}},
+      {"identity", {buildOwnKernel, C::Elementwise}},
+      {"cast", {buildOwnKernel, C::Elementwise}},
+      {"reshape", {buildOwnKernel, C::Elementwise}},
+      {"flatten", {buildOwnKernel, C::Elementwise}},
+      {"fill", {buildOwnKernel, C::Elementwise}},
+      {"dropout", {buildOwnKernel, C::Elementwise}},
+      {"dropout_backward", {buildOwnKernel, C::Elementwise}},
+      {"reduce_sum_to", {buildOwnKernel, C::Other}},
+      {"max_pool2d", {buildOwnKernel, C::Other}},
+      {"avg_pool2d", {buildOwnKernel, C::Other}},
+      {"max_pool2d_backward", {buildOwnKernel, C::Other}},
+      {"avg_pool2d_backward", {buildOwnKernel, C::Other}},
+      {"global_avg_pool", {buildOwnKernel, C::Other}},
+      {"global_avg_pool_backward", {buildOwnKernel, C::Other}},
+      {"softmax", {buildOwnKernel, C::Other}},
+      {"softmax_backward", {buildOwnKernel, C::Other}},
+      {"softmax_cross_entropy", {buildOwnKernel, C::Other}},
+      {"softmax_cross_entropy_backward", {buildOwnKernel, C::Other}},
+      {"count_correct", {buildOwnKernel, C::Other}},
+      {"concat", {buildOwnKernel, C::Other}},
+      {"split", {buildOwnKernel, C::Other}},
+      {"sgd_update", {buildOwnKernel, C::Optimizer}},
+      {"adamw_update", {buildOwnKernel, C::Optimizer}},
+      {"increment", {buildOwnKernel, C::Optimizer}},
+      {"lr_schedule", {buildOwnKernel, C::Optimizer}},
+      {"unscale_gradients", {buildOwnKernel, C::Scaler}},
+      {"clip_grad_norm", {buildOwnKernel, C::Scaler}},
+      {"update_loss_scale", {buildOwnKernel, C::Scaler}},
+      {"gradient_stats", {buildOwnKernel, C::Other}},
+  };
+  auto it = table.find(op);
+  return it == table.end() ? nullptr : &it->second;
+}
+
+} // namespace castor::cuda
