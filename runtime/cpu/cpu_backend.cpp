@@ -17,8 +17,8 @@
 #include "plan/op_attrs.h"
 #include "plan/plan_validator.h"
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -375,6 +375,8 @@ public:
     if (!t)
       return t.status();
     std::memcpy(arena_.data() + (*t)->offset(), data, bytes);
+    if ((*t)->kind() == Tensor::INPUT) // kept: the step reuses the slot once the input is read
+      inputs_[id].assign(static_cast<const uint8_t *>(data), static_cast<const uint8_t *>(data) + bytes);
     return Status::ok();
   }
 
@@ -387,6 +389,8 @@ public:
   }
 
   Status run() override {
+    for (const auto &[id, bytes] : inputs_)
+      std::memcpy(arena_.data() + tensors_.at(id)->offset(), bytes.data(), bytes.size());
     for (size_t i = 0; i < kernels_.size(); ++i) {
       Status s;
       try {
@@ -417,6 +421,7 @@ private:
   bool poison_;
   plan::Plan plan_;
   std::unordered_map<uint32_t, const Tensor *> tensors_;
+  std::map<uint32_t, std::vector<uint8_t>> inputs_; // the last upload of each INPUT tensor
   std::vector<RunFn> kernels_;
   std::vector<std::vector<const Tensor *>> poisonAfter_;
 };

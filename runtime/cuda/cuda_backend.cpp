@@ -5,7 +5,8 @@
 // conv.cpp, batch_norm.cpp, blas.cpp, own_kernels.cpp). Rank-4 float tensors are stored
 // channels-last; upload and download convert, so the host sees the plan's row-major layout.
 // Scalars that change during training never leave the device, so a step needs no host
-// synchronisation and can be captured: the first run() executes eagerly (it loads every kernel
+// synchronisation and can be captured. Inputs are uploaded on a second stream into buffers of
+// their own, which the step copies into the arena first: the first run() executes eagerly (it loads every kernel
 // module and lets the libraries settle), the second captures the step into a graph and launches
 // it, later runs launch the graph.
 //
@@ -68,11 +69,14 @@ public:
         cudaFree(p);
     for (auto &[key, buffer] : ctx_.persistent)
       cudaFree(buffer.first);
-    for (cudaEvent_t e : {start_, stop_})
+    for (auto &[t, buffer] : inputBuffers_)
+      cudaFree(buffer);
+    for (cudaEvent_t e : {start_, stop_, inputsReady_, stepDone_})
       if (e)
         cudaEventDestroy(e);
-    if (ctx_.stream)
-      cudaStreamDestroy(ctx_.stream);
+    for (cudaStream_t st : {ctx_.stream, copyStream_})
+      if (st)
+        cudaStreamDestroy(st);
   }
 
   std::string name() const override { return "cuda"; }
@@ -90,22 +94,33 @@ public:
     CASTOR_CUDA(cudaGetDeviceProperties(&prop, 0));
     ctx_.deviceName = prop.name;
     ctx_.smCount = prop.multiProcessorCount;
-    uint64_t stagingBytes = 0;
+    uint64_t stagingBytes = 0, inputBytes = 0;
     for (const Tensor &t : plan_.tensors()) {
       if (std::string error = plan::slotError(t, plan_.arena_bytes()); !error.empty())
         return Status::error(error);
       tensors_[t.id()] = &t;
-      if (ctx_.channelsLast(&t))
+      if (ctx_.channelsLast(&t) && t.kind() != Tensor::INPUT)
         stagingBytes = std::max<uint64_t>(stagingBytes, t.bytes());
+      if (t.kind() == Tensor::INPUT)
+        inputBytes += t.bytes();
     }
     size_t freeBytes = 0, totalBytes = 0;
     CASTOR_CUDA(cudaMemGetInfo(&freeBytes, &totalBytes));
     const uint64_t reserve = uint64_t(256) << 20; // handles, library workspaces
-    if (plan_.arena_bytes() + stagingBytes + reserve > freeBytes)
+    if (plan_.arena_bytes() + stagingBytes + inputBytes + reserve > freeBytes)
       return Status::error("the plan needs an arena of " + gib(plan_.arena_bytes()) + " but " + ctx_.deviceName +
                            " has " + gib(freeBytes) + " free of " + gib(totalBytes) +
                            " (compile with a smaller --batch, or recompute more)");
     CASTOR_CUDA(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
+    CASTOR_CUDA(cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking));
+    CASTOR_CUDA(cudaEventCreateWithFlags(&inputsReady_, cudaEventDisableTiming));
+    CASTOR_CUDA(cudaEventCreateWithFlags(&stepDone_, cudaEventDisableTiming));
+    for (const Tensor &t : plan_.tensors())
+      if (t.kind() == Tensor::INPUT) {
+        void *buffer = nullptr;
+        CASTOR_CUDA(allocate(&buffer, std::max<uint64_t>(t.bytes(), 1)));
+        inputBuffers_.push_back({&t, buffer});
+      }
     CASTOR_CUDA(allocate(&ctx_.arena, std::max<uint64_t>(plan_.arena_bytes(), 256)));
     CASTOR_CUDA(cudaMemsetAsync(ctx_.arena, 0, plan_.arena_bytes(), ctx_.stream));
     CASTOR_CUDA(allocate(&ctx_.scratch, 64 * sizeof(double)));
@@ -168,6 +183,15 @@ public:
     auto t = find(id, bytes);
     if (!t)
       return t.status();
+    if ((*t)->kind() == Tensor::INPUT) {
+      // Into the input's own buffer, on the copy stream, once the last step has read it; the
+      // next step copies it into the arena (see enqueueKernels).
+      void *buffer = inputBuffer(*t);
+      CASTOR_CUDA(cudaStreamWaitEvent(copyStream_, stepDone_));
+      CASTOR_CUDA(cudaMemcpyAsync(buffer, data, bytes, cudaMemcpyHostToDevice, copyStream_));
+      CASTOR_CUDA(cudaEventRecord(inputsReady_, copyStream_));
+      return cuda::cudaStatus(cudaStreamSynchronize(copyStream_), "uploading an input");
+    }
     const bool reorder = ctx_.channelsLast(*t);
     CASTOR_CUDA(cudaMemcpyAsync(reorder ? staging_ : ctx_.ptr(*t), data, bytes, cudaMemcpyHostToDevice, ctx_.stream));
     if (reorder) {
@@ -216,7 +240,8 @@ public:
     std::vector<cudaEvent_t> events(2 * kernels_.size());
     for (cudaEvent_t &e : events)
       CASTOR_CUDA(cudaEventCreate(&e));
-    Status s = Status::ok();
+    CASTOR_CUDA(cudaStreamWaitEvent(ctx_.stream, inputsReady_));
+    Status s = enqueueInputCopies();
     for (size_t i = 0; i < kernels_.size() && s; ++i) {
       cudaEventRecord(events[2 * i], ctx_.stream);
       s = kernels_[i]().withContext(plan::describeKernel(plan_, int(i)) + " on cuda");
@@ -255,8 +280,30 @@ private:
     return it->second;
   }
 
-  // Every kernel of the step, in order, on the stream (no synchronisation).
+  void *inputBuffer(const Tensor *t) const {
+    for (const auto &[input, buffer] : inputBuffers_)
+      if (input == t)
+        return buffer;
+    return nullptr;
+  }
+
+  // The inputs, from their buffers into their arena slots (reordered when channels-last).
+  Status enqueueInputCopies() {
+    for (const auto &[t, buffer] : inputBuffers_) {
+      if (ctx_.channelsLast(t)) {
+        const cuda::Shape s = cuda::shapeOf(*t);
+        CASTOR_CUDA(cuda::toChannelsLast(buffer, ctx_.ptr(t), s[0], s[1], s[2] * s[3],
+                                         int(plan::dtypeSize(t->dtype())), ctx_.stream));
+      } else {
+        CASTOR_CUDA(cudaMemcpyAsync(ctx_.ptr(t), buffer, t->bytes(), cudaMemcpyDeviceToDevice, ctx_.stream));
+      }
+    }
+    return Status::ok();
+  }
+
+  // Every kernel of the step, in order, on the stream (no synchronisation), inputs first.
   Status enqueueKernels() {
+    CASTOR_RETURN_IF_ERROR(enqueueInputCopies());
     for (size_t i = 0; i < kernels_.size(); ++i) {
       Status s = kernels_[i]();
       if (s && syncEach_)
@@ -270,9 +317,18 @@ private:
     return Status::ok();
   }
 
-  // One step: eagerly the first time, then captured once and replayed.
+  // One step: eagerly the first time, then captured once and replayed. It waits for the
+  // inputs' upload (copy stream) and marks its end for the next upload.
   Status enqueueStep() {
     ++runs_;
+    CASTOR_CUDA(cudaStreamWaitEvent(ctx_.stream, inputsReady_));
+    Status s = enqueueGraphOrKernels();
+    if (s)
+      s = cuda::cudaStatus(cudaEventRecord(stepDone_, ctx_.stream), "recording the end of the step");
+    return s;
+  }
+
+  Status enqueueGraphOrKernels() {
     if (!useGraph_ || runs_ == 1)
       return enqueueKernels();
     if (!graphExec_) {
@@ -303,6 +359,10 @@ private:
   int64_t runs_ = 0;
   cudaGraphExec_t graphExec_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  // Inputs: each has a buffer of its own that uploads fill on the copy stream.
+  std::vector<std::pair<const Tensor *, void *>> inputBuffers_;
+  cudaStream_t copyStream_ = nullptr;
+  cudaEvent_t inputsReady_ = nullptr, stepDone_ = nullptr;
 };
 
 } // namespace

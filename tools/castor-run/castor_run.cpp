@@ -342,6 +342,15 @@ int main(int argc, char **argv) {
                        "Every K steps, print the plan's grad_stats:<param> outputs (mean |g|, max |g|, non-finite "
                        "count) to stderr and the JSON log");
 
+  castor::run::BenchOptions bo;
+  auto *benchCmd = app.add_subcommand("bench", "Time a training plan on synthetic data resident on the device");
+  benchCmd->add_option("plan", bo.plan, "Training plan (inputs images, labels; output loss)")->required();
+  benchCmd->add_option("--steps", bo.steps, "Timed steps (the median gives img/s)");
+  benchCmd->add_option("--warmup", bo.warmup, "Untimed steps first");
+  benchCmd->add_option("--device", bo.device, "cuda (default) or cpu");
+  benchCmd->add_option("--seed", bo.seed, "Seed of the parameter initializers and the synthetic batch");
+  benchCmd->add_flag("--json", bo.json, "One JSON line");
+
   castor::run::EvalOptions eo;
   auto *evalCmd = app.add_subcommand("eval", "Accuracy of a forward plan on an IDX data set");
   evalCmd->add_option("plan", eo.plan, "Forward plan (input images, output logits \"output\")")->required();
@@ -360,5 +369,7 @@ int main(int argc, char **argv) {
     return castor::run::train(to);
   if (*evalCmd)
     return castor::run::eval(eo);
+  if (*benchCmd)
+    return castor::run::bench(bo);
   return infer(io);
 }

@@ -92,19 +92,7 @@ public:
       : seed_(seed), batch_(batch), perImage_(perImage), classes_(classes) {}
   std::string kind() const override { return "synthetic"; }
   Status next(int64_t step, std::vector<double> &images, std::vector<int64_t> &labels) override {
-    images.resize(size_t(batch_ * perImage_));
-    labels.resize(size_t(batch_));
-    const uint32_t s0 = uint32_t(uint64_t(step)), s1 = uint32_t(uint64_t(step) >> 32);
-    const auto ik = keyFor(seed_, kImagesTag), lk = keyFor(seed_, kLabelsTag);
-    const double twoPi = 6.283185307179586476925286766559;
-    for (size_t i = 0; i < images.size(); ++i) {
-      auto w = weights::philox4x32_10({uint32_t(i), uint32_t(uint64_t(i) >> 32), s0, s1}, ik);
-      images[i] = std::sqrt(-2.0 * std::log(u53(w[0], w[1]) + 0x1.0p-54)) * std::cos(twoPi * u53(w[2], w[3]));
-    }
-    for (size_t n = 0; n < labels.size(); ++n) {
-      auto w = weights::philox4x32_10({uint32_t(n), uint32_t(uint64_t(n) >> 32), s0, s1}, lk);
-      labels[n] = std::min(int64_t(u53(w[0], w[1]) * double(classes_)), classes_ - 1);
-    }
+    syntheticBatch(seed_, step, batch_, perImage_, classes_, images, labels);
     return Status::ok();
   }
 
@@ -319,6 +307,29 @@ Expected<double> outputScalar(Session &s, const std::string &name) {
 }
 
 } // namespace
+
+void syntheticBatch(uint64_t seed, int64_t step, int64_t batch, int64_t perImage, int64_t classes,
+                    std::vector<double> &images, std::vector<int64_t> &labels) {
+  images.resize(size_t(batch * perImage));
+  labels.resize(size_t(batch));
+  const uint32_t s0 = uint32_t(uint64_t(step)), s1 = uint32_t(uint64_t(step) >> 32);
+  const auto ik = keyFor(seed, kImagesTag), lk = keyFor(seed, kLabelsTag);
+  const double twoPi = 6.283185307179586476925286766559;
+  for (size_t i = 0; i < images.size(); ++i) {
+    auto w = weights::philox4x32_10({uint32_t(i), uint32_t(uint64_t(i) >> 32), s0, s1}, ik);
+    images[i] = std::sqrt(-2.0 * std::log(u53(w[0], w[1]) + 0x1.0p-54)) * std::cos(twoPi * u53(w[2], w[3]));
+  }
+  for (size_t n = 0; n < labels.size(); ++n) {
+    auto w = weights::philox4x32_10({uint32_t(n), uint32_t(uint64_t(n) >> 32), s0, s1}, lk);
+    labels[n] = std::min(int64_t(u53(w[0], w[1]) * double(classes)), classes - 1);
+  }
+}
+
+int64_t lossClasses(const plan::Plan &p, uint32_t labelsId) { return classesOf(p, labelsId); }
+
+const plan::Tensor *findBinding(const plan::Plan &p, bool input, const std::string &name) {
+  return binding(p, input ? p.inputs() : p.outputs(), name);
+}
 
 int train(const TrainOptions &o) {
   BackendOptions bo;

@@ -1,9 +1,12 @@
-// castor-run train and eval: training plans fed with synthetic, IDX (MNIST-format) or .npy data, and
+// castor-run train, bench and eval: training plans fed with synthetic, IDX (MNIST-format) or .npy data, and
 // test-set accuracy of a forward plan.
 #pragma once
 
+#include "plan/plan.h"
+
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace castor::run {
 
@@ -27,7 +30,24 @@ struct EvalOptions {
   bool json = false;
 };
 
+struct BenchOptions {
+  std::string plan, device = "cuda";
+  int64_t steps = 20, warmup = 5;
+  uint64_t seed = 0;
+  bool json = false;
+};
+
 int train(const TrainOptions &options);
+int bench(const BenchOptions &options);
+
+// Shared by train and bench. Deterministic N(0, 1) images and uniform labels in [0, classes), a
+// function of (seed, step) only.
+void syntheticBatch(uint64_t seed, int64_t step, int64_t batch, int64_t perImage, int64_t classes,
+                    std::vector<double> &images, std::vector<int64_t> &labels);
+// The class count of a training plan's loss (the logits' width; 0 when not found).
+int64_t lossClasses(const plan::Plan &p, uint32_t labelsId);
+// The tensor bound to input or output `name`, or nullptr.
+const plan::Tensor *findBinding(const plan::Plan &p, bool input, const std::string &name);
 int eval(const EvalOptions &options);
 
 } // namespace castor::run

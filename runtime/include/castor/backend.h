@@ -42,7 +42,9 @@ public:
   // re-checks what would make it touch memory outside the arena. The plan is copied.
   virtual Status load(const plan::Plan &plan) = 0;
 
-  // Copies a tensor's bytes in or out of its arena slot; `bytes` must equal Tensor.bytes.
+  // Copies a tensor's bytes in or out of its arena slot; `bytes` must equal Tensor.bytes. An
+  // INPUT tensor keeps its uploaded value for every later run() until the next upload (a step
+  // reuses its arena slot once it is read, so the backend keeps a copy).
   virtual Status upload(uint32_t tensorId, const void *data, size_t bytes) = 0;
   virtual Status download(uint32_t tensorId, void *data, size_t bytes) = 0;
 

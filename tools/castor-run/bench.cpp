@@ -1,0 +1,142 @@
+// castor-run bench: the speed and memory of a training plan on one device, with synthetic data
+// resident on it. One batch is uploaded once; after --warmup steps (on cuda the first runs
+// eagerly and the second captures the step as a CUDA graph), --steps steps are timed one by one
+// (CUDA events on cuda) and the median gives img/s. One more step runs kernel by kernel to time
+// each kernel category. Peak memory is what the backend allocated (arena, workspaces, buffers),
+// not the driver's context: comparable to torch.cuda.max_memory_allocated.
+#include "device.h"
+#include "train.h"
+
+#include "castor/backend.h"
+#include "core/session.h"
+#include "plan/plan_io.h"
+#include "weights/init.h"
+
+#include <fmt/core.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+namespace castor::run {
+namespace {
+
+int fail(const std::string &message) {
+  fmt::print(stderr, "castor-run bench: error: {}\n", message);
+  return 1;
+}
+
+Expected<double> scalarOutput(Session &s, const std::string &name) {
+  auto t = s.output(name);
+  if (!t)
+    return t.status();
+  return weights::decodeValues(t->dtype, t->data)[0];
+}
+
+} // namespace
+
+int bench(const BenchOptions &o) {
+  if (o.steps <= 0 || o.warmup < 0)
+    return fail("--steps must be positive and --warmup non-negative");
+  auto read = plan::readPlanFile(o.plan);
+  if (!read)
+    return fail(read.message());
+  plan::Plan p = std::move(*read);
+  const plan::Tensor *images = findBinding(p, true, "images"), *labels = findBinding(p, true, "labels");
+  if (!images || !labels || !findBinding(p, false, "loss"))
+    return fail("bench runs training plans: inputs \"images\" and \"labels\", output \"loss\"");
+  const std::vector<int64_t> imageShape(images->shape().begin(), images->shape().end());
+  const int64_t batch = imageShape.empty() ? 0 : imageShape[0];
+  if (batch <= 0 || labels->dtype() != plan::I64 || labels->shape_size() != 1 || labels->shape(0) != batch)
+    return fail("the plan's images and labels must share the batch (labels i64 [N])");
+  const int64_t perImage = *plan::elementCount(*images) / batch;
+  int64_t classes = lossClasses(p, labels->id());
+  if (classes <= 0)
+    classes = 10;
+
+  auto backend = createBackend(o.device, BackendOptions{});
+  if (!backend)
+    return fail(backend.message());
+  SessionOptions so;
+  so.seed = o.seed;
+  auto created = Session::create(std::move(p), std::move(*backend), so);
+  if (!created)
+    return fail(created.message());
+  Session &s = **created;
+
+  std::vector<double> imageValues;
+  std::vector<int64_t> labelValues;
+  syntheticBatch(o.seed, 0, batch, perImage, classes, imageValues, labelValues);
+  HostTensor in{"images", plan::F64, imageShape, weights::encodeValues(plan::F64, imageValues)};
+  HostTensor lb{"labels", plan::I64, {batch}, std::vector<uint8_t>(labelValues.size() * 8)};
+  std::memcpy(lb.data.data(), labelValues.data(), lb.data.size());
+  if (Status st = s.setInput("images", in); !st)
+    return fail(st.message());
+  if (Status st = s.setInput("labels", lb); !st)
+    return fail(st.message());
+
+  Backend &b = s.backend();
+  for (int64_t i = 0; i < o.warmup; ++i)
+    if (Status st = b.run(); !st)
+      return fail(st.withContext(fmt::format("warm-up step {}", i + 1)).message());
+  auto firstLoss = scalarOutput(s, "loss");
+  if (!firstLoss)
+    return fail(firstLoss.message());
+  std::vector<double> ms;
+  for (int64_t i = 0; i < o.steps; ++i) {
+    auto t = b.timedRun();
+    if (!t)
+      return fail(t.status().withContext(fmt::format("timed step {}", i + 1)).message());
+    ms.push_back(*t);
+  }
+  auto lastLoss = scalarOutput(s, "loss");
+  if (!lastLoss)
+    return fail(lastLoss.message());
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
+                                          : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
+  const double imgPerS = double(batch) * 1000.0 / median;
+  auto categories = b.profileRun();
+  std::vector<std::pair<std::string, double>> byCategory;
+  std::string profileNote;
+  if (categories)
+    byCategory = *categories;
+  else
+    profileNote = categories.status().message();
+  double kernelTotal = 0;
+  for (const auto &[name, t] : byCategory)
+    kernelTotal += t;
+  const uint64_t peak = b.allocatedBytes();
+  const double gib = double(peak) / double(uint64_t(1) << 30);
+
+  if (o.json) {
+    std::string cats;
+    for (const auto &[name, t] : byCategory)
+      cats += fmt::format("{}\"{}\": {:.3f}", cats.empty() ? "" : ", ", name, t);
+    fmt::print("{{\"plan\": \"{}\", \"device\": \"{}\", \"batch\": {}, \"steps\": {}, \"median_ms\": {:.3f}, "
+               "\"min_ms\": {:.3f}, \"max_ms\": {:.3f}, \"img_per_s\": {:.1f}, \"peak_bytes\": {}, "
+               "\"peak_gib\": {:.3f}, \"kernel_ms\": {{{}}}, \"kernel_total_ms\": {:.3f}, \"loss_first\": {}, "
+               "\"loss_last\": {}}}\n",
+               o.plan, b.name(), batch, o.steps, median, sorted.front(), sorted.back(), imgPerS, peak, gib, cats,
+               kernelTotal, std::isfinite(*firstLoss) ? fmt::format("{:.6g}", *firstLoss) : "null",
+               std::isfinite(*lastLoss) ? fmt::format("{:.6g}", *lastLoss) : "null");
+    return 0;
+  }
+  fmt::print("{} on {}: batch {}, {} timed steps after {} warm-up\n", o.plan, b.name(), batch, o.steps, o.warmup);
+  fmt::print("  step time  median {:.3f} ms (min {:.3f}, max {:.3f})\n", median, sorted.front(), sorted.back());
+  fmt::print("  throughput {:.1f} img/s\n", imgPerS);
+  fmt::print("  peak device memory {:.3f} GiB ({} bytes allocated by the backend)\n", gib, peak);
+  fmt::print("  loss {:.6g} after warm-up, {:.6g} at the end\n", *firstLoss, *lastLoss);
+  if (!profileNote.empty())
+    fmt::print("  kernel times: {}\n", profileNote);
+  else {
+    fmt::print("  kernel time by category (one step, kernel by kernel, {:.3f} ms in all):\n", kernelTotal);
+    for (const auto &[name, t] : byCategory)
+      fmt::print("    {:<12} {:9.3f} ms  {:5.1f}%\n", name, t, kernelTotal > 0 ? 100.0 * t / kernelTotal : 0.0);
+  }
+  return 0;
+}
+
+} // namespace castor::run
