@@ -34,8 +34,12 @@ if [ -x "$castor" ]; then
   "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision fp16 \
     --optimizer sgd --momentum 0.9 --nesterov --clip-grad-norm 1.0 --emit-gradients \
     -o "$carry/plans/tiny_fp16_sgd_clip.plan" >/dev/null
-  # ResNet-50's fp16 training step for timing (the plan only: weights come from the seed).
-  "$castor" compile "$root/models/resnet50.onnx" --init kaiming --batch 256 --train --precision fp16 \
-    --optimizer adamw -o "$carry/plans/r50_fp16_b256.plan" >/dev/null
+  # ResNet-50's training steps for bench/resnet50_vs_torch.sh, as torch_resnet50.py trains:
+  # batch 256, AdamW lr 1e-3, weight decay 0.01 (the plans only: weights come from the seed).
+  for p in fp16 bf16 fp32; do
+    "$castor" compile "$root/models/resnet50.onnx" --init kaiming --batch 256 --train --precision "$p" \
+      --optimizer adamw --lr 1e-3 --weight-decay 0.01 -o "$carry/plans/r50_${p}_b256.plan" >/dev/null
+  done
+  cp "$root/../shared/bench/torch_resnet50.py" "$carry/" 2>/dev/null || true
 fi
 ls -la "$carry/bin" "$carry/plans"
