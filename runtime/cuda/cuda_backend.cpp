@@ -99,7 +99,9 @@ public:
       if (std::string error = plan::slotError(t, plan_.arena_bytes()); !error.empty())
         return Status::error(error);
       tensors_[t.id()] = &t;
-      if (ctx_.channelsLast(&t) && t.kind() != Tensor::INPUT)
+      // Host transfers of channels-last tensors pass through the staging buffer; activations
+      // are never transferred.
+      if (ctx_.channelsLast(&t) && t.kind() != Tensor::INPUT && t.kind() != Tensor::ACTIVATION)
         stagingBytes = std::max<uint64_t>(stagingBytes, t.bytes());
       if (t.kind() == Tensor::INPUT)
         inputBytes += t.bytes();
@@ -274,6 +276,9 @@ private:
     auto it = tensors_.find(id);
     if (it == tensors_.end())
       return Status::error("no tensor with id " + std::to_string(id));
+    if (it->second->kind() == Tensor::ACTIVATION && ctx_.channelsLast(it->second))
+      return Status::error("tensor '" + it->second->name() + "' is an activation stored channels-last: its value "
+                           "is not kept after the step (CASTOR_CUDA_LAYOUT=nchw to read it)");
     if (it->second->bytes() != bytes)
       return Status::error("tensor " + std::to_string(id) + " '" + it->second->name() + "' holds " +
                            std::to_string(it->second->bytes()) + " bytes, got " + std::to_string(bytes));
