@@ -1,171 +1,139 @@
-// Convolutions (forward, data gradient, filter gradient) through cuDNN's convolution API: NCHW
-// or NHWC descriptors following the tensors' layout, the algorithm picked by cuDNN's heuristic
-// (cudnnGet*Algorithm_v7), FMA math (no TF32) for fp32.
-#include "cuda/device_context.h"
+// Convolutions (forward, data gradient, filter gradient). Operands f16/bf16/f32 run through
+// cuDNN's graph API (conv_frontend.cpp): the engines cuDNN offers are timed once per layer
+// signature and GPU, and the choice is kept on disk (conv_tuner.h, tuning_cache.h). f64, and any
+// convolution the graph API cannot run, takes cuDNN's legacy API (conv_legacy.cpp).
+// CASTOR_CONV_API=legacy forces the legacy API everywhere (for comparisons).
+#include "cuda/conv_common.h"
+#include "cuda/conv_tuner.h"
 
 #include "plan/op_attrs.h"
 
-#include <algorithm>
-#include <memory>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 namespace castor::cuda {
-namespace {
+namespace conv {
 
 using plan::Kernel;
 using plan::Tensor;
 
-cudnnDataType_t cudnnType(plan::DType t) {
-  switch (t) {
-  case plan::F16:
-    return CUDNN_DATA_HALF;
-  case plan::BF16:
-    return CUDNN_DATA_BFLOAT16;
-  case plan::F64:
-    return CUDNN_DATA_DOUBLE;
-  default:
-    return CUDNN_DATA_FLOAT;
-  }
+namespace {
+
+std::string dims(const Shape &s) {
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? "," : "") + std::to_string(s[i]);
+  return r;
 }
 
-// cuDNN descriptors of one convolution (forward geometry: x [N,C,H,W], w [K,C/g,R,S], y).
-// The descriptors live as long as the RunFn that uses them.
-struct ConvDescriptors {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
-  cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
-  ~ConvDescriptors() {
-    if (x)
-      cudnnDestroyTensorDescriptor(x);
-    if (y)
-      cudnnDestroyTensorDescriptor(y);
-    if (w)
-      cudnnDestroyFilterDescriptor(w);
-    if (conv)
-      cudnnDestroyConvolutionDescriptor(conv);
+const char *passName(Pass p) {
+  switch (p) {
+  case Pass::Forward:
+    return "fprop";
+  case Pass::BackwardData:
+    return "dgrad";
+  case Pass::BackwardFilter:
+    return "wgrad";
   }
-};
+  return "?";
+}
 
+bool legacyForced() {
+  const char *v = std::getenv("CASTOR_CONV_API");
+  return v && std::strcmp(v, "legacy") == 0;
+}
 
-enum class ConvPass { Forward, BackwardData, BackwardFilter };
+} // namespace
 
-Expected<RunFn> buildConv(DeviceContext &ctx, const Kernel &k, ConvPass pass, const Tensor *x, const Tensor *w,
-                          const Tensor *y, const Tensor *bias) {
-  DeviceContext *c = &ctx;
-  auto p = plan::parseConv2d(k);
-  if (!p)
-    return p.status();
-  const auto &a = p->shape;
-  if (x->dtype() != w->dtype() || x->dtype() != y->dtype() || !isFloat(x->dtype()))
-    return Status::error("convolution operands must share one float dtype (got " + plan::dtypeName(x->dtype()) +
-                         ", " + plan::dtypeName(w->dtype()) + ", " + plan::dtypeName(y->dtype()) + ")");
-  if (a.pads[0] != a.pads[2] || a.pads[1] != a.pads[3])
-    return Status::error("asymmetric convolution padding is not supported by the cuda backend yet");
-  const Shape xs = shapeOf(*x), ws = shapeOf(*w), ys = shapeOf(*y);
-  if (xs.size() != 4 || ws.size() != 4 || ys.size() != 4)
-    return Status::error("the cuda backend runs 2-D convolutions only (rank-4 operands)");
-  auto d = std::make_shared<ConvDescriptors>();
-  const plan::DType dt = x->dtype();
-  const cudnnDataType_t type = cudnnType(dt);
-  const cudnnDataType_t compute = dt == plan::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
-  CASTOR_CUDNN(cudnnCreateTensorDescriptor(&d->x));
-  CASTOR_CUDNN(cudnnCreateTensorDescriptor(&d->y));
-  CASTOR_CUDNN(cudnnCreateFilterDescriptor(&d->w));
-  CASTOR_CUDNN(cudnnCreateConvolutionDescriptor(&d->conv));
-  // Channels-last storage is cuDNN's NHWC format (dims are still given as N, C, H, W).
-  const cudnnTensorFormat_t format = ctx.channelsLast(x) ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
-  if (ctx.channelsLast(x) != ctx.channelsLast(w) || ctx.channelsLast(x) != ctx.channelsLast(y))
-    return Status::error("convolution operands in different layouts");
-  CASTOR_CUDNN(cudnnSetTensor4dDescriptor(d->x, format, type, int(xs[0]), int(xs[1]), int(xs[2]),
-                                          int(xs[3])));
-  CASTOR_CUDNN(cudnnSetTensor4dDescriptor(d->y, format, type, int(ys[0]), int(ys[1]), int(ys[2]),
-                                          int(ys[3])));
-  CASTOR_CUDNN(cudnnSetFilter4dDescriptor(d->w, type, format, int(ws[0]), int(ws[1]), int(ws[2]),
-                                          int(ws[3])));
-  CASTOR_CUDNN(cudnnSetConvolution2dDescriptor(d->conv, int(a.pads[0]), int(a.pads[1]), int(a.strides[0]),
-                                               int(a.strides[1]), int(a.dilations[0]), int(a.dilations[1]),
-                                               CUDNN_CROSS_CORRELATION, compute));
-  CASTOR_CUDNN(cudnnSetConvolutionGroupCount(d->conv, int(a.groups)));
-  // fp32: FMA kernels only (no TF32), so that fp32 agrees with the reference within 1e-4.
-  const bool fp32 = dt == plan::F32 || dt == plan::F64;
-  CASTOR_CUDNN(cudnnSetConvolutionMathType(d->conv, fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
-  int on = 0, oc = 0, oh = 0, ow = 0;
-  CASTOR_CUDNN(cudnnGetConvolution2dForwardOutputDim(d->conv, d->x, d->w, &on, &oc, &oh, &ow));
-  if (on != ys[0] || oc != ys[1] || oh != ys[2] || ow != ys[3])
-    return Status::error("cuDNN's output shape [" + std::to_string(on) + ", " + std::to_string(oc) + ", " +
-                         std::to_string(oh) + ", " + std::to_string(ow) + "] differs from the plan's");
+std::vector<int64_t> strides(const Shape &d, bool channelsLast) {
+  // d = [N, C, H, W]
+  if (channelsLast)
+    return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
+  return {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
+}
 
-  // The heuristic's first algorithm that runs within the workspace limit (and, for fp32, uses
-  // FMA math).
-  auto acceptable = [&](cudnnStatus_t status, size_t memory, cudnnMathType_t math) {
-    return status == CUDNN_STATUS_SUCCESS && memory <= ctx.workspaceLimit && (!fp32 || math == CUDNN_FMA_MATH ||
-                                                                           math == CUDNN_DEFAULT_MATH);
-  };
-  constexpr int kMaxAlgos = 16;
-  int returned = 0;
-  size_t wsBytes = 0;
-  cudnnMathType_t math = fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
-  // The heuristic's first engine that fits the workspace (and, in fp32, uses no tensor-core
-  // down-conversion), else `fallback`.
-  auto choose = [&](const auto *perf, auto fallback) {
-    for (int i = 0; i < returned; ++i)
-      if (acceptable(perf[i].status, perf[i].memory, perf[i].mathType)) {
-        math = fp32 ? CUDNN_FMA_MATH : perf[i].mathType;
-        return perf[i].algo;
-      }
-    return fallback;
-  };
-  const void *one = nullptr, *zero = nullptr;
-  static const float onef = 1.0f, zerof = 0.0f;
-  static const double oned = 1.0, zerod = 0.0;
-  one = dt == plan::F64 ? static_cast<const void *>(&oned) : static_cast<const void *>(&onef);
-  zero = dt == plan::F64 ? static_cast<const void *>(&zerod) : static_cast<const void *>(&zerof);
-  RunFn run;
-  if (pass == ConvPass::Forward) {
-    cudnnConvolutionFwdAlgoPerf_t perf[kMaxAlgos];
-    CASTOR_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(ctx.cudnn, d->x, d->w, d->conv, d->y, kMaxAlgos, &returned, perf));
-    auto algo = choose(perf, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM);
-    CASTOR_CUDNN(cudnnSetConvolutionMathType(d->conv, math));
-    CASTOR_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(ctx.cudnn, d->x, d->w, d->conv, d->y, algo, &wsBytes));
-    run = [c, d, algo, x, w, y, wsBytes, one, zero]() {
-      return cudnnStatus(cudnnConvolutionForward(c->cudnn, one, d->x, c->ptr(x), d->w, c->ptr(w), d->conv, algo, c->workspace,
-                                                 wsBytes, zero, d->y, c->ptr(y)),
-                         "cudnnConvolutionForward");
-    };
-  } else if (pass == ConvPass::BackwardData) {
-    cudnnConvolutionBwdDataAlgoPerf_t perf[kMaxAlgos];
-    CASTOR_CUDNN(
-        cudnnGetConvolutionBackwardDataAlgorithm_v7(ctx.cudnn, d->w, d->y, d->conv, d->x, kMaxAlgos, &returned, perf));
-    auto algo = choose(perf, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1);
-    CASTOR_CUDNN(cudnnSetConvolutionMathType(d->conv, math));
-    CASTOR_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(ctx.cudnn, d->w, d->y, d->conv, d->x, algo, &wsBytes));
-    // Here x is dx (written) and y is dy (read).
-    run = [c, d, algo, x, w, y, wsBytes, one, zero]() {
-      return cudnnStatus(cudnnConvolutionBackwardData(c->cudnn, one, d->w, c->ptr(w), d->y, c->ptr(y), d->conv, algo,
-                                                      c->workspace, wsBytes, zero, d->x, c->ptr(x)),
-                         "cudnnConvolutionBackwardData");
-    };
+Expected<Problem> parse(const DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  if (in.size() < 2 || out.empty())
+    return Status::error(k.op() + " needs 2 inputs and 1 output");
+  Problem p;
+  p.label = k.name().empty() ? k.op() : k.name();
+  if (k.op() == "conv2d") {
+    p.pass = Pass::Forward;
+    p.x = in[0], p.w = in[1], p.y = out[0];
+    p.bias = in.size() > 2 ? in[2] : nullptr;
+  } else if (k.op() == "conv2d_backward_data") { // (dy, w) -> dx
+    p.pass = Pass::BackwardData;
+    p.y = in[0], p.w = in[1], p.x = out[0];
+  } else if (k.op() == "conv2d_backward_filter") { // (x, dy) -> dw
+    p.pass = Pass::BackwardFilter;
+    p.x = in[0], p.y = in[1], p.w = out[0];
   } else {
-    cudnnConvolutionBwdFilterAlgoPerf_t perf[kMaxAlgos];
-    CASTOR_CUDNN(
-        cudnnGetConvolutionBackwardFilterAlgorithm_v7(ctx.cudnn, d->x, d->y, d->conv, d->w, kMaxAlgos, &returned, perf));
-    auto algo = choose(perf, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1);
-    CASTOR_CUDNN(cudnnSetConvolutionMathType(d->conv, math));
-    CASTOR_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(ctx.cudnn, d->x, d->y, d->conv, d->w, algo, &wsBytes));
-    // Here w is dw (written).
-    run = [c, d, algo, x, w, y, wsBytes, one, zero]() {
-      return cudnnStatus(cudnnConvolutionBackwardFilter(c->cudnn, one, d->x, c->ptr(x), d->y, c->ptr(y), d->conv, algo,
-                                                        c->workspace, wsBytes, zero, d->w, c->ptr(w)),
-                         "cudnnConvolutionBackwardFilter");
-    };
+    return Status::error("no convolution kernel '" + k.op() + "'");
   }
-  ctx.requestWorkspace(wsBytes);
-  if (!bias)
+  auto attrs = plan::parseConv2d(k);
+  if (!attrs)
+    return attrs.status();
+  const auto &a = attrs->shape;
+  p.dtype = p.x->dtype();
+  if (p.w->dtype() != p.dtype || p.y->dtype() != p.dtype || !isFloat(p.dtype))
+    return Status::error("convolution operands must share one float dtype (got " + plan::dtypeName(p.x->dtype()) +
+                         ", " + plan::dtypeName(p.w->dtype()) + ", " + plan::dtypeName(p.y->dtype()) + ")");
+  if (a.pads.size() != 4 || a.strides.size() != 2 || a.dilations.size() != 2)
+    return Status::error("2-D convolution attributes expected (4 pads, 2 strides, 2 dilations)");
+  if (a.pads[0] != a.pads[2] || a.pads[1] != a.pads[3])
+    return Status::error("asymmetric convolution padding (pads [" + dims(a.pads) +
+                         "]) is not supported by the cuda backend");
+  p.xs = shapeOf(*p.x), p.ws = shapeOf(*p.w), p.ys = shapeOf(*p.y);
+  if (p.xs.size() != 4 || p.ws.size() != 4 || p.ys.size() != 4)
+    return Status::error("the cuda backend runs 2-D convolutions only (rank-4 operands)");
+  p.padH = a.pads[0], p.padW = a.pads[1];
+  p.strideH = a.strides[0], p.strideW = a.strides[1];
+  p.dilationH = a.dilations[0], p.dilationW = a.dilations[1];
+  p.groups = a.groups;
+  if (p.groups < 1 || p.strideH < 1 || p.strideW < 1 || p.dilationH < 1 || p.dilationW < 1 || p.padH < 0 ||
+      p.padW < 0)
+    return Status::error("invalid convolution attributes");
+  // The geometry must agree: C = (C/g) * g, K divisible by g, y's dims from x's.
+  auto outDim = [](int64_t in, int64_t pad, int64_t dil, int64_t kernel, int64_t stride) {
+    return (in + 2 * pad - dil * (kernel - 1) - 1) / stride + 1;
+  };
+  const int64_t P = outDim(p.xs[2], p.padH, p.dilationH, p.ws[2], p.strideH);
+  const int64_t Q = outDim(p.xs[3], p.padW, p.dilationW, p.ws[3], p.strideW);
+  if (p.xs[1] != p.ws[1] * p.groups || p.ws[0] % p.groups != 0 || p.ys[0] != p.xs[0] || p.ys[1] != p.ws[0] ||
+      p.ys[2] != P || p.ys[3] != Q)
+    return Status::error("convolution shapes disagree: x [" + dims(p.xs) + "], w [" + dims(p.ws) + "], y [" +
+                         dims(p.ys) + "], groups " + std::to_string(p.groups) + " (expected y [" +
+                         std::to_string(p.xs[0]) + "," + std::to_string(p.ws[0]) + "," + std::to_string(P) + "," +
+                         std::to_string(Q) + "])");
+  if (p.bias && countOf(*p.bias) != p.ys[1])
+    return Status::error("convolution bias has " + std::to_string(countOf(*p.bias)) + " elements for " +
+                         std::to_string(p.ys[1]) + " output channels");
+  p.xNhwc = ctx.channelsLast(p.x), p.wNhwc = ctx.channelsLast(p.w), p.yNhwc = ctx.channelsLast(p.y);
+  return p;
+}
+
+std::string signature(const Problem &p) {
+  auto layout = [](bool nhwc) { return nhwc ? "nhwc" : "nchw"; };
+  return std::string("conv2d.") + passName(p.pass) + "|" + plan::dtypeName(p.dtype) + "|x:" + layout(p.xNhwc) + "=" +
+         dims(p.xs) + "|w:" + layout(p.wNhwc) + "=" + dims(p.ws) + "|y:" + layout(p.yNhwc) + "=" + dims(p.ys) +
+         "|pad=" + std::to_string(p.padH) + "," + std::to_string(p.padW) + "|stride=" + std::to_string(p.strideH) +
+         "," + std::to_string(p.strideW) + "|dil=" + std::to_string(p.dilationH) + "," +
+         std::to_string(p.dilationW) + "|groups=" + std::to_string(p.groups);
+}
+
+Expected<RunFn> withBias(DeviceContext &ctx, const Problem &p, RunFn run) {
+  if (!p.bias)
     return run;
-  // The bias [K], broadcast over [N, K, P, Q], added after the convolution.
-  auto bc = makeBroadcast(ys, Shape{1, ys[1], 1, 1}, ys);
+  // The bias [K] broadcast over y as y is stored: [N,K,P,Q] or, channels-last, [N,P,Q,K].
+  const Shape ys = physicalShape(ctx, *p.y);
+  const Shape bs = p.yNhwc ? Shape{1, 1, 1, p.ys[1]} : Shape{1, p.ys[1], 1, 1};
+  auto bc = makeBroadcast(ys, bs, ys);
   if (!bc)
     return bc.status();
   const Broadcast b = *bc;
+  DeviceContext *c = &ctx;
+  const Tensor *y = p.y, *bias = p.bias;
   return RunFn([c, run, b, y, bias]() -> Status {
     CASTOR_RETURN_IF_ERROR(run());
     return cudaStatus(binary(BinaryOp::Add, c->ref(y), c->ref(bias), c->ref(y), b, countOf(*y), c->stream),
@@ -173,19 +141,30 @@ Expected<RunFn> buildConv(DeviceContext &ctx, const Kernel &k, ConvPass pass, co
   });
 }
 
+} // namespace conv
 
-} // namespace
-
-Expected<RunFn> buildConvolution(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
-  if (in.size() < 2 || out.empty())
-    return Status::error(k.op() + " needs 2 inputs and 1 output");
-  if (k.op() == "conv2d")
-    return buildConv(ctx, k, ConvPass::Forward, in[0], in[1], out[0], in.size() > 2 ? in[2] : nullptr);
-  if (k.op() == "conv2d_backward_data") // (dy, w) -> dx
-    return buildConv(ctx, k, ConvPass::BackwardData, out[0], in[1], in[0], nullptr);
-  if (k.op() == "conv2d_backward_filter") // (x, dy) -> dw
-    return buildConv(ctx, k, ConvPass::BackwardFilter, in[0], out[0], in[1], nullptr);
-  return Status::error("no convolution kernel '" + k.op() + "'");
+Expected<RunFn> buildConvolution(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
+                                 const TensorList &out) {
+  auto p = conv::parse(ctx, k, in, out);
+  if (!p)
+    return p.status();
+  if (p->dtype == plan::F64 || conv::legacyForced()) {
+    auto run = conv::buildLegacy(ctx, *p);
+    if (!run)
+      return run.status();
+    return conv::withBias(ctx, *p, std::move(*run));
+  }
+  auto run = conv::buildFrontend(ctx, *p);
+  if (!run) {
+    auto legacy = conv::buildLegacy(ctx, *p);
+    if (!legacy)
+      return Status::error("cuDNN graph API: " + run.message() + "; legacy API: " + legacy.message());
+    std::fprintf(stderr, "castor: convolution %s (%s): cuDNN graph API failed (%s); using the legacy API\n",
+                 p->label.c_str(), conv::signature(*p).c_str(), run.message().c_str());
+    tuning::noteFallback();
+    return conv::withBias(ctx, *p, std::move(*legacy));
+  }
+  return conv::withBias(ctx, *p, std::move(*run));
 }
 
 } // namespace castor::cuda

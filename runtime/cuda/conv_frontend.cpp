@@ -1,0 +1,189 @@
+// Convolutions through cuDNN's graph API (cudnn-frontend v1, namespace cudnn_frontend::graph):
+// one graph per layer (conv_fprop, conv_dgrad or conv_wgrad; io in the operands' dtype,
+// intermediate and compute FLOAT), its engine configurations from heuristics modes A and
+// FALLBACK, each one a tuner candidate (conv_tuner.h) named by its engine tag. Only this file
+// includes the frontend's headers (they are large).
+//
+// Numerics: engines noted DOWN_CONVERT_INPUTS or REDUCED_PRECISION_REDUCTION are never used (the
+// graph promises fp32 compute); for fp32 operands neither are TENSOR_CORE engines, so fp32
+// means no TF32.
+#include "cuda/conv_common.h"
+#include "cuda/conv_tuner.h"
+
+#include <cudnn_frontend.h>
+
+#include <exception>
+#include <memory>
+#include <set>
+#include <unordered_map>
+
+namespace castor::cuda::conv {
+namespace {
+
+namespace fe = cudnn_frontend;
+
+// Tensor uids of the graph (the variant pack maps them to arena pointers).
+constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3;
+
+fe::DataType_t feType(plan::DType t) {
+  switch (t) {
+  case plan::F16:
+    return fe::DataType_t::HALF;
+  case plan::BF16:
+    return fe::DataType_t::BFLOAT16;
+  default:
+    return fe::DataType_t::FLOAT;
+  }
+}
+
+Status feStatus(fe::error_t e, const char *what) {
+  if (e.is_good())
+    return Status::ok();
+  return Status::error(std::string(what) + ": " + e.get_message());
+}
+
+// The graph, with access to its execution plans so that a candidate that loses the timing can
+// release its plan (compiled kernels included) while the winner's stays.
+class ConvGraph : public fe::graph::Graph {
+public:
+  void releasePlan(int64_t index) {
+    auto &list = plans.get_execution_plans();
+    if (index >= 0 && size_t(index) < list.size())
+      list[size_t(index)].reset();
+  }
+};
+
+// One built plan of the graph; releases it when the last candidate function holding it dies.
+struct BuiltPlan {
+  std::shared_ptr<ConvGraph> graph;
+  int64_t index = -1;
+  ~BuiltPlan() { graph->releasePlan(index); }
+};
+
+fe::graph::Tensor_attributes tensorAttrs(const char *name, int64_t uid, const Shape &dims, bool nhwc,
+                                         fe::DataType_t type) {
+  return fe::graph::Tensor_attributes()
+      .set_name(name)
+      .set_uid(uid)
+      .set_dim(dims)
+      .set_stride(strides(dims, nhwc))
+      .set_data_type(type);
+}
+
+// The layer's graph, lowered to cuDNN and with its engine configurations queried (none built).
+Expected<std::shared_ptr<ConvGraph>> makeGraph(DeviceContext &ctx, const Problem &p) {
+  auto g = std::make_shared<ConvGraph>();
+  const fe::DataType_t type = feType(p.dtype);
+  g->set_io_data_type(type)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  const std::vector<int64_t> padding{p.padH, p.padW}, stride{p.strideH, p.strideW},
+      dilation{p.dilationH, p.dilationW};
+  // Groups are implied by the dims: x has C channels, w has C/g.
+  if (p.pass == Pass::Forward) {
+    auto X = g->tensor(tensorAttrs("x", kUidX, p.xs, p.xNhwc, type));
+    auto W = g->tensor(tensorAttrs("w", kUidW, p.ws, p.wNhwc, type));
+    auto Y = g->conv_fprop(
+        X, W, fe::graph::Conv_fprop_attributes().set_name("fprop").set_padding(padding).set_stride(stride).set_dilation(
+                  dilation));
+    Y->set_output(true).set_uid(kUidY).set_dim(p.ys).set_stride(strides(p.ys, p.yNhwc)).set_data_type(type);
+  } else if (p.pass == Pass::BackwardData) {
+    auto DY = g->tensor(tensorAttrs("dy", kUidY, p.ys, p.yNhwc, type));
+    auto W = g->tensor(tensorAttrs("w", kUidW, p.ws, p.wNhwc, type));
+    auto DX = g->conv_dgrad(
+        DY, W, fe::graph::Conv_dgrad_attributes().set_name("dgrad").set_padding(padding).set_stride(stride).set_dilation(
+                   dilation));
+    DX->set_output(true).set_uid(kUidX).set_dim(p.xs).set_stride(strides(p.xs, p.xNhwc)).set_data_type(type);
+  } else {
+    auto DY = g->tensor(tensorAttrs("dy", kUidY, p.ys, p.yNhwc, type));
+    auto X = g->tensor(tensorAttrs("x", kUidX, p.xs, p.xNhwc, type));
+    auto DW = g->conv_wgrad(
+        DY, X, fe::graph::Conv_wgrad_attributes().set_name("wgrad").set_padding(padding).set_stride(stride).set_dilation(
+                   dilation));
+    DW->set_output(true).set_uid(kUidW).set_dim(p.ws).set_stride(strides(p.ws, p.wNhwc)).set_data_type(type);
+  }
+  CASTOR_RETURN_IF_ERROR(feStatus(g->validate(), "validate"));
+  CASTOR_RETURN_IF_ERROR(feStatus(g->build_operation_graph(ctx.cudnn), "build_operation_graph"));
+  CASTOR_RETURN_IF_ERROR(
+      feStatus(g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans"));
+  // Filters apply to the configurations just queried (so they come after the query).
+  std::vector<fe::NumericalNote_t> barred{fe::NumericalNote_t::DOWN_CONVERT_INPUTS,
+                                          fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION};
+  if (p.dtype == plan::F32)
+    barred.push_back(fe::NumericalNote_t::TENSOR_CORE); // no TF32
+  g->deselect_numeric_notes(barred);
+  g->deselect_workspace_greater_than(int64_t(ctx.workspaceLimit));
+  return g;
+}
+
+// Every engine configuration of the graph, in the heuristics' order, as a tuner candidate.
+std::vector<tuning::Candidate> candidatesOf(DeviceContext &ctx, const Problem &p, const std::shared_ptr<ConvGraph> &g) {
+  std::vector<tuning::Candidate> candidates;
+  std::set<std::string> seen; // modes A and FALLBACK may offer the same configuration
+  DeviceContext *c = &ctx;
+  const plan::Tensor *x = p.x, *w = p.w, *y = p.y;
+  const int64_t count = g->get_execution_plan_count();
+  for (int64_t i = 0; i < count; ++i) {
+    std::string tag;
+    if (g->get_plan_name_at_index(i, tag).is_bad() || tag.empty() || !seen.insert(tag).second)
+      continue;
+    tuning::Candidate candidate;
+    candidate.name = "cudnn:" + tag;
+    candidate.build = [c, g, i, x, w, y]() -> Expected<tuning::Executable> {
+      try {
+        // check_support_at_index skips configurations barred by the notes or the workspace limit.
+        CASTOR_RETURN_IF_ERROR(feStatus(g->build_plan_at_index(i), "build_plan_at_index"));
+        auto plan = std::make_shared<BuiltPlan>();
+        plan->graph = g;
+        plan->index = i;
+        int64_t workspace = 0;
+        CASTOR_RETURN_IF_ERROR(
+            feStatus(g->get_workspace_size_plan_at_index(i, workspace), "get_workspace_size_plan_at_index"));
+        tuning::Executable e;
+        e.workspaceBytes = size_t(workspace < 0 ? 0 : workspace);
+        e.run = [c, plan, x, w, y](void *workspace) -> Status {
+          std::unordered_map<int64_t, void *> pack{{kUidX, c->ptr(x)}, {kUidW, c->ptr(w)}, {kUidY, c->ptr(y)}};
+          try {
+            return feStatus(plan->graph->execute_plan_at_index(c->cudnn, pack, workspace, plan->index),
+                            "cuDNN graph execute");
+          } catch (const std::exception &ex) {
+            return Status::error(std::string("cuDNN graph execute: ") + ex.what());
+          }
+        };
+        return e;
+      } catch (const std::exception &ex) {
+        return Status::error(std::string("cuDNN graph build: ") + ex.what());
+      }
+    };
+    candidates.push_back(std::move(candidate));
+  }
+  return candidates;
+}
+
+} // namespace
+
+Expected<RunFn> buildFrontend(DeviceContext &ctx, const Problem &p) {
+  if (p.dtype != plan::F16 && p.dtype != plan::BF16 && p.dtype != plan::F32)
+    return Status::error("the cuDNN graph API path runs f16, bf16 and f32 convolutions");
+  std::vector<tuning::Candidate> candidates;
+  try {
+    auto g = makeGraph(ctx, p);
+    if (!g)
+      return g.status();
+    candidates = candidatesOf(ctx, p, *g);
+  } catch (const std::exception &ex) {
+    return Status::error(std::string("cuDNN graph: ") + ex.what());
+  }
+  if (candidates.empty())
+    return Status::error("cuDNN's heuristics offer no engine");
+  auto choice = tuning::choose(ctx, signature(p), candidates);
+  if (!choice)
+    return choice.status();
+  ctx.requestWorkspace(choice->executable.workspaceBytes);
+  DeviceContext *c = &ctx;
+  auto run = std::move(choice->executable.run);
+  // ctx.workspace is allocated after every kernel is built: read it when running.
+  return RunFn([c, run]() { return run(c->workspace); });
+}
+
+} // namespace castor::cuda::conv
