@@ -3,7 +3,8 @@
 // float output (loss, gradients of --emit-gradients plans) and every PARAMETER/STATE tensor
 // within a norm-wise relative error of 1e-4 each (fp32 plans), 1e-2 each for plans with f16/bf16
 // tensors (the CUDA backend issue's criterion); i64 state exactly. The norm over all tensors
-// together is printed too.
+// together is printed too. Every plan runs twice: with CASTOR_CUDA_LAYOUT=nchw (every tensor
+// row-major) and =nhwc (rank-4 float tensors channels-last).
 //
 //   castor_cuda_tests PLAN_OR_DIR... [--steps 3]
 // A directory stands for every *.plan in it. Exit status 0 when every plan agrees.
@@ -89,7 +90,8 @@ bool lowPrecision(const plan::Plan &p) {
   return false;
 }
 
-int checkPlan(const std::string &path, int steps) {
+int checkPlan(const std::string &path, int steps, const char *layout) {
+  setenv("CASTOR_CUDA_LAYOUT", layout, 1); // read when the CUDA backend is created
   auto read = plan::readPlanFile(path);
   if (!read) {
     std::printf("%s: %s\n", path.c_str(), read.message().c_str());
@@ -179,11 +181,11 @@ int checkPlan(const std::string &path, int steps) {
     const double lossErr = std::fabs(lossCpu - lossGpu) / std::max(std::fabs(lossCpu), 1e-6);
     const bool ok = c.worst <= tol && lossErr <= tol && c.intsExact;
     failures += ok ? 0 : 1;
-    std::printf("%-28s step %d  loss cpu %.6f cuda %.6f  all %.2e  worst tensor %.2e (%s)  tol %.0e  ints %s  %s\n",
-                fs::path(path).filename().c_str(), step, lossCpu, lossGpu, global, c.worst, c.worstName.c_str(), tol,
+    std::printf("%-28s %s step %d  loss cpu %.6f cuda %.6f  all %.2e  worst tensor %.2e (%s)  tol %.0e  ints %s  %s\n",
+                fs::path(path).filename().c_str(), layout, step, lossCpu, lossGpu, global, c.worst, c.worstName.c_str(), tol,
                 c.intsExact ? "exact" : ("differ: " + c.intMismatch).c_str(), ok ? "PASS" : "FAIL");
   }
-  std::printf("%-28s %d steps: cpu %.1f ms/step, cuda %.2f ms/step\n", fs::path(path).filename().c_str(), steps,
+  std::printf("%-28s %s %d steps: cpu %.1f ms/step, cuda %.2f ms/step\n", fs::path(path).filename().c_str(), layout, steps,
               cpuMs / steps, gpuMs / steps);
   return failures;
 }
@@ -213,8 +215,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   int failures = 0;
-  for (const auto &p : plans)
-    failures += checkPlan(p, steps);
-  std::printf("%s: %d plan(s), %d failing comparison(s)\n", failures ? "FAIL" : "PASS", int(plans.size()), failures);
+  for (const char *layout : {"nchw", "nhwc"})
+    for (const auto &p : plans)
+      failures += checkPlan(p, steps, layout);
+  std::printf("%s: %d plan(s) in 2 layouts, %d failing comparison(s)\n", failures ? "FAIL" : "PASS", int(plans.size()),
+              failures);
   return failures ? 1 : 0;
 }

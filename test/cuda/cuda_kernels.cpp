@@ -1,0 +1,358 @@
+// GPU test: single-kernel plans (built here, no compiler needed) on the CPU reference and on the
+// CUDA backend, with CASTOR_CUDA_LAYOUT=nchw and =nhwc: pooling, global average pooling,
+// broadcast add/mul, reduce_sum_to (every path: per-channel columns and rows, the general
+// reduction, a full sum), conv2d_backward_bias, dropout (same mask as the reference), softmax,
+// reshapes across layouts, concat/split, casts, the own batch-norm kernels (dtype combinations
+// cuDNN does not take), the loss. Each backend runs the plan twice (the CUDA backend's second
+// run is captured as a CUDA graph). Every output within a norm-wise relative error of 1e-4
+// (fp32) or 1e-2 (plans with f16/bf16 tensors).
+//
+//   castor_cuda_kernel_tests            exit status 0 when every case agrees in both layouts
+
+#include "castor/backend.h"
+#include "castor/cuda_backend.h"
+#include "plan/plan.h"
+#include "plan/plan_validator.h"
+#include "weights/init.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace castor;
+
+namespace {
+
+plan::Attr ints(std::vector<int64_t> v) {
+  plan::Attr a;
+  for (int64_t x : v)
+    a.mutable_ints()->add_values(x);
+  return a;
+}
+plan::Attr flt(double v) {
+  plan::Attr a;
+  a.mutable_floats()->add_values(v);
+  return a;
+}
+plan::Attr str(const std::string &v) {
+  plan::Attr a;
+  a.set_s(v);
+  return a;
+}
+
+struct Case {
+  std::string name;
+  plan::Plan plan;
+  uint64_t next = 0;
+  std::map<uint32_t, std::vector<double>> inputs; // given values (else random normal)
+  std::vector<uint32_t> outputs;
+
+  explicit Case(std::string n) : name(std::move(n)) {
+    plan.set_format_version(plan::kPlanFormatVersion);
+    plan.set_producer("castor-cuda-kernel-tests");
+    plan.set_target("generic");
+    plan.set_batch(1);
+  }
+  uint32_t tensor(const std::string &tname, std::vector<int64_t> shape, plan::Tensor::Kind kind,
+                  plan::DType dtype = plan::F32) {
+    plan::Tensor *t = plan.add_tensors();
+    t->set_id(uint32_t(plan.tensors_size() - 1));
+    t->set_name(tname);
+    t->set_dtype(dtype);
+    t->set_kind(kind);
+    uint64_t count = 1;
+    for (int64_t d : shape) {
+      t->add_shape(d);
+      count *= uint64_t(d);
+    }
+    t->set_bytes(count * plan::dtypeSize(dtype));
+    t->set_offset(next);
+    next += (t->bytes() + plan::kArenaAlignment - 1) / plan::kArenaAlignment * plan::kArenaAlignment;
+    plan.set_arena_bytes(std::max<uint64_t>(next, 256));
+    if (kind == plan::Tensor::INPUT) {
+      auto *b = plan.add_inputs();
+      b->set_name(tname);
+      b->set_tensor(t->id());
+    } else if (kind == plan::Tensor::OUTPUT) {
+      auto *b = plan.add_outputs();
+      b->set_name(tname);
+      b->set_tensor(t->id());
+      outputs.push_back(t->id());
+    }
+    return t->id();
+  }
+  uint32_t in(const std::string &n, std::vector<int64_t> shape, plan::DType dt = plan::F32) {
+    return tensor(n, std::move(shape), plan::Tensor::INPUT, dt);
+  }
+  uint32_t out(const std::string &n, std::vector<int64_t> shape, plan::DType dt = plan::F32) {
+    return tensor(n, std::move(shape), plan::Tensor::OUTPUT, dt);
+  }
+  void kernel(const std::string &op, std::vector<uint32_t> ins, std::vector<uint32_t> outs,
+              std::map<std::string, plan::Attr> attrs = {}) {
+    plan::Kernel *k = plan.add_kernels();
+    k->set_op(op);
+    for (uint32_t id : ins)
+      k->add_inputs(id);
+    for (uint32_t id : outs)
+      k->add_outputs(id);
+    for (auto &[n, a] : attrs)
+      (*k->mutable_attrs())[n] = a;
+  }
+};
+
+std::vector<Case> cases() {
+  using plan::F16;
+  using plan::F32;
+  using plan::I64;
+  std::vector<Case> all;
+  auto add = [&](const std::string &name, const std::function<void(Case &)> &f) {
+    all.emplace_back(name);
+    f(all.back());
+  };
+  const std::map<std::string, plan::Attr> pool = {
+      {"kernel", ints({3, 3})}, {"strides", ints({2, 2})}, {"pads", ints({1, 1, 1, 1})}};
+  add("max_pool2d", [&](Case &c) {
+    c.kernel("max_pool2d", {c.in("x", {2, 5, 9, 11})}, {c.out("y", {2, 5, 5, 6})}, pool);
+  });
+  add("max_pool2d f16", [&](Case &c) {
+    c.kernel("max_pool2d", {c.in("x", {2, 5, 9, 11}, F16)}, {c.out("y", {2, 5, 5, 6}, F16)}, pool);
+  });
+  add("max_pool2d_backward", [&](Case &c) {
+    c.kernel("max_pool2d_backward", {c.in("dy", {2, 5, 5, 6}), c.in("x", {2, 5, 9, 11})}, {c.out("dx", {2, 5, 9, 11})},
+             pool);
+  });
+  add("avg_pool2d", [&](Case &c) {
+    c.kernel("avg_pool2d", {c.in("x", {2, 5, 9, 11})}, {c.out("y", {2, 5, 5, 6})}, pool);
+  });
+  add("avg_pool2d_backward", [&](Case &c) {
+    auto attrs = pool;
+    attrs["count_include_pad"] = ints({1});
+    c.kernel("avg_pool2d_backward", {c.in("dy", {2, 5, 5, 6})}, {c.out("dx", {2, 5, 9, 11})}, attrs);
+  });
+  add("global_avg_pool", [&](Case &c) {
+    c.kernel("global_avg_pool", {c.in("x", {3, 6, 4, 5})}, {c.out("y", {3, 6, 1, 1})});
+  });
+  add("global_avg_pool_backward", [&](Case &c) {
+    c.kernel("global_avg_pool_backward", {c.in("dy", {3, 6, 1, 1})}, {c.out("dx", {3, 6, 4, 5})});
+  });
+  add("add [2,6,4,5]+[6,1,1]", [&](Case &c) {
+    c.kernel("add", {c.in("a", {2, 6, 4, 5}), c.in("b", {6, 1, 1})}, {c.out("y", {2, 6, 4, 5})});
+  });
+  add("add [2,6,4,5]+[1,6,1,5]", [&](Case &c) {
+    c.kernel("add", {c.in("a", {2, 6, 4, 5}), c.in("b", {1, 6, 1, 5})}, {c.out("y", {2, 6, 4, 5})});
+  });
+  add("mul [5]*[2,6,4,5] f16", [&](Case &c) {
+    c.kernel("mul", {c.in("a", {5}, F16), c.in("b", {2, 6, 4, 5}, F16)}, {c.out("y", {2, 6, 4, 5}, F16)});
+  });
+  add("add same shape", [&](Case &c) {
+    c.kernel("add", {c.in("a", {2, 6, 4, 5}), c.in("b", {2, 6, 4, 5})}, {c.out("y", {2, 6, 4, 5})});
+  });
+  for (auto ys : std::vector<std::vector<int64_t>>{{6, 1, 1}, {1, 6, 1, 1}, {4, 5}, {6, 4, 5}, {}, {2, 1, 1, 5}, {2, 6, 1, 1}}) {
+    std::string n = "reduce_sum_to [";
+    for (size_t i = 0; i < ys.size(); ++i)
+      n += (i ? "," : "") + std::to_string(ys[i]);
+    add(n + "]", [&](Case &c) {
+      c.kernel("reduce_sum_to", {c.in("x", {2, 6, 4, 5})}, {c.out("y", ys)}, {{"scale", flt(0.5)}});
+    });
+  }
+  add("reduce_sum_to [64,40]->[40] (rows)", [&](Case &c) {
+    c.kernel("reduce_sum_to", {c.in("x", {64, 40})}, {c.out("y", {40})});
+  });
+  add("reduce_sum_to [40,300]->[40,1] (row sums)", [&](Case &c) {
+    c.kernel("reduce_sum_to", {c.in("x", {40, 300})}, {c.out("y", {40, 1})});
+  });
+  add("conv2d_backward_bias", [&](Case &c) {
+    c.kernel("conv2d_backward_bias", {c.in("dy", {4, 70, 6, 7})}, {c.out("db", {70})});
+  });
+  add("conv2d_backward_bias f16", [&](Case &c) {
+    c.kernel("conv2d_backward_bias", {c.in("dy", {4, 70, 6, 7}, F16)}, {c.out("db", {70}, F16)});
+  });
+  add("dropout", [&](Case &c) {
+    const uint32_t it = c.in("iteration", {}, I64);
+    c.inputs[it] = {3};
+    c.kernel("dropout", {c.in("x", {2, 6, 4, 5}), it}, {c.out("y", {2, 6, 4, 5})},
+             {{"ratio", flt(0.3)}, {"seed", ints({5})}, {"salt", ints({7})}});
+  });
+  add("dropout_backward f16", [&](Case &c) {
+    const uint32_t it = c.in("iteration", {}, I64);
+    c.inputs[it] = {11};
+    c.kernel("dropout_backward", {c.in("dy", {2, 6, 4, 5}, F16), it}, {c.out("dx", {2, 6, 4, 5}, F16)},
+             {{"ratio", flt(0.5)}, {"seed", ints({-9})}, {"salt", ints({2})}});
+  });
+  add("softmax axis 1", [&](Case &c) {
+    c.kernel("softmax", {c.in("x", {2, 6, 4, 5})}, {c.out("y", {2, 6, 4, 5})}, {{"axis", ints({1})}});
+  });
+  add("softmax axis -1", [&](Case &c) {
+    c.kernel("softmax", {c.in("x", {2, 6, 4, 5})}, {c.out("y", {2, 6, 4, 5})}, {{"axis", ints({-1})}});
+  });
+  add("softmax_backward axis 1", [&](Case &c) {
+    c.kernel("softmax_backward", {c.in("dy", {2, 6, 4, 5}), c.in("y", {2, 6, 4, 5})}, {c.out("dx", {2, 6, 4, 5})},
+             {{"axis", ints({1})}});
+  });
+  add("flatten [2,6,4,5]", [&](Case &c) {
+    c.kernel("flatten", {c.in("x", {2, 6, 4, 5})}, {c.out("y", {2, 120})}, {{"axis", ints({1})}});
+  });
+  add("reshape [2,120]->[2,6,4,5]", [&](Case &c) {
+    c.kernel("reshape", {c.in("x", {2, 120})}, {c.out("y", {2, 6, 4, 5})});
+  });
+  add("reshape [2,6,4,5]->[4,3,5,4]", [&](Case &c) {
+    c.kernel("reshape", {c.in("x", {2, 6, 4, 5})}, {c.out("y", {4, 3, 5, 4})});
+  });
+  add("flatten [3,8,1,1]", [&](Case &c) {
+    c.kernel("flatten", {c.in("x", {3, 8, 1, 1})}, {c.out("y", {3, 8})}, {{"axis", ints({1})}});
+  });
+  add("cast f32->f16 [2,6,4,5]", [&](Case &c) {
+    c.kernel("cast", {c.in("x", {2, 6, 4, 5})}, {c.out("y", {2, 6, 4, 5}, F16)});
+  });
+  add("cast f16->f32 [1001]", [&](Case &c) { c.kernel("cast", {c.in("x", {1001}, F16)}, {c.out("y", {1001})}); });
+  add("cast f32->i64 [2,3,4,5]", [&](Case &c) {
+    c.kernel("cast", {c.in("x", {2, 3, 4, 5})}, {c.out("y", {2, 3, 4, 5}, I64)});
+  });
+  add("relu f16 [3,5,7]", [&](Case &c) { c.kernel("relu", {c.in("x", {3, 5, 7}, F16)}, {c.out("y", {3, 5, 7}, F16)}); });
+  add("sigmoid [2,6,4,5]", [&](Case &c) { c.kernel("sigmoid", {c.in("x", {2, 6, 4, 5})}, {c.out("y", {2, 6, 4, 5})}); });
+  add("clip_backward [1003]", [&](Case &c) {
+    c.kernel("clip_backward", {c.in("dy", {1003}), c.in("x", {1003})}, {c.out("dx", {1003})},
+             {{"min", flt(-0.5)}, {"max", flt(0.7)}});
+  });
+  add("concat axis 1", [&](Case &c) {
+    c.kernel("concat", {c.in("a", {2, 3, 4, 5}), c.in("b", {2, 2, 4, 5})}, {c.out("y", {2, 5, 4, 5})},
+             {{"axis", ints({1})}});
+  });
+  add("split axis 2", [&](Case &c) {
+    c.kernel("split", {c.in("x", {2, 3, 4, 5})}, {c.out("a", {2, 3, 1, 5}), c.out("b", {2, 3, 3, 5})},
+             {{"axis", ints({2})}});
+  });
+  // cuDNN takes f16/bf16/f32 data with f32 statistics and all-f64; f16 statistics and ranks
+  // above 4 run the own kernels.
+  add("batch_norm_training (own: f16 statistics)", [&](Case &c) {
+    c.kernel("batch_norm_training", {c.in("x", {4, 6, 3, 5}, F16), c.in("scale", {6}, F16), c.in("bias", {6}, F16)},
+             {c.out("y", {4, 6, 3, 5}, F16), c.out("mean", {6}, F16), c.out("inv_std", {6}, F16)});
+  });
+  add("batch_norm_training (own: rank 5)", [&](Case &c) {
+    c.kernel("batch_norm_training", {c.in("x", {2, 6, 3, 5, 2}), c.in("scale", {6}), c.in("bias", {6})},
+             {c.out("y", {2, 6, 3, 5, 2}), c.out("mean", {6}), c.out("inv_std", {6})});
+  });
+  add("batch_norm_training_backward (own: f16 statistics)", [&](Case &c) {
+    const uint32_t istd = c.in("inv_std", {6}, F16);
+    c.inputs[istd] = {1.5, 0.7, 2.0, 1.1, 0.9, 1.3};
+    c.kernel("batch_norm_training_backward",
+             {c.in("dy", {4, 6, 3, 5}, F16), c.in("x", {4, 6, 3, 5}, F16), c.in("scale", {6}, F16),
+              c.in("mean", {6}, F16), istd},
+             {c.out("dx", {4, 6, 3, 5}, F16), c.out("dscale", {6}, F16), c.out("dbias", {6}, F16)});
+  });
+  add("batch_norm_inference (own: f16 statistics)", [&](Case &c) {
+    const uint32_t var = c.in("var", {6}, F16);
+    c.inputs[var] = {1.5, 0.7, 2.0, 1.1, 0.9, 1.3};
+    c.kernel("batch_norm_inference",
+             {c.in("x", {4, 6, 3, 5}, F16), c.in("scale", {6}, F16), c.in("bias", {6}, F16), c.in("mean", {6}, F16),
+              var},
+             {c.out("y", {4, 6, 3, 5}, F16)});
+  });
+  add("softmax_cross_entropy + count_correct", [&](Case &c) {
+    const uint32_t x = c.in("logits", {37, 11}), labels = c.in("labels", {37}, I64);
+    std::vector<double> l(37);
+    for (size_t i = 0; i < l.size(); ++i)
+      l[i] = double((i * 7) % 11);
+    c.inputs[labels] = l;
+    c.kernel("softmax_cross_entropy", {x, labels}, {c.out("loss", {}), c.out("probs", {37, 11})},
+             {{"label_smoothing", flt(0.1)}});
+    c.kernel("count_correct", {x, labels}, {c.out("correct", {}, I64)});
+    const uint32_t dl = c.in("dloss", {});
+    c.kernel("softmax_cross_entropy_backward", {dl, x, labels}, {c.out("dlogits", {37, 11})},
+             {{"label_smoothing", flt(0.1)}, {"reduction", str("sum")}});
+  });
+  return all;
+}
+
+bool lowPrecision(const plan::Plan &p) {
+  for (const auto &t : p.tensors())
+    if (t.dtype() == plan::F16 || t.dtype() == plan::BF16)
+      return true;
+  return false;
+}
+
+// 0 when every output agrees.
+int runCase(const Case &c, const char *layout) {
+  const std::string where = c.name + " [" + layout + "]";
+  if (Status v = plan::validatePlan(c.plan); !v) {
+    std::printf("FAIL %-50s invalid plan: %s\n", where.c_str(), v.message().c_str());
+    return 1;
+  }
+  setenv("CASTOR_CUDA_LAYOUT", layout, 1);
+  auto cpu = createCpuBackend();
+  auto gpu = createCudaBackend();
+  for (Backend *b : {cpu.get(), gpu.get()})
+    if (Status s = b->load(c.plan); !s) {
+      std::printf("FAIL %-50s load on %s: %s\n", where.c_str(), b->name().c_str(), s.message().c_str());
+      return 1;
+    }
+  std::mt19937_64 rng(std::hash<std::string>{}(c.name));
+  std::normal_distribution<double> normal;
+  for (const auto &t : c.plan.tensors()) {
+    if (t.kind() != plan::Tensor::INPUT)
+      continue;
+    std::vector<double> v;
+    if (auto it = c.inputs.find(t.id()); it != c.inputs.end()) {
+      v = it->second;
+    } else {
+      v.resize(size_t(*plan::elementCount(t)));
+      for (double &e : v)
+        e = normal(rng);
+    }
+    const std::vector<uint8_t> bytes = weights::encodeValues(t.dtype(), v);
+    for (Backend *b : {cpu.get(), gpu.get()})
+      if (Status s = b->upload(t.id(), bytes.data(), bytes.size()); !s) {
+        std::printf("FAIL %-50s upload: %s\n", where.c_str(), s.message().c_str());
+        return 1;
+      }
+  }
+  for (int run = 0; run < 2; ++run)
+    for (Backend *b : {cpu.get(), gpu.get()})
+      if (Status s = b->run(); !s) {
+        std::printf("FAIL %-50s run on %s: %s\n", where.c_str(), b->name().c_str(), s.message().c_str());
+        return 1;
+      }
+  const double tol = lowPrecision(c.plan) ? 1e-2 : 1e-4;
+  double worst = 0;
+  std::string worstName;
+  for (uint32_t id : c.outputs) {
+    const plan::Tensor &t = c.plan.tensors(int(id));
+    std::vector<uint8_t> a(t.bytes()), b(t.bytes());
+    Status sa = cpu->download(id, a.data(), a.size()), sb = gpu->download(id, b.data(), b.size());
+    if (!sa || !sb) {
+      std::printf("FAIL %-50s download: %s\n", where.c_str(), (!sa ? sa : sb).message().c_str());
+      return 1;
+    }
+    const auto x = weights::decodeValues(t.dtype(), a), y = weights::decodeValues(t.dtype(), b);
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      diff += (x[i] - y[i]) * (x[i] - y[i]);
+      norm += x[i] * x[i];
+    }
+    const double err = std::isnan(diff) ? INFINITY : std::sqrt(diff) / std::max(std::sqrt(norm), 1e-6);
+    if (err >= worst || worstName.empty())
+      worst = std::max(worst, err), worstName = t.name();
+  }
+  const bool ok = worst <= tol;
+  std::printf("%s %-50s worst %.2e (%s) tol %.0e\n", ok ? "PASS" : "FAIL", where.c_str(), worst, worstName.c_str(), tol);
+  return ok ? 0 : 1;
+}
+
+} // namespace
+
+int main() {
+  int failures = 0, total = 0;
+  for (const char *layout : {"nchw", "nhwc"})
+    for (const Case &c : cases()) {
+      failures += runCase(c, layout);
+      ++total;
+    }
+  std::printf("%s: %d case(s), %d failing\n", failures ? "FAIL" : "PASS", total, failures);
+  return failures ? 1 : 0;
+}
