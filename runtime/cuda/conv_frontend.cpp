@@ -4,14 +4,17 @@
 // FALLBACK, each one a tuner candidate (conv_tuner.h) named by its engine tag. Only this file
 // includes the frontend's headers (they are large).
 //
-// Numerics: engines noted DOWN_CONVERT_INPUTS or REDUCED_PRECISION_REDUCTION are never used (the
-// graph promises fp32 compute); for fp32 operands neither are TENSOR_CORE engines, so fp32
-// means no TF32.
+// Numerics: engines noted DOWN_CONVERT_INPUTS are never used; for fp32 operands neither are
+// TENSOR_CORE engines (so fp32 means no TF32) nor REDUCED_PRECISION_REDUCTION ones; f16/bf16 may
+// use the latter (see reducedPrecisionReductionAllowed).
 #include "cuda/conv_common.h"
 #include "cuda/conv_tuner.h"
 
 #include <cudnn_frontend.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <memory>
 #include <set>
@@ -70,6 +73,16 @@ fe::graph::Tensor_attributes tensorAttrs(const char *name, int64_t uid, const Sh
       .set_data_type(type);
 }
 
+// f16/bf16 convolutions may use engines noted REDUCED_PRECISION_REDUCTION, as the legacy API's
+// tensor-op math and PyTorch's cudnn.benchmark do: measured on the H200 (ResNet-50 fp16 NHWC,
+// batch 256), barring them made the convolutions 12% slower than the legacy API's heuristic
+// (15.5 against 14.2 ms a step), allowing them 2% faster (13.9 ms).
+// CASTOR_CONV_REDUCED_REDUCTION=0 bars them.
+bool reducedPrecisionReductionAllowed() {
+  const char *v = std::getenv("CASTOR_CONV_REDUCED_REDUCTION");
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
 // The layer's graph, lowered to cuDNN and with its engine configurations queried (none built).
 Expected<std::shared_ptr<ConvGraph>> makeGraph(DeviceContext &ctx, const Problem &p) {
   auto g = std::make_shared<ConvGraph>();
@@ -107,8 +120,9 @@ Expected<std::shared_ptr<ConvGraph>> makeGraph(DeviceContext &ctx, const Problem
   CASTOR_RETURN_IF_ERROR(
       feStatus(g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans"));
   // Filters apply to the configurations just queried (so they come after the query).
-  std::vector<fe::NumericalNote_t> barred{fe::NumericalNote_t::DOWN_CONVERT_INPUTS,
-                                          fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION};
+  std::vector<fe::NumericalNote_t> barred{fe::NumericalNote_t::DOWN_CONVERT_INPUTS};
+  if (p.dtype == plan::F32 || !reducedPrecisionReductionAllowed())
+    barred.push_back(fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION);
   if (p.dtype == plan::F32)
     barred.push_back(fe::NumericalNote_t::TENSOR_CORE); // no TF32
   g->deselect_numeric_notes(barred);
@@ -129,6 +143,10 @@ std::vector<tuning::Candidate> candidatesOf(DeviceContext &ctx, const Problem &p
       continue;
     tuning::Candidate candidate;
     candidate.name = "cudnn:" + tag;
+    std::vector<fe::BehaviorNote_t> notes;
+    if (g->get_behavior_notes_for_plan_at_index(i, notes).is_good())
+      candidate.compilesAtBuild =
+          std::find(notes.begin(), notes.end(), fe::BehaviorNote_t::RUNTIME_COMPILATION) != notes.end();
     candidate.build = [c, g, i, x, w, y]() -> Expected<tuning::Executable> {
       try {
         // check_support_at_index skips configurations barred by the notes or the workspace limit.

@@ -21,11 +21,11 @@ constexpr int kTimedRuns = 9; // the median of these
 // A candidate whose first run takes this many times the best median so far is not timed further.
 constexpr float kHopeless = 4.0f;
 
-size_t maxCandidates() {
-  const char *v = std::getenv("CASTOR_TUNING_MAX_CANDIDATES");
+size_t envCount(const char *name, size_t fallback) {
+  const char *v = std::getenv(name);
   if (!v || !*v)
-    return 16;
-  return size_t(std::strtoul(v, nullptr, 10)); // 0: all
+    return fallback;
+  return size_t(std::strtoul(v, nullptr, 10));
 }
 
 // Owns what timing needs and releases it on every return path.
@@ -104,23 +104,41 @@ Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const s
     }
   }
 
-  // Build the candidates, in the order given.
-  const size_t limit = maxCandidates();
+  // Build the candidates, in the order given; those that compile at build only within their own
+  // budget, or when nothing else builds.
+  const size_t limit = envCount("CASTOR_TUNING_MAX_CANDIDATES", 16); // 0: all
+  const size_t compiledLimit = envCount("CASTOR_TUNING_MAX_COMPILED", 0);
   std::vector<Built> built;
   std::string lastError;
-  for (const Candidate &c : candidates) {
-    if (limit > 0 && built.size() >= limit)
-      break;
+  auto tryBuild = [&](const Candidate &c) {
     auto e = c.build();
     if (!e) {
       lastError = c.name + ": " + e.message();
-      continue;
+      return;
     }
     if (e->workspaceBytes > ctx.workspaceLimit) {
       lastError = c.name + ": needs a workspace of " + std::to_string(e->workspaceBytes) + " bytes";
-      continue;
+      return;
     }
     built.push_back(Built{&c, std::move(*e)});
+  };
+  size_t compiledTried = 0;
+  for (const Candidate &c : candidates) {
+    if (limit > 0 && built.size() >= limit)
+      break;
+    if (c.compilesAtBuild && compiledTried++ >= compiledLimit)
+      continue;
+    tryBuild(c);
+  }
+  if (built.empty() && compiledTried > compiledLimit) {
+    size_t seen = 0;
+    for (const Candidate &c : candidates) {
+      if (!c.compilesAtBuild || seen++ < compiledLimit)
+        continue; // tried above
+      if (limit > 0 && built.size() >= limit)
+        break;
+      tryBuild(c);
+    }
   }
   if (built.empty())
     return Status::error("no candidate builds" + (lastError.empty() ? std::string() : " (last: " + lastError + ")"));

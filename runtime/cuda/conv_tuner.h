@@ -34,6 +34,8 @@ struct Candidate {
   // Builds the candidate (may be slow: some cuDNN engines compile at run time); called lazily,
   // at most once per load, only for the candidates the tuner needs.
   std::function<Expected<Executable>()> build;
+  // Its build compiles kernels at run time (cuDNN's RUNTIME_COMPILATION engines: seconds each).
+  bool compilesAtBuild = false;
 };
 
 struct Choice {
@@ -48,7 +50,10 @@ struct Choice {
 // the cached one if the cache names a candidate that builds and fits ctx.workspaceLimit, else
 // the fastest of the candidates (in the order given, the first CASTOR_TUNING_MAX_CANDIDATES that
 // build, default 16, 0 = all), timed on ctx.stream, and recorded in the cache. Candidates whose
-// workspace exceeds ctx.workspaceLimit are skipped. Fails when no candidate builds and runs.
+// workspace exceeds ctx.workspaceLimit are skipped. Of the candidates that compile at build,
+// only the first CASTOR_TUNING_MAX_COMPILED (default 0) are tried, unless no other candidate
+// builds: a layer must not cost seconds of compilation per engine on its first load. Fails when
+// no candidate builds and runs.
 // Synchronises ctx.stream (load time only); the caller requests the chosen workspace.
 Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const std::vector<Candidate> &candidates);
 

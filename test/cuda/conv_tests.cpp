@@ -1,0 +1,454 @@
+// GPU test of the convolution builder (runtime/cuda/conv*.cpp): forward, data gradient and
+// filter gradient in f16, bf16 and f32, NCHW and channels-last, through the cuDNN graph API and
+// through the legacy API, each against a naive host reference in double precision — within a
+// norm-wise relative error of 1e-2 (f16/bf16) and 1e-4 (f32: no TF32) — run directly and
+// replayed from a captured CUDA graph. Then the tuning cache: the first round times every layer
+// and writes the cache file; a second round, pointed at a copy of that file, must take every
+// layer from it without timing, and still agree with the reference.
+//
+//   castor_conv_tests [--keep-cache]     (exit status 0 when everything passes)
+//
+// The cache lives in a fresh directory under $TMPDIR (removed at the end unless --keep-cache).
+
+#include "cuda/conv_common.h"
+#include "cuda/conv_tuner.h"
+#include "cuda/tuning_cache.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+#include <unistd.h>
+
+using namespace castor;
+using namespace castor::cuda;
+namespace fs = std::filesystem;
+
+namespace {
+
+int failures = 0;
+
+#define CHECK_CUDA(call)                                                                                               \
+  do {                                                                                                                 \
+    cudaError_t e_ = (call);                                                                                           \
+    if (e_ != cudaSuccess) {                                                                                           \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                      \
+      std::exit(2);                                                                                                    \
+    }                                                                                                                  \
+  } while (0)
+
+struct Geometry {
+  const char *name;
+  int64_t N, C, H, W, K, R, S, pad, stride, dilation, groups;
+};
+
+struct Case {
+  Geometry g;
+  conv::Pass pass;
+  plan::DType dtype;
+  bool nhwc;
+  bool bias;
+};
+
+// Host value after rounding to the dtype.
+float roundTo(plan::DType t, float v) {
+  if (t == plan::F16)
+    return __half2float(__float2half_rn(v));
+  if (t == plan::BF16)
+    return __bfloat162float(__float2bfloat16_rn(v));
+  return v;
+}
+
+// Logical [A,B,C,D] row-major index of a physical position when stored channels-last
+// ([A,C,D,B]).
+size_t physicalIndex(const Shape &s, bool nhwc, size_t logical) {
+  if (!nhwc || s.size() != 4)
+    return logical;
+  const int64_t D = s[3], C = s[2], B = s[1];
+  int64_t i = int64_t(logical);
+  const int64_t d = i % D;
+  i /= D;
+  const int64_t c = i % C;
+  i /= C;
+  const int64_t b = i % B;
+  const int64_t a = i / B;
+  return size_t(((a * C + c) * D + d) * B + b);
+}
+
+std::vector<uint8_t> toDevice(plan::DType t, const Shape &s, bool nhwc, const std::vector<float> &v) {
+  const size_t n = v.size();
+  std::vector<uint8_t> bytes(n * plan::dtypeSize(t));
+  for (size_t i = 0; i < n; ++i) {
+    const size_t p = physicalIndex(s, nhwc, i);
+    if (t == plan::F16) {
+      __half h = __float2half_rn(v[i]);
+      std::memcpy(bytes.data() + 2 * p, &h, 2);
+    } else if (t == plan::BF16) {
+      __nv_bfloat16 h = __float2bfloat16_rn(v[i]);
+      std::memcpy(bytes.data() + 2 * p, &h, 2);
+    } else {
+      std::memcpy(bytes.data() + 4 * p, &v[i], 4);
+    }
+  }
+  return bytes;
+}
+
+std::vector<float> fromDevice(plan::DType t, const Shape &s, bool nhwc, const std::vector<uint8_t> &bytes) {
+  const size_t n = bytes.size() / plan::dtypeSize(t);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    const size_t p = physicalIndex(s, nhwc, i);
+    if (t == plan::F16) {
+      __half h;
+      std::memcpy(&h, bytes.data() + 2 * p, 2);
+      v[i] = __half2float(h);
+    } else if (t == plan::BF16) {
+      __nv_bfloat16 h;
+      std::memcpy(&h, bytes.data() + 2 * p, 2);
+      v[i] = __bfloat162float(h);
+    } else {
+      std::memcpy(&v[i], bytes.data() + 4 * p, 4);
+    }
+  }
+  return v;
+}
+
+// The naive convolution in double: every (n, k, p, q, c, r, s) of the forward sum, accumulated
+// into y, dx or dw.
+void reference(const Case &cs, const Shape &ys, const std::vector<float> &x, const std::vector<float> &w,
+               const std::vector<float> &y, const std::vector<float> &bias, std::vector<double> &out) {
+  const Geometry &g = cs.g;
+  const int64_t Cg = g.C / g.groups, Kg = g.K / g.groups, P = ys[2], Q = ys[3];
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t k = 0; k < g.K; ++k)
+      for (int64_t p = 0; p < P; ++p)
+        for (int64_t q = 0; q < Q; ++q) {
+          const size_t yi = size_t(((n * g.K + k) * P + p) * Q + q);
+          double acc = 0;
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t r = 0; r < g.R; ++r)
+              for (int64_t s = 0; s < g.S; ++s) {
+                const int64_t h = p * g.stride - g.pad + r * g.dilation;
+                const int64_t ww = q * g.stride - g.pad + s * g.dilation;
+                if (h < 0 || h >= g.H || ww < 0 || ww >= g.W)
+                  continue;
+                const int64_t ci = (k / Kg) * Cg + c;
+                const size_t xi = size_t(((n * g.C + ci) * g.H + h) * g.W + ww);
+                const size_t wi = size_t(((k * Cg + c) * g.R + r) * g.S + s);
+                if (cs.pass == conv::Pass::Forward)
+                  acc += double(x[xi]) * w[wi];
+                else if (cs.pass == conv::Pass::BackwardData)
+                  out[xi] += double(y[yi]) * w[wi];
+                else
+                  out[wi] += double(y[yi]) * x[xi];
+              }
+          if (cs.pass == conv::Pass::Forward)
+            out[yi] = acc + (cs.bias ? double(bias[size_t(k)]) : 0.0);
+        }
+}
+
+struct Result {
+  double error = 0;
+  bool ok = false;
+};
+
+double relativeError(const std::vector<float> &got, const std::vector<double> &want) {
+  double d2 = 0, n2 = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double d = double(got[i]) - want[i];
+    d2 += std::isfinite(got[i]) ? d * d : 1e300;
+    n2 += want[i] * want[i];
+  }
+  return std::sqrt(d2 / (n2 > 0 ? n2 : 1));
+}
+
+class Harness {
+public:
+  Harness() {
+    int devices = 0;
+    if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+      std::fprintf(stderr, "no CUDA device\n");
+      std::exit(2);
+    }
+    cudaDeviceProp prop{};
+    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+    ctx.deviceName = prop.name;
+    ctx.smCount = prop.multiProcessorCount;
+    CHECK_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
+    if (cudnnCreate(&ctx.cudnn) != CUDNN_STATUS_SUCCESS || cudnnSetStream(ctx.cudnn, ctx.stream) != CUDNN_STATUS_SUCCESS) {
+      std::fprintf(stderr, "cudnnCreate failed\n");
+      std::exit(2);
+    }
+    ctx.workspaceLimit = size_t(256) << 20;
+    std::printf("device %s (%d SMs), cuDNN %zu\n", prop.name, prop.multiProcessorCount, cudnnGetVersion());
+  }
+  ~Harness() {
+    cudnnDestroy(ctx.cudnn);
+    cudaStreamDestroy(ctx.stream);
+  }
+
+  // Builds and runs one case through `api` ("graph" or "legacy"); true when it agrees.
+  bool run(const Case &cs, const char *api, std::mt19937 &rng) {
+    const Geometry &g = cs.g;
+    const int64_t P = (g.H + 2 * g.pad - g.dilation * (g.R - 1) - 1) / g.stride + 1;
+    const int64_t Q = (g.W + 2 * g.pad - g.dilation * (g.S - 1) - 1) / g.stride + 1;
+    const Shape xs{g.N, g.C, g.H, g.W}, ws{g.K, g.C / g.groups, g.R, g.S}, ys{g.N, g.K, P, Q}, bs{g.K};
+    ctx.channelsLastEnabled = cs.nhwc;
+
+    // Tensors in one arena, 256-byte aligned like a plan's.
+    plan::Kernel k;
+    std::vector<plan::Tensor> tensors(4);
+    uint64_t offset = 0;
+    const Shape *shapes[4] = {&xs, &ws, &ys, &bs};
+    for (uint32_t i = 0; i < 4; ++i) {
+      plan::Tensor &t = tensors[i];
+      t.set_id(i + 1);
+      t.set_dtype(cs.dtype);
+      for (int64_t d : *shapes[i])
+        t.add_shape(d);
+      t.set_kind(plan::Tensor::ACTIVATION);
+      t.set_offset(offset);
+      t.set_bytes(uint64_t(countOf(t)) * plan::dtypeSize(cs.dtype));
+      offset += (t.bytes() + 255) / 256 * 256;
+    }
+    const plan::Tensor *x = &tensors[0], *w = &tensors[1], *y = &tensors[2], *b = &tensors[3];
+    TensorList in, out;
+    if (cs.pass == conv::Pass::Forward) {
+      k.set_op("conv2d");
+      in = {x, w};
+      if (cs.bias)
+        in.push_back(b);
+      out = {y};
+    } else if (cs.pass == conv::Pass::BackwardData) {
+      k.set_op("conv2d_backward_data");
+      in = {y, w};
+      out = {x};
+    } else {
+      k.set_op("conv2d_backward_filter");
+      in = {x, y};
+      out = {w};
+    }
+    (*k.mutable_attrs())["strides"] = plan::intsAttr({g.stride, g.stride});
+    (*k.mutable_attrs())["pads"] = plan::intsAttr({g.pad, g.pad, g.pad, g.pad});
+    (*k.mutable_attrs())["dilations"] = plan::intsAttr({g.dilation, g.dilation});
+    (*k.mutable_attrs())["groups"] = plan::intAttr(g.groups);
+    k.set_name(g.name);
+
+    // Inputs: uniform in [-1, 1], rounded to the dtype; the output filled with NaN bytes.
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    auto random = [&](const plan::Tensor &t) {
+      std::vector<float> v(size_t(countOf(t)));
+      for (float &e : v)
+        e = roundTo(cs.dtype, uni(rng));
+      return v;
+    };
+    std::vector<float> xv = random(*x), wv = random(*w), yv = random(*y), bv = random(*b);
+    uint8_t *arena = nullptr;
+    CHECK_CUDA(cudaMalloc(reinterpret_cast<void **>(&arena), offset));
+    ctx.arena = arena;
+    CHECK_CUDA(cudaMemset(arena, 0xff, offset));
+    auto upload = [&](const plan::Tensor *t, const std::vector<float> &v) {
+      auto bytes = toDevice(cs.dtype, shapeOf(*t), ctx.channelsLast(t), v);
+      CHECK_CUDA(cudaMemcpy(ctx.ptr(t), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
+    };
+    for (const plan::Tensor *t : in)
+      upload(t, t == x ? xv : t == w ? wv : t == y ? yv : bv);
+    const plan::Tensor *result = out[0];
+    const Shape rs = shapeOf(*result);
+    std::vector<double> want(size_t(countOf(*result)), 0.0);
+    reference(cs, ys, xv, wv, yv, bv, want);
+    auto download = [&]() {
+      std::vector<uint8_t> bytes(result->bytes());
+      CHECK_CUDA(cudaMemcpy(bytes.data(), ctx.ptr(result), bytes.size(), cudaMemcpyDeviceToHost));
+      return fromDevice(cs.dtype, rs, ctx.channelsLast(result), bytes);
+    };
+
+    // Build (the graph path times its engines here), then run with a workspace of the size asked.
+    ctx.workspaceBytes = 0;
+    ctx.workspace = nullptr;
+    const auto before = tuning::counts();
+    Expected<RunFn> fn = Status::error("unbuilt");
+    if (std::strcmp(api, "legacy") == 0) {
+      auto p = conv::parse(ctx, k, in, out);
+      fn = p ? conv::buildLegacy(ctx, *p) : Expected<RunFn>(p.status());
+      if (fn && p)
+        fn = conv::withBias(ctx, *p, std::move(*fn));
+    } else {
+      fn = buildConvolution(ctx, k, in, out);
+    }
+    const auto after = tuning::counts();
+    std::string how = std::strcmp(api, "legacy") == 0   ? "legacy"
+                      : after.fallback > before.fallback ? "FELL BACK to legacy"
+                      : after.timed > before.timed       ? "timed"
+                      : after.fromCache > before.fromCache ? "from cache"
+                                                           : "?";
+    lastHow = how;
+    std::string label = std::string(g.name) + " " + k.op() + " " + plan::dtypeName(cs.dtype) +
+                        (cs.nhwc ? " nhwc" : " nchw") + (cs.bias ? " +bias" : "") + " [" + api + "]";
+    bool ok = true;
+    if (!fn) {
+      std::printf("FAIL %-60s build: %s\n", label.c_str(), fn.message().c_str());
+      ok = false;
+    } else {
+      if (ctx.workspaceBytes > 0)
+        CHECK_CUDA(cudaMalloc(&ctx.workspace, ctx.workspaceBytes));
+      const double tol = cs.dtype == plan::F32 ? 1e-4 : 1e-2;
+      // Direct run.
+      CHECK_CUDA(cudaMemset(ctx.ptr(result), 0xff, result->bytes()));
+      Status s = (*fn)();
+      CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+      const double e1 = s ? relativeError(download(), want) : 1e300;
+      // Replayed from a captured CUDA graph.
+      CHECK_CUDA(cudaMemset(ctx.ptr(result), 0xff, result->bytes()));
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      CHECK_CUDA(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
+      Status sc = (*fn)();
+      if (cudaError_t e = cudaStreamEndCapture(ctx.stream, &graph); e != cudaSuccess && sc)
+        sc = Status::error(std::string("cudaStreamEndCapture: ") + cudaGetErrorString(e));
+      double e2 = 1e300;
+      if (sc && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
+        CHECK_CUDA(cudaGraphLaunch(exec, ctx.stream));
+        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
+        e2 = relativeError(download(), want);
+      }
+      if (exec)
+        cudaGraphExecDestroy(exec);
+      if (graph)
+        cudaGraphDestroy(graph);
+      cudaGetLastError();
+      ok = s && sc && e1 <= tol && e2 <= tol;
+      std::printf("%s %-60s %-20s error %.2e, graph replay %.2e (tol %.0e)%s%s\n", ok ? "ok  " : "FAIL", label.c_str(),
+                  how.c_str(), e1, e2, tol, s ? "" : (" run: " + s.message()).c_str(),
+                  sc ? "" : (" capture: " + sc.message()).c_str());
+      if (ctx.workspace)
+        CHECK_CUDA(cudaFree(ctx.workspace));
+    }
+    fn = Status::error("released"); // the RunFn's cuDNN objects die before the arena
+    CHECK_CUDA(cudaFree(arena));
+    ctx.arena = nullptr;
+    ctx.workspace = nullptr;
+    if (!ok)
+      ++failures;
+    return ok;
+  }
+
+  DeviceContext ctx;
+  std::string lastHow;
+};
+
+std::vector<Case> cases() {
+  const Geometry geometries[] = {
+      // name, N, C, H, W, K, R, S, pad, stride, dilation, groups
+      {"3x3 pad 1", 2, 16, 12, 12, 32, 3, 3, 1, 1, 1, 1},
+      {"1x1 stride 2", 2, 32, 14, 14, 64, 1, 1, 0, 2, 1, 1},
+      {"3x3 grouped 4", 2, 32, 10, 10, 32, 3, 3, 1, 1, 1, 4},
+      {"3x3 stride 2 dilation 2", 2, 8, 13, 13, 16, 3, 3, 2, 2, 2, 1},
+      {"7x7 stem C=3", 2, 3, 32, 32, 16, 7, 7, 3, 2, 1, 1},
+  };
+  struct Variant {
+    plan::DType dtype;
+    bool nhwc;
+  };
+  const Variant variants[] = {{plan::F16, true}, {plan::F16, false}, {plan::F32, true},
+                              {plan::F32, false}, {plan::BF16, true}};
+  std::vector<Case> out;
+  for (const Geometry &g : geometries)
+    for (const Variant &v : variants)
+      for (conv::Pass pass : {conv::Pass::Forward, conv::Pass::BackwardData, conv::Pass::BackwardFilter})
+        out.push_back(Case{g, pass, v.dtype, v.nhwc, false});
+  // The bias, added in either layout.
+  out.push_back(Case{geometries[0], conv::Pass::Forward, plan::F32, true, true});
+  out.push_back(Case{geometries[0], conv::Pass::Forward, plan::F32, false, true});
+  out.push_back(Case{geometries[1], conv::Pass::Forward, plan::F16, true, true});
+  return out;
+}
+
+size_t cacheLines(const std::string &path) {
+  std::ifstream in(path);
+  std::string line;
+  size_t n = 0;
+  while (std::getline(in, line))
+    if (!line.empty() && line[0] != '#')
+      ++n;
+  return n;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  const bool keep = argc > 1 && std::strcmp(argv[1], "--keep-cache") == 0;
+  const fs::path root = fs::temp_directory_path() / ("castor-conv-tests-" + std::to_string(::getpid()));
+  const fs::path dir1 = root / "first", dir2 = root / "second";
+  fs::create_directories(dir1);
+  setenv("CASTOR_TUNING_CACHE", dir1.c_str(), 1);
+  unsetenv("CASTOR_CONV_API");
+
+  Harness h;
+  std::mt19937 rng(1234);
+  const std::vector<Case> all = cases();
+
+  std::printf("== legacy convolution API\n");
+  for (const Case &cs : all)
+    h.run(cs, "legacy", rng);
+
+  std::printf("== cuDNN graph API, first round (cache in %s)\n", dir1.c_str());
+  const auto start = tuning::counts();
+  for (const Case &cs : all)
+    h.run(cs, "graph", rng);
+  const auto first = tuning::counts();
+  const int timed1 = first.timed - start.timed, fellBack = first.fallback - start.fallback;
+  const std::string path1 = tuning::cachePath(h.ctx);
+  const size_t lines = cacheLines(path1);
+  std::printf("%s; cache file %s: %zu entries\n", tuning::tuningSummary().c_str(), path1.c_str(), lines);
+  // One entry per distinct layer signature (the bias cases share their convolution's).
+  if (timed1 == 0 || !fs::exists(path1) || int(lines) != timed1) {
+    std::printf("FAIL the cache file should hold one entry per layer timed (%d)\n", timed1);
+    ++failures;
+  }
+  for (const auto &e : fs::directory_iterator(dir1))
+    if (e.path().string().find(".tmp.") != std::string::npos) {
+      std::printf("FAIL temporary file left behind: %s\n", e.path().c_str());
+      ++failures;
+    }
+  if (fellBack > 0)
+    std::printf("NOTE %d layers fell back to the legacy API (see the lines above)\n", fellBack);
+
+  // Second round from a copy of the file in another directory: what it finds can only come from
+  // reading the file (the in-memory cache is per directory).
+  fs::create_directories(dir2);
+  if (fs::exists(path1))
+    fs::copy_file(path1, dir2 / fs::path(path1).filename(), fs::copy_options::overwrite_existing);
+  setenv("CASTOR_TUNING_CACHE", dir2.c_str(), 1);
+  std::printf("== cuDNN graph API, second round (cache read from %s)\n", dir2.c_str());
+  const auto before = tuning::counts();
+  for (const Case &cs : all)
+    h.run(cs, "graph", rng);
+  const auto after = tuning::counts();
+  std::printf("%s\n", tuning::tuningSummary().c_str());
+  const int expected = int(all.size()) - fellBack;
+  if (after.timed != before.timed || after.fromCache - before.fromCache != expected ||
+      after.fallback - before.fallback != fellBack) {
+    std::printf("FAIL second round: %d layers timed, %d from cache, %d fallbacks (expected 0, %d, %d)\n",
+                after.timed - before.timed, after.fromCache - before.fromCache, after.fallback - before.fallback,
+                expected, fellBack);
+    ++failures;
+  }
+
+  if (!keep) {
+    std::error_code ec;
+    fs::remove_all(root, ec);
+  } else {
+    std::printf("cache kept in %s\n", root.c_str());
+  }
+  std::printf("%s: %d failure(s)\n", failures == 0 ? "PASS" : "FAIL", failures);
+  return failures == 0 ? 0 : 1;
+}
