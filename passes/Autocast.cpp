@@ -28,6 +28,8 @@ std::optional<PrecisionClass> parseClass(StringRef s) {
     return PrecisionClass::LowPrecision;
   if (s == "neutral")
     return PrecisionClass::Neutral;
+  if (s == "mixed")
+    return PrecisionClass::Mixed;
   return std::nullopt;
 }
 
@@ -62,7 +64,8 @@ struct Policy {
         auto s = cls.getAsString();
         auto parsed = s ? parseClass(*s) : std::nullopt;
         if (!parsed)
-          return emitError(loc, "precision policy: '") << name.str() << "' must be \"fp32\", \"low\" or \"neutral\"",
+          return emitError(loc, "precision policy: '")
+                     << name.str() << "' must be \"fp32\", \"low\", \"mixed\" or \"neutral\"",
                  failure();
         if (key == "ops") {
           policy.ops[name.str()] = *parsed;
@@ -99,12 +102,15 @@ public:
       auto iface = llvm::dyn_cast<PrecisionOpInterface>(op);
       if (!iface)
         return op.emitError("has no precision class (PrecisionOpInterface)");
-      Type target = targetType(&op, policy_.classOf(&op, iface.getPrecisionClass()));
-      if (!target)
-        continue; // no floating-point operand
+      auto isFloat = [](Type t) { return llvm::isa<FloatType>(getElementTypeOrSelf(t)); };
+      if (llvm::none_of(op.getOperandTypes(), isFloat))
+        continue;
+      PrecisionClass cls = policy_.classOf(&op, iface.getPrecisionClass());
+      Type uniform = cls == PrecisionClass::Mixed ? Type() : targetType(&op, cls);
       for (OpOperand &operand : op.getOpOperands()) {
         Type element = getElementTypeOrSelf(operand.get().getType());
-        if (llvm::isa<FloatType>(element) && element != target)
+        Type target = uniform ? uniform : mixedOperandType(&op, operand.getOperandNumber());
+        if (target && llvm::isa<FloatType>(element) && element != target)
           operand.set(castTo(operand.get(), target));
       }
       if (failed(retype(&op)))
@@ -116,12 +122,23 @@ public:
   }
 
 private:
-  // The element type an op computes in; null when it has no floating-point operand.
+  // The element type operand `index` of a Mixed op takes; null to leave it as it is. The data
+  // keeps its precision; parameters and statistics are f32 beside f16 or bf16 data and otherwise
+  // follow the data (the rule of shape::batchNormTypes).
+  Type mixedOperandType(Operation *op, unsigned index) {
+    auto data = llvm::dyn_cast<FloatType>(getElementTypeOrSelf(op->getOperand(0).getType()));
+    if (index == 0 || !data)
+      return Type();
+    return data.getWidth() == 16 ? Float32Type::get(op->getContext()) : data;
+  }
+
+  // The element type every floating-point operand of an op of class `cls` takes (not Mixed).
   Type targetType(Operation *op, PrecisionClass cls) {
     Type f32 = Float32Type::get(op->getContext());
     switch (cls) {
     case PrecisionClass::LowPrecision: return low_;
     case PrecisionClass::FullPrecision: return f32;
+    case PrecisionClass::Mixed:
     case PrecisionClass::Neutral: break;
     }
     Type widest;

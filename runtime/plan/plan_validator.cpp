@@ -23,6 +23,16 @@ std::string tensorLabel(const Tensor &t) {
 
 bool isFloat(DType d) { return d == F32 || d == F16 || d == BF16 || d == F64; }
 
+shape::ElementType elementTypeOf(const Tensor &t) {
+  switch (t.dtype()) {
+  case F64: return shape::ElementType::F64;
+  case F32: return shape::ElementType::F32;
+  case F16: return shape::ElementType::F16;
+  case BF16: return shape::ElementType::BF16;
+  default: return shape::ElementType::Other;
+  }
+}
+
 // The operands of one kernel, resolved.
 struct KernelView {
   const Kernel &kernel;
@@ -166,6 +176,17 @@ Status checkRule(const OpRule &rule, const KernelView &k) {
   return rule.check ? rule.check(k) : Status::ok();
 }
 
+// BatchNorm's element-type rule over the data tensors (x, y, dy, dx) and the per-channel ones.
+Status batchNormTypes(const std::vector<const Tensor *> &data, const std::vector<const Tensor *> &perChannel) {
+  std::vector<shape::ElementType> d, p;
+  for (const Tensor *t : data)
+    d.push_back(elementTypeOf(*t));
+  for (const Tensor *t : perChannel)
+    p.push_back(elementTypeOf(*t));
+  std::string error = shape::batchNormTypes(d, p);
+  return error.empty() ? Status::ok() : Status::error(error);
+}
+
 // Output 0 has input 0's shape.
 Status sameShapeOutput(const KernelView &k) { return expectSameShape(*k.out[0], *k.in[0], "output"); }
 
@@ -248,6 +269,9 @@ const std::map<std::string, OpRule> &rules() {
           CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
           CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
           CASTOR_RETURN_IF_ERROR(attrs<parseBatchNorm>(k.kernel));
+          std::vector<const Tensor *> channelTensors(k.in.begin() + 1, k.in.end());
+          channelTensors.insert(channelTensors.end(), k.out.begin() + 1, k.out.end());
+          CASTOR_RETURN_IF_ERROR(batchNormTypes({k.in[0], k.out[0]}, channelTensors));
           std::vector<Shape> perChannel;
           for (size_t i = 1; i < k.in.size(); ++i)
             perChannel.push_back(shapeOf(*k.in[i]));
@@ -261,6 +285,7 @@ const std::map<std::string, OpRule> &rules() {
       {"batch_norm_inference", // x, scale, bias, mean, var -> y
        {nullptr, {5, 5, 1, 1}, kFloat, attrs<parseBatchNorm>,
         [](const KernelView &k) -> Status {
+          CASTOR_RETURN_IF_ERROR(batchNormTypes({k.in[0], k.out[0]}, {k.in.begin() + 1, k.in.end()}));
           std::vector<Shape> perChannel;
           for (size_t i = 1; i < 5; ++i)
             perChannel.push_back(shapeOf(*k.in[i]));
@@ -379,6 +404,8 @@ const std::map<std::string, OpRule> &rules() {
       {"batch_norm_training_backward", // dy, x, scale, batch_mean, batch_inv_std -> dx, dscale, dbias.
        {nullptr, {5, 5, 3, 3}, kFloat, attrs<parseBatchNorm>,
         [](const KernelView &k) -> Status {
+          CASTOR_RETURN_IF_ERROR(
+              batchNormTypes({k.in[0], k.in[1], k.out[0]}, {k.in[2], k.in[3], k.in[4], k.out[1], k.out[2]}));
           auto r = shape::batchNorm(shapeOf(*k.in[1]), {shapeOf(*k.in[2]), shapeOf(*k.in[3]), shapeOf(*k.in[4])});
           CASTOR_RETURN_IF_ERROR(expectShape(*k.in[0], r, "dy"));
           CASTOR_RETURN_IF_ERROR(expectShape(*k.out[0], r, "dx"));
@@ -391,6 +418,7 @@ const std::map<std::string, OpRule> &rules() {
         [](const KernelView &k) -> Status {
           if (k.in[0]->shape_size() != 1)
             return Status::error("running_mean must be 1-D [C], got " + shapeString(*k.in[0]));
+          CASTOR_RETURN_IF_ERROR(batchNormTypes({}, k.in));
           for (size_t i = 1; i < 4; ++i)
             CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[i], *k.in[0], "input"));
           CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));

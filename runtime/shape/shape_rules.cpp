@@ -161,6 +161,41 @@ ShapeResult batchNorm(const Shape &x, const std::vector<Shape> &perChannel) {
   return ShapeResult::ok(x);
 }
 
+const char *toString(ElementType type) {
+  switch (type) {
+  case ElementType::F64: return "f64";
+  case ElementType::F32: return "f32";
+  case ElementType::F16: return "f16";
+  case ElementType::BF16: return "bf16";
+  case ElementType::Other: break;
+  }
+  return "a non-floating-point type";
+}
+
+std::string batchNormTypes(const std::vector<ElementType> &data, const std::vector<ElementType> &perChannel) {
+  for (const auto *group : {&data, &perChannel})
+    for (ElementType t : *group)
+      if (t == ElementType::Other)
+        return "operands must be floating-point (f64, f32, f16 or bf16)";
+  auto firstMismatch = [](const std::vector<ElementType> &ts) {
+    return std::find_if(ts.begin(), ts.end(), [&](ElementType t) { return t != ts.front(); });
+  };
+  if (auto it = firstMismatch(data); it != data.end())
+    return std::string("x, y, dy and dx must share one element type, got ") + toString(data.front()) + " and " +
+           toString(*it);
+  if (auto it = firstMismatch(perChannel); it != perChannel.end())
+    return std::string("scale, bias, statistics and their gradients must share one element type, got ") +
+           toString(perChannel.front()) + " and " + toString(*it);
+  if (data.empty() || perChannel.empty() || perChannel.front() == data.front())
+    return {};
+  // Low-precision data may keep fp32 parameters and statistics; nothing else mixes.
+  const bool lowData = data.front() == ElementType::F16 || data.front() == ElementType::BF16;
+  if (lowData && perChannel.front() == ElementType::F32)
+    return {};
+  return std::string("scale, bias and statistics of ") + toString(data.front()) + " data must be " +
+         (lowData ? "f32 or " : "") + toString(data.front()) + ", got " + toString(perChannel.front());
+}
+
 ShapeResult broadcast(const Shape &lhs, const Shape &rhs) {
   for (auto e : {checkStatic(lhs, "lhs"), checkStatic(rhs, "rhs")})
     if (!e.empty())

@@ -107,9 +107,46 @@ func.func @bn_inference_rank(%x: tensor<8xf32>, %p: tensor<8xf32>) {
 // -----
 
 func.func @bn_inference_mixed(%x: tensor<2x8xf32>, %p: tensor<8xf32>, %q: tensor<8xf16>) {
-  // expected-error @+2 {{scale, bias, mean and variance must share one element type}}
+  // expected-error @+2 {{scale, bias, statistics and their gradients must share one element type, got f32 and f16}}
   // expected-error @+1 {{failed to infer returned types}}
   %y = castor.batch_norm_inference %x, %p, %p, %p, %q : (tensor<2x8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf16>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+// Low-precision data mixes with f32 parameters only.
+func.func @bn_f16_data_bf16_params(%x: tensor<2x8x4x4xf16>, %g: tensor<8xbf16>) {
+  // expected-error @+2 {{scale, bias and statistics of f16 data must be f32 or f16, got bf16}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y, %m, %s = castor.batch_norm_training %x, %g, %g : (tensor<2x8x4x4xf16>, tensor<8xbf16>, tensor<8xbf16>) -> (tensor<2x8x4x4xf16>, tensor<8xbf16>, tensor<8xbf16>)
+  return
+}
+
+// -----
+
+// f32 data does not take wider parameters.
+func.func @bn_f32_data_f64_params(%x: tensor<2x8xf32>, %p: tensor<8xf64>) {
+  // expected-error @+2 {{scale, bias and statistics of f32 data must be f32, got f64}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = castor.batch_norm_inference %x, %p, %p, %p, %p : (tensor<2x8xf32>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>, tensor<8xf64>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @bn_backward_dy_type(%dy: tensor<2x8x4x4xf32>, %x: tensor<2x8x4x4xf16>, %p: tensor<8xf32>) {
+  // expected-error @+2 {{x, y, dy and dx must share one element type, got f32 and f16}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %dx, %dg, %db = castor.batch_norm_training_backward %dy, %x, %p, %p, %p : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>)
+  return
+}
+
+// -----
+
+func.func @bn_running_update_types(%p: tensor<8xf32>, %q: tensor<8xf16>) {
+  // expected-error @+1 {{scale, bias, statistics and their gradients must share one element type, got f32 and f16}}
+  %rm, %rv = castor.batch_norm_running_update %p, %p, %q, %q {count = 8 : i64} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf16>, tensor<8xf16>) -> (tensor<8xf32>, tensor<8xf32>)
   return
 }
 

@@ -36,6 +36,18 @@ func.func @batch_norm_inference(%x: tensor<4x6xbf16>, %p: tensor<6xf32>) -> tens
 
 // -----
 
+// Mixed BatchNorm: f16 data, f32 scale, bias and statistics, in the forward and the backward.
+// CHECK-LABEL: func @batch_norm_mixed
+func.func @batch_norm_mixed(%x: tensor<2x8x4x4xf16>, %dy: tensor<2x8x4x4xf16>, %p: tensor<8xf32>) -> (tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>) {
+  // CHECK: castor.batch_norm_training %{{.*}} running(%{{.*}}, %{{.*}}) : (tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>)
+  %y, %mean, %istd = castor.batch_norm_training %x, %p, %p running(%p, %p) : (tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>)
+  // CHECK: castor.batch_norm_training_backward %{{.*}} : (tensor<2x8x4x4xf16>, tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>)
+  %dx, %dg, %db = castor.batch_norm_training_backward %dy, %x, %p, %mean, %istd : (tensor<2x8x4x4xf16>, tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>)
+  return %dx, %dg, %db : tensor<2x8x4x4xf16>, tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
 // CHECK-LABEL: func @pools
 func.func @pools(%x: tensor<1x4x7x7xf32>) -> (tensor<1x4x4x4xf32>, tensor<1x4x3x3xf32>, tensor<1x4x1x1xf32>) {
   // CHECK: castor.max_pool2d %{{.*}} {ceil_mode = true, kernel = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x4x7x7xf32>) -> tensor<1x4x4x4xf32>

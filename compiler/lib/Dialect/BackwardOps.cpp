@@ -57,8 +57,10 @@ LogicalResult Conv2dBackwardBiasOp::inferReturnTypes(MLIRContext *, std::optiona
 
 LogicalResult BatchNormTrainingBackwardOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
                                                             SmallVectorImpl<Type> &inferred) {
-  if (failed(requireSameElementType(loc, {op.getScale(), op.getBatchMean(), op.getBatchInvStd()},
-                                    "scale and batch statistics")))
+  // dx has x's type, dscale and dbias the per-channel operands' (f32 for mixed BatchNorm).
+  if (failed(checkRule(loc, shape::batchNormTypes(elementTypesOf({op.getOutputGrad(), op.getInput()}),
+                                                  elementTypesOf({op.getScale(), op.getBatchMean(),
+                                                                  op.getBatchInvStd()})))))
     return failure();
   auto x = shapeOf(op.getInput());
   if (shapeOf(op.getOutputGrad()) != x)

@@ -26,6 +26,8 @@ LogicalResult Conv2dOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
   return appendInferred(loc, rule, getElementTypeOrSelf(op.getInput().getType()), inferred);
 }
 
+// Both forms: x's type for y, the per-channel operands' type (f32 for mixed BatchNorm) for the
+// statistics; shape::batchNormTypes says which combinations are valid.
 LogicalResult BatchNormTrainingOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
                                                     SmallVectorImpl<Type> &inferred) {
   SmallVector<Value> perChannelValues{op.getScale(), op.getBias()};
@@ -33,7 +35,7 @@ LogicalResult BatchNormTrainingOp::inferReturnTypes(MLIRContext *, std::optional
   if (!op.getRunningStats().empty() && op.getRunningStats().size() != 2)
     return emitOptionalError(loc, "running statistics are a mean and a variance, got ", op.getRunningStats().size(),
                              " operands");
-  if (failed(requireSameElementType(loc, perChannelValues, "scale, bias and running statistics")))
+  if (failed(checkRule(loc, shape::batchNormTypes({elementTypeOf(op.getInput())}, elementTypesOf(perChannelValues)))))
     return failure();
   std::vector<shape::Shape> channelShapes;
   for (Value v : perChannelValues)
@@ -50,11 +52,13 @@ LogicalResult BatchNormTrainingOp::inferReturnTypes(MLIRContext *, std::optional
 
 LogicalResult BatchNormInferenceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
                                                      SmallVectorImpl<Type> &inferred) {
-  if (failed(requireSameElementType(loc, {op.getScale(), op.getBias(), op.getMean(), op.getVariance()},
-                                    "scale, bias, mean and variance")))
+  SmallVector<Value> perChannelValues{op.getScale(), op.getBias(), op.getMean(), op.getVariance()};
+  if (failed(checkRule(loc, shape::batchNormTypes({elementTypeOf(op.getInput())}, elementTypesOf(perChannelValues)))))
     return failure();
-  auto rule = shape::batchNorm(shapeOf(op.getInput()), {shapeOf(op.getScale()), shapeOf(op.getBias()),
-                                                        shapeOf(op.getMean()), shapeOf(op.getVariance())});
+  std::vector<shape::Shape> channelShapes;
+  for (Value v : perChannelValues)
+    channelShapes.push_back(shapeOf(v));
+  auto rule = shape::batchNorm(shapeOf(op.getInput()), channelShapes);
   return appendInferred(loc, rule, getElementTypeOrSelf(op.getInput().getType()), inferred);
 }
 
@@ -126,13 +130,15 @@ void CastorDialect::registerNNOps() {
       >();
 }
 
-// Precision classes (PrecisionOpInterface): tensor-core work in low precision, statistics,
-// normalisation, softmax, the loss and reductions in fp32.
+// Precision classes (PrecisionOpInterface): tensor-core work in low precision, softmax, the loss
+// and reductions in fp32. BatchNorm reads and writes activations in the precision they come in
+// and keeps fp32 parameters and statistics, as PyTorch AMP and cuDNN run it: an fp32 copy of
+// each activation would double the memory of a ResNet's training step.
 PrecisionClass Conv2dOp::getPrecisionClass() { return PrecisionClass::LowPrecision; }
 PrecisionClass GemmOp::getPrecisionClass() { return PrecisionClass::LowPrecision; }
 PrecisionClass MatmulOp::getPrecisionClass() { return PrecisionClass::LowPrecision; }
-PrecisionClass BatchNormTrainingOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }
-PrecisionClass BatchNormInferenceOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }
+PrecisionClass BatchNormTrainingOp::getPrecisionClass() { return PrecisionClass::Mixed; }
+PrecisionClass BatchNormInferenceOp::getPrecisionClass() { return PrecisionClass::Mixed; }
 PrecisionClass SoftmaxOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }
 PrecisionClass SoftmaxCrossEntropyOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }
 PrecisionClass GlobalAvgPoolOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }

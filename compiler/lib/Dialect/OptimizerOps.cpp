@@ -41,6 +41,10 @@ LogicalResult AdamwUpdateOp::verify() {
 
 std::optional<unsigned> AdamwUpdateOp::getTiedOperandIndex(unsigned result) { return result == 0 ? 0 : result + 1; }
 
+LogicalResult BatchNormRunningUpdateOp::verify() {
+  return checkRule(getLoc(), shape::batchNormTypes({}, elementTypesOf(getOperands())));
+}
+
 std::optional<unsigned> BatchNormRunningUpdateOp::getTiedOperandIndex(unsigned result) { return result; }
 
 std::optional<unsigned> IncrementOp::getTiedOperandIndex(unsigned) { return 0; }

@@ -11,6 +11,30 @@ shape::Shape shapeOf(Type type) {
 
 shape::Shape shapeOf(Value value) { return shapeOf(value.getType()); }
 
+shape::ElementType elementTypeOf(Value value) {
+  Type t = getElementTypeOrSelf(value.getType());
+  if (t.isF64())
+    return shape::ElementType::F64;
+  if (t.isF32())
+    return shape::ElementType::F32;
+  if (t.isF16())
+    return shape::ElementType::F16;
+  if (t.isBF16())
+    return shape::ElementType::BF16;
+  return shape::ElementType::Other;
+}
+
+std::vector<shape::ElementType> elementTypesOf(ValueRange values) {
+  std::vector<shape::ElementType> types;
+  for (Value v : values)
+    types.push_back(elementTypeOf(v));
+  return types;
+}
+
+LogicalResult checkRule(std::optional<Location> loc, const std::string &error) {
+  return error.empty() ? success() : emitOptionalError(loc, error);
+}
+
 LogicalResult appendInferred(std::optional<Location> loc, const shape::ShapeResult &rule, Type elementType,
                              SmallVectorImpl<Type> &inferred) {
   if (!rule)

@@ -1,7 +1,8 @@
-// Shape rules of Castor's operations, in one place.
+// Shape rules of Castor's operations, and the element-type rules that are more than "all
+// operands alike", in one place.
 //
 // The compiler's verifiers and result-type inference call these, and so does the runtime's
-// plan validator, so the three can never disagree about what shape an operation produces.
+// plan validator, so the three can never disagree about what an operation accepts and produces.
 // Plain C++ on purpose: the runtime must build without MLIR.
 #pragma once
 
@@ -53,6 +54,19 @@ ShapeResult globalAvgPool(const Shape &input);
 
 // input [N, C, d...] and every per-channel operand [C] -> input's shape.
 ShapeResult batchNorm(const Shape &input, const std::vector<Shape> &perChannel);
+
+// Element types as the rules tell them apart; the compiler and the plan map theirs onto these.
+enum class ElementType { F64, F32, F16, BF16, Other };
+const char *toString(ElementType type);
+
+// The element types of batch_norm_training, batch_norm_inference, batch_norm_training_backward
+// and batch_norm_running_update. `data` holds those of x and, where the op has them, y, dy and
+// dx; `perChannel` those of scale, bias, the running and batch statistics and their gradients.
+// The data share one floating-point type and so do the per-channel operands, which have the
+// data's type or, for f16 or bf16 data, f32: "mixed" BatchNorm, which reads and writes
+// low-precision activations and keeps its parameters and statistics in fp32, as PyTorch AMP and
+// cuDNN do. Returns why the types are invalid, or an empty string.
+std::string batchNormTypes(const std::vector<ElementType> &data, const std::vector<ElementType> &perChannel);
 
 // NumPy/ONNX multidirectional broadcasting.
 ShapeResult broadcast(const Shape &lhs, const Shape &rhs);

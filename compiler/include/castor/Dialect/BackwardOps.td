@@ -72,7 +72,9 @@ def Castor_BatchNormTrainingBackwardOp : Castor_BackwardOp<"batch_norm_training_
   let summary = "gradients of batch_norm_training";
   let description = [{
     From the output gradient, the forward input, scale and the saved batch mean and inverse
-    standard deviation: the gradients of input, scale and bias.
+    standard deviation: the gradients of input, scale and bias. `output_grad`, `input` and
+    `input_grad` share one element type, the per-channel operands and their gradients another,
+    by batch_norm_training's rule (f16 or bf16 data with f32 parameters for mixed BatchNorm).
 
     ```mlir
     %dx, %dg, %db = castor.batch_norm_training_backward %dy, %x, %g, %mean, %invstd

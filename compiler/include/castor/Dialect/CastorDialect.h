@@ -12,8 +12,9 @@
 #include <string>
 
 namespace castor {
-// See PrecisionOpInterface.
-enum class PrecisionClass { LowPrecision, FullPrecision, Neutral };
+// See PrecisionOpInterface. Mixed: operand 0 (the data) keeps its type, the other floating-point
+// operands (parameters, statistics) are f32 when the data is f16 or bf16.
+enum class PrecisionClass { LowPrecision, FullPrecision, Neutral, Mixed };
 } // namespace castor
 
 #include "castor/Dialect/CastorDialect.h.inc"

@@ -55,8 +55,10 @@ def Castor_PrecisionOpInterface : OpInterface<"PrecisionOpInterface"> {
   let cppNamespace = "::castor";
   let description = [{
     How an op fares in low precision, for the autocast pass: compute-bound ops (convolution,
-    matrix products) run in fp16/bf16 on tensor cores; numerically sensitive ones
-    (normalisation, softmax, the loss, reductions) in fp32; the rest follow their inputs.
+    matrix products) run in fp16/bf16 on tensor cores; numerically sensitive ones (softmax,
+    the loss, reductions) in fp32; BatchNorm is mixed (its data, operand 0, stays in the
+    precision it arrives in, its parameters and statistics in fp32, its arithmetic in fp32
+    inside the kernel); the rest follow their inputs.
   }];
   let methods = [
     InterfaceMethod<"The op's precision class.", "::castor::PrecisionClass", "getPrecisionClass", (ins), [{}], [{

@@ -44,15 +44,17 @@ def Castor_BatchNormTrainingOp : Castor_Op<"batch_norm_training", [Pure, Castor_
     Normalises `input` [N, C, ...] per channel with the mean and biased variance of the batch,
     then applies `scale` and `bias` ([C]). Returns the output, the batch mean and the batch
     inverse standard deviation 1/sqrt(var + epsilon), which the backward pass reuses.
-    `scale` and `bias` may be of a wider type than `input` (f32 statistics for f16 data); the
-    statistics have their type. The optional `running_stats` (running mean, running variance)
+    The output has the input's element type. `scale`, `bias` and the running statistics share
+    one element type, the input's or, for f16 or bf16 input, f32 ("mixed" BatchNorm, as PyTorch
+    AMP runs it: low-precision activations, fp32 parameters and statistics, fp32 arithmetic);
+    the batch statistics have their type. The optional `running_stats` (running mean, running variance)
     name the buffers this layer keeps; they do not enter the computation, and the training
     step updates them with `momentum` (PyTorch's convention).
 
     ```mlir
     %y, %mean, %invstd = castor.batch_norm_training %x, %gamma, %beta running(%rm, %rv)
-        : (tensor<8x64x56x56xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
-        -> (tensor<8x64x56x56xf32>, tensor<64xf32>, tensor<64xf32>)
+        : (tensor<8x64x56x56xf16>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
+        -> (tensor<8x64x56x56xf16>, tensor<64xf32>, tensor<64xf32>)
     ```
   }];
   let arguments = (ins Castor_FloatTensor:$input, Castor_FloatTensor:$scale, Castor_FloatTensor:$bias,
@@ -70,7 +72,9 @@ def Castor_BatchNormInferenceOp : Castor_Op<"batch_norm_inference", [Pure, Casto
   let summary = "batch normalisation with running statistics (inference form)";
   let description = [{
     y = scale * (input - mean) / sqrt(variance + epsilon) + bias, per channel of
-    `input` [N, C, ...]; the four per-channel operands are [C] and share one element type.
+    `input` [N, C, ...]; the four per-channel operands are [C] and share one element type:
+    the input's or, for f16 or bf16 input, f32 (as in batch_norm_training). The output has the
+    input's element type.
 
     ```mlir
     %y = castor.batch_norm_inference %x, %gamma, %beta, %mean, %var {epsilon = 1.0e-05 : f64}

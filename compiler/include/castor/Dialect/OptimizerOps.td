@@ -83,7 +83,8 @@ def Castor_BatchNormRunningUpdateOp : Castor_UpdateOp<"batch_norm_running_update
     running_mean = (1 - momentum) running_mean + momentum * batch_mean;
     running_var = (1 - momentum) running_var + momentum * unbiased batch variance, where the
     biased variance is 1 / batch_inv_std^2 - epsilon and `count` is the number of elements per
-    channel (the unbiased one multiplies by count / (count - 1)).
+    channel (the unbiased one multiplies by count / (count - 1)). All four operands are
+    per-channel and share one element type (f32 for mixed BatchNorm on f16 or bf16 data).
 
     ```mlir
     %rm2, %rv2 = castor.batch_norm_running_update %rm, %rv, %mean, %invstd {count = 128 : i64}
@@ -99,6 +100,7 @@ def Castor_BatchNormRunningUpdateOp : Castor_UpdateOp<"batch_norm_running_update
   let assemblyFormat = [{
     $running_mean `,` $running_var `,` $batch_mean `,` $batch_inv_std attr-dict `:` functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 def Castor_IncrementOp : Castor_UpdateOp<"increment", [AllTypesMatch<["counter", "new_counter"]>]> {

@@ -18,6 +18,13 @@ namespace castor {
 shape::Shape shapeOf(mlir::Value value);
 shape::Shape shapeOf(mlir::Type type);
 
+// The element type of a value, as the shared rules name it.
+shape::ElementType elementTypeOf(mlir::Value value);
+std::vector<shape::ElementType> elementTypesOf(mlir::ValueRange values);
+
+// Fails with `error` at `loc` unless it is empty (a shared rule's verdict).
+mlir::LogicalResult checkRule(std::optional<mlir::Location> loc, const std::string &error);
+
 // Appends tensor<rule.shape x elementType> to `inferred`, or reports the rule's error at
 // `loc` (which carries the op, so the verifier's message names it) and fails.
 mlir::LogicalResult appendInferred(std::optional<mlir::Location> loc, const shape::ShapeResult &rule,

@@ -125,12 +125,17 @@ def CastorAutocast : Pass<"castor-autocast", "mlir::ModuleOp"> {
     Runs on the forward function with its loss, before castor-make-train-step, so that the
     VJP of each cast (a cast back) gives the backward graph the forward's precision. Ops
     choose by their PrecisionOpInterface class: convolutions and matrix products in
-    `precision` (fp16 or bf16), BatchNorm, softmax, the loss and reductions in fp32, the
-    rest in the widest type of their inputs. Parameters stay fp32 (master weights); each is
-    cast once and that copy serves every use, forward and backward. A JSON `policy` file
-    overrides the class per op type or per layer (ONNX node names, globs allowed):
-    `{"ops": {"gemm": "fp32"}, "layers": {"/conv1/Conv": "fp32"}}` with values "fp32",
-    "low" or "neutral"; a layer rule wins over an op rule.
+    `precision` (fp16 or bf16); softmax, the loss and reductions in fp32; BatchNorm "mixed",
+    as PyTorch AMP runs it: no cast on its input, which stays in the precision it arrives in
+    (as do its output and, in the backward, dy and dx), with fp32 scale, bias and
+    statistics; the rest in the widest type of their inputs. Parameters stay fp32 (master
+    weights); each is cast once and that copy serves every use, forward and backward. A
+    JSON `policy` file overrides the class per op type or per layer (ONNX node names, globs
+    allowed): `{"ops": {"gemm": "fp32"}, "layers": {"/conv1/Conv": "fp32"}}` with values
+    "fp32", "low", "mixed" (BatchNorm's class: operand 0 keeps its type, the other operands
+    become f32) or "neutral"; a layer rule wins over an op rule.
+    `{"ops": {"batch_norm_training": "fp32", "batch_norm_inference": "fp32"}}` restores
+    BatchNorm with fp32 input and output.
   }];
   let options = [
     Option<"precision", "precision", "std::string", /*default=*/"\"fp16\"", "fp16 or bf16">,
