@@ -52,7 +52,7 @@ public:
       : poison_(options.poison || poisonRequestedByEnvironment()),
         syncEach_(std::getenv("CASTOR_CUDA_SYNC") && !envIs("CASTOR_CUDA_SYNC", "0")),
         useGraph_(!poison_ && !syncEach_ && !envIs("CASTOR_CUDA_GRAPH", "0")) {
-    ctx_.channelsLastEnabled = envIs("CASTOR_CUDA_LAYOUT", "nhwc");
+    ctx_.channelsLastEnabled = !envIs("CASTOR_CUDA_LAYOUT", "nchw");
   }
 
   ~CudaBackend() override {
