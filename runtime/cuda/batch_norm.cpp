@@ -74,10 +74,12 @@ Expected<std::shared_ptr<BnDescriptors>> describe(DeviceContext &ctx, const Tens
   return d;
 }
 
-// Persistent kernels for NHWC: what PyTorch picks for channels-last training.
+// Persistent kernels for NHWC half-precision data, as PyTorch picks for channels-last AMP
+// training; plain spatial kernels for fp32 data (the persistent ones gave wrong scale gradients
+// for channels-last fp32 data in the CPU/CUDA agreement test).
 cudnnBatchNormMode_t trainingMode(const DeviceContext &ctx, const Tensor *x) {
-  return ctx.channelsLast(x) && x->dtype() != plan::F64 ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT
-                                                          : CUDNN_BATCHNORM_SPATIAL;
+  const bool half = x->dtype() == plan::F16 || x->dtype() == plan::BF16;
+  return ctx.channelsLast(x) && half ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
 }
 
 const void *one(plan::DType t) {

@@ -15,11 +15,13 @@
 
 #include "castor/cuda_backend.h"
 
+#include "cuda/conv_tuner.h"
 #include "cuda/device_context.h"
 #include "plan/op_attrs.h"
 #include "plan/plan_validator.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -178,6 +180,8 @@ public:
       }
     }
     CASTOR_CUDA(cudaStreamSynchronize(ctx_.stream));
+    if (std::string tuning = cuda::tuning::tuningSummary(); !tuning.empty())
+      std::fprintf(stderr, "castor-run: cuda %s\n", tuning.c_str());
     return Status::ok();
   }
 

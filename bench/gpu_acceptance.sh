@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Every GPU check of the CUDA backend in one run on the GPU machine, from the repository root,
+# with what scripts/build_gpu.sh put in gpu-carry/: the GPU tests (single kernels, convolutions,
+# CPU/CUDA agreement of whole training steps in both layouts), compute-sanitizer memcheck on a
+# small training plan, the ResNet-50 benchmark beside PyTorch (bench/resnet50_vs_torch.sh) and
+# the 100-step loss comparison with PyTorch AMP (test/torch_reference/run_amp_comparison.sh).
+#
+#   bench/gpu_acceptance.sh [OUT_DIR]      # default $OUT
+#
+# Each part has a time limit and the next runs whatever the last gave. Results (8 files):
+# OUT_DIR/tests.txt (tests, memcheck, logs), OUT_DIR/bench/{gpu.txt,castor.jsonl,torch.jsonl,
+# summary.md}, OUT_DIR/amp/amp_resnet50.{json,txt,log}.
+set -u
+out="${1:-$OUT}"
+carry=gpu-carry
+site=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
+export LD_LIBRARY_PATH="$PWD/$carry/lib:$site/cudnn/lib:$site/cu13/lib:${LD_LIBRARY_PATH:-}"
+export CASTOR_TUNING_CACHE=/tmp/castor-tuning
+mkdir -p "$out/bench" "$out/amp" "$CASTOR_TUNING_CACHE"
+bin="$carry/bin"
+log="$out/tests.txt"
+section() { echo "== $1 ($(date +%T))" >>"$log"; }
+section "single kernels"; timeout 60 "$bin/castor_cuda_kernel_tests" 2>&1 | tail -15 >>"$log"
+section "convolutions"; timeout 60 "$bin/castor_conv_tests" 2>&1 | tail -8 >>"$log"
+section "CPU/CUDA agreement"; timeout 150 "$bin/castor_cuda_tests" "$carry/plans" --steps 3 2>&1 | tail -70 >>"$log"
+section "memcheck"
+timeout 120 compute-sanitizer --tool memcheck "$bin/castor-run" train "$carry/plans/tiny_fp16_adamw.plan" \
+  --steps 3 --device cuda 2>&1 | tail -12 >>"$log"
+echo "memcheck exit ${PIPESTATUS[0]}" >>"$log"
+section "bench"
+CASTOR_BENCH_STEPS=20 TORCH_MODES="${TORCH_MODES:-amp-fp16-cl,fp32,amp-bf16-cl,compile-fp16-cl}" \
+  timeout "${BENCH_LIMIT:-300}" bench/resnet50_vs_torch.sh "$carry" "$out/bench" >/tmp/bench.log 2>&1
+grep -v '^{' /tmp/bench.log | tail -20 >>"$log"
+python3 bench/summarize.py "$out/bench/castor.jsonl" "$out/bench/torch.jsonl" "$out/bench/gpu.txt" \
+  >"$out/bench/summary.md" 2>&1
+section "amp comparison"
+WORK=/tmp/amp timeout "${AMP_LIMIT:-150}" test/torch_reference/run_amp_comparison.sh "$carry" "$out/amp" \
+  >/tmp/amp.log 2>&1
+echo "amp exit $?" >>"$log"; tail -5 /tmp/amp.log >>"$log"
+section "end"
+grep -E "PASS|FAIL|pass|fail|worst|exit" "$log" | tail -30; cat "$out/bench/summary.md"
