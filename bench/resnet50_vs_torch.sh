@@ -18,11 +18,11 @@ steps="${CASTOR_BENCH_STEPS:-30}"
 modes="${TORCH_MODES:-amp-fp16-cl,compile-fp16-cl,amp-bf16-cl,fp32}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
 : >"$out/castor.jsonl"
-for p in fp16 bf16 fp32; do
+for p in ${CASTOR_PRECISIONS:-fp16 bf16 fp32}; do
   plan="$carry/plans/r50_${p}_b256.plan"
   [ -f "$plan" ] || { echo "missing $plan" >&2; continue; }
   "$carry/bin/castor-run" bench "$plan" --device cuda --steps "$steps" --warmup 5 --json \
     | sed "s/^{/{\"precision\": \"$p\", /" | tee -a "$out/castor.jsonl"
 done
-python3 "$carry/torch_resnet50.py" --modes "$modes" --batch 256 | tee "$out/torch.jsonl"
+python3 "$carry/torch_resnet50.py" --modes "$modes" --batch 256 ${TORCH_ARGS:-} | tee "$out/torch.jsonl"
 python3 bench/summarize.py "$out/castor.jsonl" "$out/torch.jsonl" "$out/gpu.txt" | tee "$out/summary.md"

@@ -2,15 +2,17 @@
 // step captured once as a CUDA graph and replayed.
 //
 // Each plan kernel is turned into a RunFn by the builder of its family (device_context.h:
-// conv.cpp, batch_norm.cpp, blas.cpp, own_kernels.cpp). Rank-4 float tensors are stored
-// channels-last; upload and download convert, so the host sees the plan's row-major layout.
+// conv.cpp, batch_norm.cpp, blas.cpp, own_kernels.cpp). In plans that convolve fp16/bf16 data,
+// rank-4 float tensors are stored channels-last; upload and download convert, so the host sees
+// the plan's row-major layout.
 // Scalars that change during training never leave the device, so a step needs no host
 // synchronisation and can be captured. Inputs are uploaded on a second stream into buffers of
 // their own, which the step copies into the arena first: the first run() executes eagerly (it loads every kernel
 // module and lets the libraries settle), the second captures the step into a graph and launches
 // it, later runs launch the graph.
 //
-// Environment: CASTOR_CUDA_LAYOUT=nchw keeps every tensor row-major; CASTOR_CUDA_GRAPH=0 launches
+// Environment: CASTOR_CUDA_LAYOUT=nchw keeps every tensor row-major, =nhwc stores every rank-4
+// float tensor channels-last; CASTOR_CUDA_GRAPH=0 launches
 // kernel by kernel; CASTOR_CUDA_SYNC=1 synchronises after every kernel (debugging; no graph).
 
 #include "castor/cuda_backend.h"
@@ -54,7 +56,9 @@ public:
       : poison_(options.poison || poisonRequestedByEnvironment()),
         syncEach_(std::getenv("CASTOR_CUDA_SYNC") && !envIs("CASTOR_CUDA_SYNC", "0")),
         useGraph_(!poison_ && !syncEach_ && !envIs("CASTOR_CUDA_GRAPH", "0")) {
-    ctx_.channelsLastEnabled = !envIs("CASTOR_CUDA_LAYOUT", "nchw");
+    layout_ = envIs("CASTOR_CUDA_LAYOUT", "nchw")   ? LayoutChoice::RowMajor
+              : envIs("CASTOR_CUDA_LAYOUT", "nhwc") ? LayoutChoice::ChannelsLast
+                                                    : LayoutChoice::Auto;
   }
 
   ~CudaBackend() override {
@@ -96,11 +100,15 @@ public:
     CASTOR_CUDA(cudaGetDeviceProperties(&prop, 0));
     ctx_.deviceName = prop.name;
     ctx_.smCount = prop.multiProcessorCount;
-    uint64_t stagingBytes = 0, inputBytes = 0;
     for (const Tensor &t : plan_.tensors()) {
       if (std::string error = plan::slotError(t, plan_.arena_bytes()); !error.empty())
         return Status::error(error);
       tensors_[t.id()] = &t;
+    }
+    ctx_.channelsLastEnabled = layout_ == LayoutChoice::ChannelsLast ||
+                               (layout_ == LayoutChoice::Auto && halfPrecisionConvolutions());
+    uint64_t stagingBytes = 0, inputBytes = 0;
+    for (const Tensor &t : plan_.tensors()) {
       // Host transfers of channels-last tensors pass through the staging buffer; activations
       // are never transferred.
       if (ctx_.channelsLast(&t) && t.kind() != Tensor::INPUT && t.kind() != Tensor::ACTIVATION)
@@ -260,6 +268,7 @@ public:
       float ms = 0;
       s = cuda::cudaStatus(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]), "kernel timing");
       byCategory[cuda::categoryName(categories_[i])] += ms;
+      byCategory["op:" + plan_.kernels(int(i)).op()] += ms;
     }
     for (cudaEvent_t e : events)
       cudaEventDestroy(e);
@@ -287,6 +296,18 @@ private:
       return Status::error("tensor " + std::to_string(id) + " '" + it->second->name() + "' holds " +
                            std::to_string(it->second->bytes()) + " bytes, got " + std::to_string(bytes));
     return it->second;
+  }
+
+  // Channels-last is the layout of the tensor-core path: chosen when the plan convolves fp16 or
+  // bf16 data. fp32 convolutions (no TF32) and cuDNN's fp32 batch norm run faster on NCHW.
+  bool halfPrecisionConvolutions() const {
+    for (const Kernel &k : plan_.kernels())
+      if (k.op() == "conv2d" && k.inputs_size() > 0) {
+        const plan::DType dt = tensors_.at(k.inputs(0))->dtype();
+        if (dt == plan::F16 || dt == plan::BF16)
+          return true;
+      }
+    return false;
   }
 
   void *inputBuffer(const Tensor *t) const {
@@ -355,7 +376,9 @@ private:
     return cuda::cudaStatus(cudaGraphLaunch(graphExec_, ctx_.stream), "launching the step's CUDA graph");
   }
 
+  enum class LayoutChoice { Auto, RowMajor, ChannelsLast };
   bool poison_, syncEach_, useGraph_;
+  LayoutChoice layout_ = LayoutChoice::Auto;
   plan::Plan plan_;
   cuda::DeviceContext ctx_;
   std::unordered_map<uint32_t, const Tensor *> tensors_;

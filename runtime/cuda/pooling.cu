@@ -1,6 +1,6 @@
 // Max and average pooling, forward and backward, in NCHW or NHWC storage. One thread per output
 // (forward) or per input element (backward: it gathers the gradient of every window that holds
-// it: deterministic, no atomics). Channels-last threads walk C fastest, so a warp reads
+// it, found without a search: deterministic, no atomics). Channels-last threads walk C fastest, so a warp reads
 // consecutive channels of one position.
 #include "cuda/kernel_common.cuh"
 
@@ -9,19 +9,22 @@ namespace {
 
 using namespace detail;
 
+// Index arithmetic runs in I: int32_t when every index of the call fits (64-bit division costs
+// several times more and dominated the backward), else int64_t.
+
 // Where position (n, c, h, w) of an [N, C, rows, cols] tensor lies: base(n, c) + h*hs + w*ws.
-struct Plane {
-  int64_t base, hs, ws;
+template <typename I> struct Plane {
+  I base, hs, ws;
 };
-__device__ __forceinline__ Plane plane(bool channelsLast, int64_t n, int64_t c, int64_t C, int64_t rows,
-                                       int64_t cols) {
+template <typename I>
+__device__ __forceinline__ Plane<I> plane(bool channelsLast, I n, I c, I C, I rows, I cols) {
   if (channelsLast)
-    return Plane{n * rows * cols * C + c, cols * C, C};
-  return Plane{(n * C + c) * rows * cols, cols, 1};
+    return Plane<I>{n * rows * cols * C + c, cols * C, C};
+  return Plane<I>{(n * C + c) * rows * cols, cols, 1};
 }
 // Splits a storage index of an [N, C, rows, cols] tensor into (n, c, h, w).
-__device__ __forceinline__ void split(bool channelsLast, int64_t i, int64_t C, int64_t rows, int64_t cols, int64_t &n,
-                                      int64_t &c, int64_t &h, int64_t &w) {
+template <typename I>
+__device__ __forceinline__ void split(bool channelsLast, I i, I C, I rows, I cols, I &n, I &c, I &h, I &w) {
   if (channelsLast) {
     c = i % C;
     i /= C;
@@ -39,40 +42,53 @@ __device__ __forceinline__ void split(bool channelsLast, int64_t i, int64_t C, i
   }
 }
 
+// The geometry in the index type of the call.
+template <typename I> struct Geometry {
+  I N, C, H, W, P, Q, kh, kw, sh, sw, padTop, padLeft, padBottom, padRight, dh, dw;
+  bool includePad, channelsLast;
+  explicit Geometry(const PoolGeometry &g)
+      : N(I(g.N)), C(I(g.C)), H(I(g.H)), W(I(g.W)), P(I(g.P)), Q(I(g.Q)), kh(I(g.kh)), kw(I(g.kw)), sh(I(g.sh)),
+        sw(I(g.sw)), padTop(I(g.padTop)), padLeft(I(g.padLeft)), padBottom(I(g.padBottom)),
+        padRight(I(g.padRight)), dh(I(g.dh)), dw(I(g.dw)), includePad(g.includePad), channelsLast(g.channelsLast) {}
+};
+
+#define CASTOR_GRID_LOOP_I(I, i, n)                                                                                \
+  for (I i = I(blockIdx.x) * I(blockDim.x) + I(threadIdx.x); i < (n); i += I(blockDim.x) * I(gridDim.x))
+
 // The forward's divisor of an average window (as the CPU reference: the valid taps, or with
 // count_include_pad the window clipped to the padded input).
-__device__ __forceinline__ int64_t avgDivisor(const PoolGeometry &g, int64_t h0, int64_t w0, int64_t validRows,
-                                              int64_t validCols) {
+template <typename I>
+__device__ __forceinline__ I avgDivisor(const Geometry<I> &g, I h0, I w0, I validRows, I validCols) {
   if (!g.includePad)
     return validRows * validCols;
-  const int64_t h1 = min(h0 + g.kh, g.H + g.padBottom), w1 = min(w0 + g.kw, g.W + g.padRight);
+  const I h1 = min(h0 + g.kh, g.H + g.padBottom), w1 = min(w0 + g.kw, g.W + g.padRight);
   return (h1 - h0) * (w1 - w0);
 }
 
-template <typename IoT> __global__ void poolKernel(bool isMax, IoT x, IoT y, PoolGeometry g) {
+template <typename I, typename IoT> __global__ void poolKernel(bool isMax, IoT x, IoT y, Geometry<I> g) {
   using A = typename IoT::Acc;
-  const int64_t total = g.N * g.C * g.P * g.Q;
-  CASTOR_GRID_LOOP(o, total) {
-    int64_t n, c, op, oq;
-    split(g.channelsLast, o, g.C, g.P, g.Q, n, c, op, oq);
-    const Plane xp = plane(g.channelsLast, n, c, g.C, g.H, g.W);
-    const int64_t h0 = op * g.sh - g.padTop, w0 = oq * g.sw - g.padLeft;
+  const I total = g.N * g.C * g.P * g.Q;
+  CASTOR_GRID_LOOP_I(I, o, total) {
+    I n, c, op, oq;
+    split<I>(g.channelsLast, o, g.C, g.P, g.Q, n, c, op, oq);
+    const Plane<I> xp = plane<I>(g.channelsLast, n, c, g.C, g.H, g.W);
+    const I h0 = op * g.sh - g.padTop, w0 = oq * g.sw - g.padLeft;
     A acc = isMax ? A(-INFINITY) : A(0);
-    int64_t rows = 0, cols = 0;
-    for (int64_t s = 0; s < g.kw; ++s) {
-      const int64_t w = w0 + s * g.dw;
+    I rows = 0, cols = 0;
+    for (I s = 0; s < g.kw; ++s) {
+      const I w = w0 + s * g.dw;
       cols += (w >= 0 && w < g.W);
     }
-    for (int64_t r = 0; r < g.kh; ++r) {
-      const int64_t h = h0 + r * g.dh;
+    for (I r = 0; r < g.kh; ++r) {
+      const I h = h0 + r * g.dh;
       if (h < 0 || h >= g.H)
         continue;
       ++rows;
-      for (int64_t s = 0; s < g.kw; ++s) {
-        const int64_t w = w0 + s * g.dw;
+      for (I s = 0; s < g.kw; ++s) {
+        const I w = w0 + s * g.dw;
         if (w < 0 || w >= g.W)
           continue;
-        const A v = x.ld(xp.base + h * xp.hs + w * xp.ws);
+        const A v = x.ld(int64_t(xp.base + h * xp.hs + w * xp.ws));
         if (isMax)
           acc = (v > acc || v != v) ? v : acc;
         else
@@ -80,47 +96,59 @@ template <typename IoT> __global__ void poolKernel(bool isMax, IoT x, IoT y, Poo
       }
     }
     if (!isMax) {
-      const int64_t d = avgDivisor(g, h0, w0, rows, cols);
+      const I d = avgDivisor<I>(g, h0, w0, rows, cols);
       acc = d > 0 ? acc / A(d) : A(0);
     }
-    y.st(o, acc);
+    y.st(int64_t(o), acc);
   }
 }
 
-template <typename IoT> __global__ void poolBackwardKernel(bool isMax, IoT dy, IoT x, IoT dx, PoolGeometry g) {
+// The output positions `o` whose windows hold input position `at` (tap r = (at + pad - o*stride)
+// / dilation, an integer in [0, k)): o from `hi` down to `lo` (tap order ascending).
+template <typename I> __device__ __forceinline__ void coveringWindows(I at, I pad, I k, I stride, I dil, I outSize,
+                                                                      I &lo, I &hi) {
+  const I top = at + pad;                 // o * stride <= top
+  const I bottom = top - (k - 1) * dil;   // o * stride >= bottom
+  lo = bottom <= 0 ? I(0) : (bottom + stride - 1) / stride;
+  hi = min(top / stride, outSize - 1);
+}
+
+template <typename I, typename IoT>
+__global__ void poolBackwardKernel(bool isMax, IoT dy, IoT x, IoT dx, Geometry<I> g) {
   using A = typename IoT::Acc;
-  const int64_t total = g.N * g.C * g.H * g.W;
-  const int64_t dh = isMax ? g.dh : 1, dw = isMax ? g.dw : 1;
-  CASTOR_GRID_LOOP(e, total) {
-    int64_t n, c, h, w;
-    split(g.channelsLast, e, g.C, g.H, g.W, n, c, h, w);
-    const Plane xp = plane(g.channelsLast, n, c, g.C, g.H, g.W);
-    const Plane yp = plane(g.channelsLast, n, c, g.C, g.P, g.Q);
+  const I total = g.N * g.C * g.H * g.W;
+  const I dh = isMax ? g.dh : I(1), dw = isMax ? g.dw : I(1);
+  CASTOR_GRID_LOOP_I(I, e, total) {
+    I n, c, h, w;
+    split<I>(g.channelsLast, e, g.C, g.H, g.W, n, c, h, w);
+    const Plane<I> xp = plane<I>(g.channelsLast, n, c, g.C, g.H, g.W);
+    const Plane<I> yp = plane<I>(g.channelsLast, n, c, g.C, g.P, g.Q);
+    I opLo, opHi, oqLo, oqHi;
+    coveringWindows<I>(h, g.padTop, g.kh, g.sh, dh, g.P, opLo, opHi);
+    coveringWindows<I>(w, g.padLeft, g.kw, g.sw, dw, g.Q, oqLo, oqHi);
     A acc = 0;
-    for (int64_t r = 0; r < g.kh; ++r) {
-      const int64_t numH = h + g.padTop - r * dh;
-      if (numH < 0 || numH % g.sh != 0 || numH / g.sh >= g.P)
+    for (I op = opHi; op >= opLo; --op) {
+      if (dh != 1 && (h + g.padTop - op * g.sh) % dh != 0)
         continue;
-      const int64_t op = numH / g.sh, h0 = op * g.sh - g.padTop;
-      for (int64_t s = 0; s < g.kw; ++s) {
-        const int64_t numW = w + g.padLeft - s * dw;
-        if (numW < 0 || numW % g.sw != 0 || numW / g.sw >= g.Q)
+      const I h0 = op * g.sh - g.padTop;
+      for (I oq = oqHi; oq >= oqLo; --oq) {
+        if (dw != 1 && (w + g.padLeft - oq * g.sw) % dw != 0)
           continue;
-        const int64_t oq = numW / g.sw, w0 = oq * g.sw - g.padLeft;
-        const A grad = dy.ld(yp.base + op * yp.hs + oq * yp.ws);
+        const I w0 = oq * g.sw - g.padLeft;
+        const A grad = dy.ld(int64_t(yp.base + op * yp.hs + oq * yp.ws));
         if (isMax) {
           // The window's first maximum in row-major window order (a NaN wins), as the forward.
           A best = A(-INFINITY);
-          int64_t atH = -1, atW = -1;
-          for (int64_t rr = 0; rr < g.kh; ++rr) {
-            const int64_t hh = h0 + rr * dh;
+          I atH = -1, atW = -1;
+          for (I rr = 0; rr < g.kh; ++rr) {
+            const I hh = h0 + rr * dh;
             if (hh < 0 || hh >= g.H)
               continue;
-            for (int64_t ss = 0; ss < g.kw; ++ss) {
-              const int64_t ww = w0 + ss * dw;
+            for (I ss = 0; ss < g.kw; ++ss) {
+              const I ww = w0 + ss * dw;
               if (ww < 0 || ww >= g.W)
                 continue;
-              const A v = x.ld(xp.base + hh * xp.hs + ww * xp.ws);
+              const A v = x.ld(int64_t(xp.base + hh * xp.hs + ww * xp.ws));
               if (atH < 0 || v > best || v != v) {
                 best = v;
                 atH = hh, atW = ww;
@@ -130,19 +158,27 @@ template <typename IoT> __global__ void poolBackwardKernel(bool isMax, IoT dy, I
           if (atH == h && atW == w)
             acc += grad;
         } else {
-          int64_t rows = 0, cols = 0;
-          for (int64_t rr = 0; rr < g.kh; ++rr)
+          I rows = 0, cols = 0;
+          for (I rr = 0; rr < g.kh; ++rr)
             rows += (h0 + rr >= 0 && h0 + rr < g.H);
-          for (int64_t ss = 0; ss < g.kw; ++ss)
+          for (I ss = 0; ss < g.kw; ++ss)
             cols += (w0 + ss >= 0 && w0 + ss < g.W);
-          const int64_t d = avgDivisor(g, h0, w0, rows, cols);
+          const I d = avgDivisor<I>(g, h0, w0, rows, cols);
           if (d > 0)
             acc += grad / A(d);
         }
       }
     }
-    dx.st(e, acc);
+    dx.st(int64_t(e), acc);
   }
+}
+
+// Whether every index of the call (both tensors, with a window's reach past their ends) fits
+// in 32 bits.
+bool fits32(const PoolGeometry &g) {
+  const int64_t limit = int64_t(1) << 30;
+  return g.N * g.C * g.H * g.W < limit && g.N * g.C * g.P * g.Q < limit && g.H + g.padTop + g.padBottom < limit &&
+         g.W + g.padLeft + g.padRight < limit;
 }
 
 } // namespace
@@ -153,7 +189,10 @@ cudaError_t pool2d(bool isMax, Ref x, Ref y, const PoolGeometry &g, cudaStream_t
     return cudaSuccess;
   return withSharedType({x, y}, [&](auto tag) -> cudaError_t {
     using T = typename decltype(tag)::type;
-    poolKernel<<<gridFor(n), kThreads, 0, s>>>(isMax, io<T>(x), io<T>(y), g);
+    if (fits32(g))
+      poolKernel<<<gridFor(n), kThreads, 0, s>>>(isMax, io<T>(x), io<T>(y), Geometry<int32_t>(g));
+    else
+      poolKernel<<<gridFor(n), kThreads, 0, s>>>(isMax, io<T>(x), io<T>(y), Geometry<int64_t>(g));
     return cudaGetLastError();
   });
 }
@@ -166,7 +205,10 @@ cudaError_t pool2dBackward(bool isMax, Ref dy, Ref x, Ref dx, const PoolGeometry
     x = dx; // average pooling reads no x; any pointer of dx's dtype keeps the dispatch uniform
   return withSharedType({dy, x, dx}, [&](auto tag) -> cudaError_t {
     using T = typename decltype(tag)::type;
-    poolBackwardKernel<<<gridFor(n), kThreads, 0, s>>>(isMax, io<T>(dy), io<T>(x), io<T>(dx), g);
+    if (fits32(g))
+      poolBackwardKernel<<<gridFor(n), kThreads, 0, s>>>(isMax, io<T>(dy), io<T>(x), io<T>(dx), Geometry<int32_t>(g));
+    else
+      poolBackwardKernel<<<gridFor(n), kThreads, 0, s>>>(isMax, io<T>(dy), io<T>(x), io<T>(dx), Geometry<int64_t>(g));
     return cudaGetLastError();
   });
 }

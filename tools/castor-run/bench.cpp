@@ -99,12 +99,18 @@ int bench(const BenchOptions &o) {
                                           : 0.5 * (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]);
   const double imgPerS = double(batch) * 1000.0 / median;
   auto categories = b.profileRun();
-  std::vector<std::pair<std::string, double>> byCategory;
+  std::vector<std::pair<std::string, double>> byCategory, byOp;
   std::string profileNote;
-  if (categories)
-    byCategory = *categories;
-  else
+  if (categories) {
+    for (const auto &[name, t] : *categories)
+      if (name.rfind("op:", 0) == 0)
+        byOp.push_back({name.substr(3), t});
+      else
+        byCategory.push_back({name, t});
+    std::sort(byOp.begin(), byOp.end(), [](const auto &a, const auto &b) { return a.second > b.second; });
+  } else {
     profileNote = categories.status().message();
+  }
   double kernelTotal = 0;
   for (const auto &[name, t] : byCategory)
     kernelTotal += t;
@@ -112,14 +118,17 @@ int bench(const BenchOptions &o) {
   const double gib = double(peak) / double(uint64_t(1) << 30);
 
   if (o.json) {
-    std::string cats;
+    std::string cats, ops;
     for (const auto &[name, t] : byCategory)
       cats += fmt::format("{}\"{}\": {:.3f}", cats.empty() ? "" : ", ", name, t);
+    for (const auto &[name, t] : byOp)
+      ops += fmt::format("{}\"{}\": {:.3f}", ops.empty() ? "" : ", ", name, t);
     fmt::print("{{\"plan\": \"{}\", \"device\": \"{}\", \"batch\": {}, \"steps\": {}, \"median_ms\": {:.3f}, "
                "\"min_ms\": {:.3f}, \"max_ms\": {:.3f}, \"img_per_s\": {:.1f}, \"peak_bytes\": {}, "
-               "\"peak_gib\": {:.3f}, \"kernel_ms\": {{{}}}, \"kernel_total_ms\": {:.3f}, \"loss_first\": {}, "
+               "\"peak_gib\": {:.3f}, \"kernel_ms\": {{{}}}, \"op_ms\": {{{}}}, \"kernel_total_ms\": {:.3f}, "
+               "\"loss_first\": {}, "
                "\"loss_last\": {}}}\n",
-               o.plan, b.name(), batch, o.steps, median, sorted.front(), sorted.back(), imgPerS, peak, gib, cats,
+               o.plan, b.name(), batch, o.steps, median, sorted.front(), sorted.back(), imgPerS, peak, gib, cats, ops,
                kernelTotal, std::isfinite(*firstLoss) ? fmt::format("{:.6g}", *firstLoss) : "null",
                std::isfinite(*lastLoss) ? fmt::format("{:.6g}", *lastLoss) : "null");
     return 0;
@@ -135,6 +144,9 @@ int bench(const BenchOptions &o) {
     fmt::print("  kernel time by category (one step, kernel by kernel, {:.3f} ms in all):\n", kernelTotal);
     for (const auto &[name, t] : byCategory)
       fmt::print("    {:<12} {:9.3f} ms  {:5.1f}%\n", name, t, kernelTotal > 0 ? 100.0 * t / kernelTotal : 0.0);
+    fmt::print("  the most expensive ops:\n");
+    for (size_t i = 0; i < byOp.size() && i < 8; ++i)
+      fmt::print("    {:<32} {:9.3f} ms\n", byOp[i].first, byOp[i].second);
   }
   return 0;
 }

@@ -57,7 +57,7 @@ public:
   // run(), returning its duration in milliseconds (the cuda backend times it with events).
   virtual Expected<double> timedRun();
   // Runs the plan once kernel by kernel, timing every kernel; milliseconds per category of
-  // kernel ("conv", "batch_norm", ...).
+  // kernel ("conv", "batch_norm", ...) and per op ("op:max_pool2d_backward", ...).
   virtual Expected<std::vector<std::pair<std::string, double>>> profileRun() {
     return Status::error("the " + name() + " backend cannot time kernels");
   }
