@@ -33,19 +33,6 @@ struct BnDescriptors {
 
 bool lowOrSingle(plan::DType t) { return t == plan::F16 || t == plan::BF16 || t == plan::F32; }
 
-cudnnDataType_t cudnnType(plan::DType t) {
-  switch (t) {
-  case plan::F16:
-    return CUDNN_DATA_HALF;
-  case plan::BF16:
-    return CUDNN_DATA_BFLOAT16;
-  case plan::F64:
-    return CUDNN_DATA_DOUBLE;
-  default:
-    return CUDNN_DATA_FLOAT;
-  }
-}
-
 // Whether cuDNN runs this batch norm: data x (and y, dy, dx of the same dtype) in f16/bf16/f32
 // with f32 per-channel tensors, or everything f64; rank 2 to 4.
 bool cudnnRuns(const Tensor *x, const TensorList &perChannel) {

@@ -8,19 +8,6 @@
 namespace castor::cuda::conv {
 namespace {
 
-cudnnDataType_t cudnnType(plan::DType t) {
-  switch (t) {
-  case plan::F16:
-    return CUDNN_DATA_HALF;
-  case plan::BF16:
-    return CUDNN_DATA_BFLOAT16;
-  case plan::F64:
-    return CUDNN_DATA_DOUBLE;
-  default:
-    return CUDNN_DATA_FLOAT;
-  }
-}
-
 // cuDNN descriptors of one convolution (forward geometry: x [N,C,H,W], w [K,C/g,R,S], y).
 // The descriptors live as long as the RunFn that uses them.
 struct ConvDescriptors {

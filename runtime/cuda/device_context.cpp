@@ -60,6 +60,19 @@ int64_t span(const Shape &s, size_t from, size_t to) {
   return n;
 }
 
+cudnnDataType_t cudnnType(plan::DType t) {
+  switch (t) {
+  case plan::F16:
+    return CUDNN_DATA_HALF;
+  case plan::BF16:
+    return CUDNN_DATA_BFLOAT16;
+  case plan::F64:
+    return CUDNN_DATA_DOUBLE;
+  default:
+    return CUDNN_DATA_FLOAT;
+  }
+}
+
 bool isFloat(plan::DType t) { return t == plan::F32 || t == plan::F16 || t == plan::BF16 || t == plan::F64; }
 
 // Element strides of `in` (right-aligned against `out`, 0 where it broadcasts).

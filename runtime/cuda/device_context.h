@@ -86,6 +86,8 @@ int physicalAxis(const DeviceContext &ctx, const plan::Tensor &t, int axis);
 int64_t countOf(const plan::Tensor &t);
 int64_t span(const Shape &s, size_t from, size_t to);
 bool isFloat(plan::DType t);
+// cuDNN's name of a float dtype (f32 for anything else).
+cudnnDataType_t cudnnType(plan::DType t);
 
 // Element strides of `in` right-aligned against `out` (0 where it broadcasts); the broadcast of
 // two operands against an output (rank 0 when all three shapes are equal: flat indices); the

@@ -9,6 +9,7 @@
 //
 //   castor_cuda_kernel_tests            exit status 0 when every case agrees in both layouts
 
+#include "../common/plan_builder.h"
 #include "castor/backend.h"
 #include "castor/cuda_backend.h"
 #include "plan/plan.h"
@@ -46,63 +47,19 @@ plan::Attr str(const std::string &v) {
   return a;
 }
 
-struct Case {
+struct Case : test::PlanBuilder {
   std::string name;
-  plan::Plan plan;
-  uint64_t next = 0;
   std::map<uint32_t, std::vector<double>> inputs; // given values (else random normal)
   std::vector<uint32_t> outputs;
 
-  explicit Case(std::string n) : name(std::move(n)) {
-    plan.set_format_version(plan::kPlanFormatVersion);
-    plan.set_producer("castor-cuda-kernel-tests");
-    plan.set_target("generic");
-    plan.set_batch(1);
-  }
-  uint32_t tensor(const std::string &tname, std::vector<int64_t> shape, plan::Tensor::Kind kind,
-                  plan::DType dtype = plan::F32) {
-    plan::Tensor *t = plan.add_tensors();
-    t->set_id(uint32_t(plan.tensors_size() - 1));
-    t->set_name(tname);
-    t->set_dtype(dtype);
-    t->set_kind(kind);
-    uint64_t count = 1;
-    for (int64_t d : shape) {
-      t->add_shape(d);
-      count *= uint64_t(d);
-    }
-    t->set_bytes(count * plan::dtypeSize(dtype));
-    t->set_offset(next);
-    next += (t->bytes() + plan::kArenaAlignment - 1) / plan::kArenaAlignment * plan::kArenaAlignment;
-    plan.set_arena_bytes(std::max<uint64_t>(next, 256));
-    if (kind == plan::Tensor::INPUT) {
-      auto *b = plan.add_inputs();
-      b->set_name(tname);
-      b->set_tensor(t->id());
-    } else if (kind == plan::Tensor::OUTPUT) {
-      auto *b = plan.add_outputs();
-      b->set_name(tname);
-      b->set_tensor(t->id());
-      outputs.push_back(t->id());
-    }
-    return t->id();
-  }
+  explicit Case(std::string n) : name(std::move(n)) { plan.set_producer("castor-cuda-kernel-tests"); }
   uint32_t in(const std::string &n, std::vector<int64_t> shape, plan::DType dt = plan::F32) {
     return tensor(n, std::move(shape), plan::Tensor::INPUT, dt);
   }
   uint32_t out(const std::string &n, std::vector<int64_t> shape, plan::DType dt = plan::F32) {
-    return tensor(n, std::move(shape), plan::Tensor::OUTPUT, dt);
-  }
-  void kernel(const std::string &op, std::vector<uint32_t> ins, std::vector<uint32_t> outs,
-              std::map<std::string, plan::Attr> attrs = {}) {
-    plan::Kernel *k = plan.add_kernels();
-    k->set_op(op);
-    for (uint32_t id : ins)
-      k->add_inputs(id);
-    for (uint32_t id : outs)
-      k->add_outputs(id);
-    for (auto &[n, a] : attrs)
-      (*k->mutable_attrs())[n] = a;
+    const uint32_t id = tensor(n, std::move(shape), plan::Tensor::OUTPUT, dt);
+    outputs.push_back(id);
+    return id;
   }
 };
 
