@@ -350,8 +350,14 @@ TEST_CASE("castor-run train resumes bit-exactly and saves atomically", "[train]"
     INFO(oout);
     CHECK(orc == 0);
     auto [crc, cout] = castorRun("train " + planPath + " --steps 1 --device cuda");
+#ifdef CASTOR_RUN_HAS_CUDA
+    // castor-run has the CUDA backend: without a GPU it says so (with one, the step runs).
+    INFO(cout);
+    CHECK((crc == 0 || cout.find("no usable CUDA device") != std::string::npos));
+#else
     CHECK(crc != 0);
     CHECK_THAT(cout, Contains("CUDA backend is not built"));
+#endif
     auto [wrc, wout] = castorRun("eval " + dir + "/small.plan --weights " + dir + "/x --data synthetic");
     CHECK(wrc != 0);
     CHECK_THAT(wout, Contains("idx:DIR"));
