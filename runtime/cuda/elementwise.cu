@@ -342,22 +342,6 @@ cudaError_t broadcastScaled(Ref x, Ref y, const Broadcast &bc, int64_t n, double
   return launchBroadcast(ScaleOp{scale}, x, x, y, simple, n, s);
 }
 
-cudaError_t addChannelBias(Ref y, Ref bias, int64_t N, int64_t C, int64_t HW, bool channelsLast, cudaStream_t s) {
-  Broadcast bc;
-  if (channelsLast) {
-    bc.rank = 2;
-    bc.out[0] = N * HW, bc.out[1] = C;
-    bc.sa[0] = C, bc.sa[1] = 1;
-    bc.sb[0] = 0, bc.sb[1] = 1;
-  } else {
-    bc.rank = 3;
-    bc.out[0] = N, bc.out[1] = C, bc.out[2] = HW;
-    bc.sa[0] = C * HW, bc.sa[1] = HW, bc.sa[2] = 1;
-    bc.sb[0] = 0, bc.sb[1] = 1, bc.sb[2] = 0;
-  }
-  return binary(BinaryOp::Add, y, bias, y, bc, N * C * HW, s);
-}
-
 cudaError_t fill(Ref y, int64_t n, double value, cudaStream_t s) {
   if (n <= 0)
     return cudaSuccess;

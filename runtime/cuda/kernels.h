@@ -64,8 +64,6 @@ cudaError_t backward(BackwardOp op, Ref dy, Ref saved, Ref dx, int64_t n, double
 cudaError_t fill(Ref y, int64_t n, double value, cudaStream_t s);
 // y = scale * x broadcast into y (the gemm's addend C before the product is added).
 cudaError_t broadcastScaled(Ref x, Ref y, const Broadcast &bc, int64_t n, double scale, cudaStream_t s);
-// y [N,C,H,W] += bias [C] in y's storage order (the conv2d bias).
-cudaError_t addChannelBias(Ref y, Ref bias, int64_t N, int64_t C, int64_t HW, bool channelsLast, cudaStream_t s);
 
 // Dropout. iteration == nullptr: the identity (inference). The mask is keyed by the logical
 // (row-major) element index: with channelsLast, y is [N,H,W,C] in storage and logical [N,C,H,W]
