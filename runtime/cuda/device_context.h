@@ -34,7 +34,8 @@ Status cublasStatus(cublasStatus_t e, const char *what);
 #define CASTOR_CUDNN(call) CASTOR_RETURN_IF_ERROR(::castor::cuda::cudnnStatus((call), #call))
 #define CASTOR_CUBLAS(call) CASTOR_RETURN_IF_ERROR(::castor::cuda::cublasStatus((call), #call))
 
-// Where the bytes of a tensor lie in the arena. The plan's tensors are row-major; the backend
+// Where the bytes of a tensor lie in the arena. The plan's tensors are row-major; when
+// channelsLastEnabled (plans that convolve fp16/bf16 data, see cuda_backend.cpp) the backend
 // stores every rank-4 floating-point tensor channels-last (logical [N,C,H,W], physical
 // [N,H,W,C]; a conv weight [K,C,R,S] becomes [K,R,S,C]), the layout cuDNN's tensor-core kernels
 // want. upload/download convert, so the host always sees the plan's row-major layout.
