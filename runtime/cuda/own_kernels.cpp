@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <unordered_map>
 
 namespace castor::cuda {
 namespace {
@@ -273,474 +274,683 @@ LossReduction lossReduction(shape::Reduction r) {
                                       : LossReduction::None;
 }
 
-} // namespace
+constexpr double inf = std::numeric_limits<double>::infinity();
 
-Expected<RunFn> buildOwnKernel(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
-  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
-  configureDevice(ctx.smCount);
-  const std::string &op = k.op();
-  const cudaStream_t s = ctx.stream;
-  constexpr double inf = std::numeric_limits<double>::infinity();
-  auto need = [&](size_t nin, size_t nout) -> Status {
+// A check that the kernel has at least nin inputs and nout outputs.
+auto operandCheck(const std::string &op, const TensorList &in, const TensorList &out) {
+  return [&op, &in, &out](size_t nin, size_t nout) -> Status {
     if (in.size() < nin || out.size() < nout)
       return Status::error(op + " needs at least " + std::to_string(nin) + " inputs and " + std::to_string(nout) +
                            " outputs");
     return Status::ok();
   };
+}
 
-  if (op == "conv2d_backward_bias") {
+// conv2d_backward_bias
+Expected<RunFn> buildConv2dBackwardBias(DeviceContext &ctx, const Kernel &k, const TensorList &in,
+                                        const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+  CASTOR_RETURN_IF_ERROR(need(1, 1));
+  if (in[0]->shape_size() < 2)
+    return Status::error(op + ": dy must be [N,K,...]");
+  const Tensor *dy = in[0], *db = out[0];
+  const ChannelGeometry g = channelGeometry(ctx, *dy);
+  if (countOf(*db) != g.C)
+    return Status::error(op + ": db must hold K elements");
+  auto scratch = scratchFor(ctx, kTagChannel, db, channelScratchBytes(g.A, g.C, g.B));
+  if (!scratch)
+    return scratch.status();
+  void *buf = *scratch;
+  return launch([=]() { return channelSum(c->ref(dy), c->ref(db), g.A, g.C, g.B, 1.0, buf, s); });
+}
+
+// reduce_sum_to
+Expected<RunFn> buildReduceSumTo(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  const std::string &op = k.op();
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseReduceSumTo(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(1, 1));
+  return buildReduce(ctx, op, in[0], out[0], p->scale);
+}
+
+// relu, sigmoid, clip
+Expected<RunFn> buildUnary(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  CASTOR_RETURN_IF_ERROR(need(1, 1));
+  double lo = -inf, hi = inf;
+  UnaryOp u = op == "relu" ? UnaryOp::Relu : op == "sigmoid" ? UnaryOp::Sigmoid : UnaryOp::Clip;
+  if (op == "clip") {
+    auto p = plan::parseClip(k);
+    if (!p)
+      return p.status();
+    lo = p->min ? *p->min : -inf, hi = p->max ? *p->max : inf;
+  } else {
     CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-    CASTOR_RETURN_IF_ERROR(need(1, 1));
-    if (in[0]->shape_size() < 2)
-      return Status::error(op + ": dy must be [N,K,...]");
-    const Tensor *dy = in[0], *db = out[0];
-    const ChannelGeometry g = channelGeometry(ctx, *dy);
-    if (countOf(*db) != g.C)
-      return Status::error(op + ": db must hold K elements");
-    auto scratch = scratchFor(ctx, kTagChannel, db, channelScratchBytes(g.A, g.C, g.B));
-    if (!scratch)
-      return scratch.status();
-    void *buf = *scratch;
-    return launch([=]() { return channelSum(c->ref(dy), c->ref(db), g.A, g.C, g.B, 1.0, buf, s); });
   }
-  if (op == "reduce_sum_to") {
-    auto p = plan::parseReduceSumTo(k);
+  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], out[0]}));
+  const Tensor *x = in[0], *y = out[0];
+  return launch([=]() { return unary(u, c->ref(x), c->ref(y), countOf(*y), lo, hi, s); });
+}
+
+// relu_backward, sigmoid_backward, clip_backward
+Expected<RunFn> buildUnaryBackward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  CASTOR_RETURN_IF_ERROR(need(2, 1));
+  double lo = -inf, hi = inf;
+  BackwardOp b = op == "relu_backward"      ? BackwardOp::Relu
+                 : op == "sigmoid_backward" ? BackwardOp::Sigmoid
+                                            : BackwardOp::Clip;
+  if (op == "clip_backward") {
+    auto p = plan::parseClip(k);
     if (!p)
       return p.status();
-    CASTOR_RETURN_IF_ERROR(need(1, 1));
-    return buildReduce(ctx, op, in[0], out[0], p->scale);
-  }
-  if (op == "relu" || op == "sigmoid" || op == "clip") {
-    CASTOR_RETURN_IF_ERROR(need(1, 1));
-    double lo = -inf, hi = inf;
-    UnaryOp u = op == "relu" ? UnaryOp::Relu : op == "sigmoid" ? UnaryOp::Sigmoid : UnaryOp::Clip;
-    if (op == "clip") {
-      auto p = plan::parseClip(k);
-      if (!p)
-        return p.status();
-      lo = p->min ? *p->min : -inf, hi = p->max ? *p->max : inf;
-    } else {
-      CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-    }
-    CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], out[0]}));
-    const Tensor *x = in[0], *y = out[0];
-    return launch([=]() { return unary(u, c->ref(x), c->ref(y), countOf(*y), lo, hi, s); });
-  }
-  if (op == "relu_backward" || op == "sigmoid_backward" || op == "clip_backward") {
-    CASTOR_RETURN_IF_ERROR(need(2, 1));
-    double lo = -inf, hi = inf;
-    BackwardOp b = op == "relu_backward"      ? BackwardOp::Relu
-                   : op == "sigmoid_backward" ? BackwardOp::Sigmoid
-                                              : BackwardOp::Clip;
-    if (op == "clip_backward") {
-      auto p = plan::parseClip(k);
-      if (!p)
-        return p.status();
-      lo = p->min ? *p->min : -inf, hi = p->max ? *p->max : inf;
-    } else {
-      CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-    }
-    CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], in[1], out[0]}));
-    const Tensor *dy = in[0], *sv = in[1], *dx = out[0];
-    return launch([=]() { return backward(b, c->ref(dy), c->ref(sv), c->ref(dx), countOf(*dx), lo, hi, s); });
-  }
-  if (op == "add" || op == "mul") {
+    lo = p->min ? *p->min : -inf, hi = p->max ? *p->max : inf;
+  } else {
     CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-    CASTOR_RETURN_IF_ERROR(need(2, 1));
-    auto bc = physicalBroadcast(ctx, in[0], in[1], out[0]);
-    if (!bc)
-      return bc.status().withContext(op);
-    const Broadcast b = simplifyBroadcast(*bc);
-    const BinaryOp bo = op == "add" ? BinaryOp::Add : BinaryOp::Mul;
-    const Tensor *x = in[0], *y = in[1], *z = out[0];
-    return launch([=]() { return binary(bo, c->ref(x), c->ref(y), c->ref(z), b, countOf(*z), s); });
   }
-  if (op == "identity" || op == "cast" || op == "reshape" || op == "flatten") {
-    if (op == "flatten") {
-      auto axis = plan::parseAxis(k, 1);
-      if (!axis)
-        return axis.status();
-    } else {
-      CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], in[1], out[0]}));
+  const Tensor *dy = in[0], *sv = in[1], *dx = out[0];
+  return launch([=]() { return backward(b, c->ref(dy), c->ref(sv), c->ref(dx), countOf(*dx), lo, hi, s); });
+}
+
+// add, mul
+Expected<RunFn> buildBinary(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+  CASTOR_RETURN_IF_ERROR(need(2, 1));
+  auto bc = physicalBroadcast(ctx, in[0], in[1], out[0]);
+  if (!bc)
+    return bc.status().withContext(op);
+  const Broadcast b = simplifyBroadcast(*bc);
+  const BinaryOp bo = op == "add" ? BinaryOp::Add : BinaryOp::Mul;
+  const Tensor *x = in[0], *y = in[1], *z = out[0];
+  return launch([=]() { return binary(bo, c->ref(x), c->ref(y), c->ref(z), b, countOf(*z), s); });
+}
+
+// identity, cast, reshape, flatten
+Expected<RunFn> buildCopyOrCast(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  const std::string &op = k.op();
+  const auto need = operandCheck(k.op(), in, out);
+  if (op == "flatten") {
+    auto axis = plan::parseAxis(k, 1);
+    if (!axis)
+      return axis.status();
+  } else {
+    CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+  }
+  CASTOR_RETURN_IF_ERROR(need(1, 1));
+  return buildCopy(ctx, op, in[0], out[0]);
+}
+
+// fill
+Expected<RunFn> buildFill(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseFill(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(0, 1));
+  const Tensor *y = out[0];
+  const double v = p->value;
+  return launch([=]() { return fill(c->ref(y), countOf(*y), v, s); });
+}
+
+// dropout, dropout_backward
+Expected<RunFn> buildDropout(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseDropout(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(1, 1));
+  const Tensor *x = in[0], *y = out[0], *it = in.size() > 1 ? in[1] : nullptr;
+  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {x, y}));
+  DropoutGeometry g;
+  if (reordered(ctx, y)) {
+    g.channelsLast = true;
+    g.N = y->shape(0), g.C = y->shape(1), g.H = y->shape(2), g.W = y->shape(3);
+  }
+  const plan::DropoutParams d = *p;
+  return launch([=]() {
+    return dropout(c->ref(x), c->ref(y), countOf(*y), it ? c->ints(it) : nullptr, d.ratio, d.seed, d.salt, g, s);
+  });
+}
+
+// batch_norm_training
+Expected<RunFn> buildBatchNormTraining(DeviceContext &ctx, const Kernel &k, const TensorList &in,
+                                       const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseBatchNorm(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(3, 3));
+  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], out[0]}));
+  const ChannelGeometry g = channelGeometry(ctx, *in[0]);
+  auto scratch = scratchFor(ctx, kTagChannel, out[0], batchNormScratchBytes(g.A, g.C, g.B));
+  if (!scratch)
+    return scratch.status();
+  void *buf = *scratch;
+  const auto i = in, o = out;
+  const double eps = p->epsilon, momentum = p->momentum;
+  const bool update = out.size() == 5 && in.size() == 5;
+  return RunFn([=]() -> Status {
+    Ref rm, rv;
+    rm.p = nullptr, rv.p = nullptr;
+    if (update) {
+      // The statistics are updated in place in the outputs (copies first when the ids differ).
+      for (int j : {3, 4})
+        if (i[size_t(j)]->offset() != o[size_t(j)]->offset())
+          CASTOR_CUDA(cudaMemcpyAsync(c->ptr(o[size_t(j)]), c->ptr(i[size_t(j)]), i[size_t(j)]->bytes(),
+                                      cudaMemcpyDeviceToDevice, s));
+      rm = c->ref(o[3]), rv = c->ref(o[4]);
     }
-    CASTOR_RETURN_IF_ERROR(need(1, 1));
-    return buildCopy(ctx, op, in[0], out[0]);
-  }
-  if (op == "fill") {
-    auto p = plan::parseFill(k);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(need(0, 1));
-    const Tensor *y = out[0];
-    const double v = p->value;
-    return launch([=]() { return fill(c->ref(y), countOf(*y), v, s); });
-  }
-  if (op == "dropout" || op == "dropout_backward") {
-    auto p = plan::parseDropout(k);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(need(1, 1));
-    const Tensor *x = in[0], *y = out[0], *it = in.size() > 1 ? in[1] : nullptr;
-    CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {x, y}));
-    DropoutGeometry g;
-    if (reordered(ctx, y)) {
-      g.channelsLast = true;
-      g.N = y->shape(0), g.C = y->shape(1), g.H = y->shape(2), g.W = y->shape(3);
-    }
-    const plan::DropoutParams d = *p;
-    return launch([=]() {
-      return dropout(c->ref(x), c->ref(y), countOf(*y), it ? c->ints(it) : nullptr, d.ratio, d.seed, d.salt, g, s);
-    });
-  }
-  if (op == "batch_norm_training") {
-    auto p = plan::parseBatchNorm(k);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(need(3, 3));
+    return cudaStatus(batchNormTraining(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(o[0]), c->ref(o[1]),
+                                        c->ref(o[2]), rm, rv, g.A, g.C, g.B, eps, momentum, buf, s),
+                      "batch_norm_training");
+  });
+}
+
+// batch_norm_inference
+Expected<RunFn> buildBatchNormInference(DeviceContext &ctx, const Kernel &k, const TensorList &in,
+                                        const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseBatchNorm(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(5, 1));
+  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], out[0]}));
+  const ChannelGeometry g = channelGeometry(ctx, *in[0]);
+  auto scratch = scratchFor(ctx, kTagChannel, out[0], batchNormScratchBytes(g.A, g.C, g.B));
+  if (!scratch)
+    return scratch.status();
+  void *buf = *scratch;
+  const auto i = in;
+  const Tensor *y = out[0];
+  const double eps = p->epsilon;
+  return launch([=]() {
+    return batchNormInference(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), c->ref(i[4]), c->ref(y), g.A,
+                              g.C, g.B, eps, buf, s);
+  });
+}
+
+// batch_norm_training_backward
+Expected<RunFn> buildBatchNormTrainingBackward(DeviceContext &ctx, const Kernel &k, const TensorList &in,
+                                               const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseBatchNorm(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(5, 3));
+  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], in[1], out[0]}));
+  const ChannelGeometry g = channelGeometry(ctx, *in[1]);
+  auto scratch = scratchFor(ctx, kTagChannel, out[0], batchNormScratchBytes(g.A, g.C, g.B));
+  if (!scratch)
+    return scratch.status();
+  void *buf = *scratch;
+  const auto i = in, o = out;
+  return launch([=]() {
+    return batchNormBackward(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), c->ref(i[4]), c->ref(o[0]),
+                             c->ref(o[1]), c->ref(o[2]), g.A, g.C, g.B, buf, s);
+  });
+}
+
+// batch_norm_running_update
+Expected<RunFn> buildBatchNormRunningUpdate(DeviceContext &ctx, const Kernel &k, const TensorList &in,
+                                            const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseBatchNormRunningUpdate(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(4, 2));
+  const auto i = in;
+  const plan::BatchNormRunningUpdateParams a = *p;
+  return launch([=]() {
+    return batchNormRunningUpdate(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), countOf(*i[0]),
+                                  a.momentum, a.epsilon, a.count, s);
+  });
+}
+
+// max_pool2d, avg_pool2d
+Expected<RunFn> buildPool(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parsePool2d(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(1, 1));
+  const Tensor *x = in[0], *y = out[0];
+  if (x->shape_size() != 4 || y->shape_size() != 4)
+    return Status::error(op + " takes [N,C,H,W]");
+  if (ctx.channelsLast(x) != ctx.channelsLast(y))
+    return layoutError(op, "input and output in different layouts");
+  const PoolGeometry g = poolGeometry(*p, shapeOf(*x), shapeOf(*y), ctx.channelsLast(x));
+  const bool isMax = op == "max_pool2d";
+  return launch([=]() { return pool2d(isMax, c->ref(x), c->ref(y), g, s); });
+}
+
+// max_pool2d_backward, avg_pool2d_backward
+Expected<RunFn> buildPoolBackward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parsePool2d(k);
+  if (!p)
+    return p.status();
+  const bool isMax = op == "max_pool2d_backward";
+  CASTOR_RETURN_IF_ERROR(need(isMax ? 2 : 1, 1));
+  const Tensor *dy = in[0], *x = isMax ? in[1] : nullptr, *dx = out[0];
+  if (dy->shape_size() != 4 || dx->shape_size() != 4 || (x && x->shape_size() != 4))
+    return Status::error(op + " takes [N,C,H,W]");
+  if (ctx.channelsLast(dy) != ctx.channelsLast(dx) || (x && ctx.channelsLast(x) != ctx.channelsLast(dx)))
+    return layoutError(op, "operands in different layouts");
+  const PoolGeometry g = poolGeometry(*p, shapeOf(*dx), shapeOf(*dy), ctx.channelsLast(dx));
+  return launch([=]() { return pool2dBackward(isMax, c->ref(dy), x ? c->ref(x) : Ref{}, c->ref(dx), g, s); });
+}
+
+// global_avg_pool, global_avg_pool_backward
+Expected<RunFn> buildGlobalAvgPool(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+  CASTOR_RETURN_IF_ERROR(need(1, 1));
+  const bool fwd = op == "global_avg_pool";
+  const Tensor *big = fwd ? in[0] : out[0];
+  if (big->shape_size() < 2)
+    return Status::error(op + " takes [N,C,...]");
+  const Shape xs = shapeOf(*big);
+  const int64_t N = xs[0], C = xs[1], inner = span(xs, 2, xs.size());
+  const bool cl = ctx.channelsLast(big);
+  const Tensor *x = in[0], *y = out[0];
+  return launch([=]() {
+    return fwd ? globalAvgPool(c->ref(x), c->ref(y), N, C, inner, cl, s)
+               : globalAvgPoolBackward(c->ref(x), c->ref(y), N, C, inner, cl, s);
+  });
+}
+
+// softmax, softmax_backward
+Expected<RunFn> buildSoftmax(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto axis = plan::parseAxis(k, -1);
+  if (!axis)
+    return axis.status();
+  const bool fwd = op == "softmax";
+  CASTOR_RETURN_IF_ERROR(need(fwd ? 1 : 2, 1));
+  if (fwd)
     CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], out[0]}));
-    const ChannelGeometry g = channelGeometry(ctx, *in[0]);
-    auto scratch = scratchFor(ctx, kTagChannel, out[0], batchNormScratchBytes(g.A, g.C, g.B));
-    if (!scratch)
-      return scratch.status();
-    void *buf = *scratch;
-    const auto i = in, o = out;
-    const double eps = p->epsilon, momentum = p->momentum;
-    const bool update = out.size() == 5 && in.size() == 5;
-    return RunFn([=]() -> Status {
-      Ref rm, rv;
-      rm.p = nullptr, rv.p = nullptr;
-      if (update) {
-        // The statistics are updated in place in the outputs (copies first when the ids differ).
-        for (int j : {3, 4})
-          if (i[size_t(j)]->offset() != o[size_t(j)]->offset())
-            CASTOR_CUDA(cudaMemcpyAsync(c->ptr(o[size_t(j)]), c->ptr(i[size_t(j)]), i[size_t(j)]->bytes(),
-                                        cudaMemcpyDeviceToDevice, s));
-        rm = c->ref(o[3]), rv = c->ref(o[4]);
-      }
-      return cudaStatus(batchNormTraining(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(o[0]), c->ref(o[1]),
-                                          c->ref(o[2]), rm, rv, g.A, g.C, g.B, eps, momentum, buf, s),
-                        "batch_norm_training");
-    });
-  }
-  if (op == "batch_norm_inference") {
-    auto p = plan::parseBatchNorm(k);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(need(5, 1));
-    CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], out[0]}));
-    const ChannelGeometry g = channelGeometry(ctx, *in[0]);
-    auto scratch = scratchFor(ctx, kTagChannel, out[0], batchNormScratchBytes(g.A, g.C, g.B));
-    if (!scratch)
-      return scratch.status();
-    void *buf = *scratch;
-    const auto i = in;
-    const Tensor *y = out[0];
-    const double eps = p->epsilon;
-    return launch([=]() {
-      return batchNormInference(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), c->ref(i[4]), c->ref(y), g.A,
-                                g.C, g.B, eps, buf, s);
-    });
-  }
-  if (op == "batch_norm_training_backward") {
-    auto p = plan::parseBatchNorm(k);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(need(5, 3));
+  else
     CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], in[1], out[0]}));
-    const ChannelGeometry g = channelGeometry(ctx, *in[1]);
-    auto scratch = scratchFor(ctx, kTagChannel, out[0], batchNormScratchBytes(g.A, g.C, g.B));
-    if (!scratch)
-      return scratch.status();
-    void *buf = *scratch;
-    const auto i = in, o = out;
-    return launch([=]() {
-      return batchNormBackward(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), c->ref(i[4]), c->ref(o[0]),
-                               c->ref(o[1]), c->ref(o[2]), g.A, g.C, g.B, buf, s);
-    });
-  }
-  if (op == "batch_norm_running_update") {
-    auto p = plan::parseBatchNormRunningUpdate(k);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(need(4, 2));
-    const auto i = in;
-    const plan::BatchNormRunningUpdateParams a = *p;
-    return launch([=]() {
-      return batchNormRunningUpdate(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), countOf(*i[0]),
-                                    a.momentum, a.epsilon, a.count, s);
-    });
-  }
-  if (op == "max_pool2d" || op == "avg_pool2d") {
-    auto p = plan::parsePool2d(k);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(need(1, 1));
-    const Tensor *x = in[0], *y = out[0];
-    if (x->shape_size() != 4 || y->shape_size() != 4)
-      return Status::error(op + " takes [N,C,H,W]");
-    if (ctx.channelsLast(x) != ctx.channelsLast(y))
-      return layoutError(op, "input and output in different layouts");
-    const PoolGeometry g = poolGeometry(*p, shapeOf(*x), shapeOf(*y), ctx.channelsLast(x));
-    const bool isMax = op == "max_pool2d";
-    return launch([=]() { return pool2d(isMax, c->ref(x), c->ref(y), g, s); });
-  }
-  if (op == "max_pool2d_backward" || op == "avg_pool2d_backward") {
-    auto p = plan::parsePool2d(k);
-    if (!p)
-      return p.status();
-    const bool isMax = op == "max_pool2d_backward";
-    CASTOR_RETURN_IF_ERROR(need(isMax ? 2 : 1, 1));
-    const Tensor *dy = in[0], *x = isMax ? in[1] : nullptr, *dx = out[0];
-    if (dy->shape_size() != 4 || dx->shape_size() != 4 || (x && x->shape_size() != 4))
-      return Status::error(op + " takes [N,C,H,W]");
-    if (ctx.channelsLast(dy) != ctx.channelsLast(dx) || (x && ctx.channelsLast(x) != ctx.channelsLast(dx)))
+  const Shape xs = shapeOf(*out[0]);
+  auto ax = shape::normalizeAxis(*axis, int64_t(xs.size()));
+  if (!ax)
+    return Status::error("axis out of range");
+  // Storage shape and axis (all operands share the order).
+  const Shape ps = reordered(ctx, out[0]) ? physicalShape(ctx, *out[0]) : xs;
+  const size_t pax = size_t(reordered(ctx, out[0]) ? physicalAxis(ctx, *out[0], int(*ax)) : int(*ax));
+  const int64_t outer = span(ps, 0, pax), n = ps[pax], inner = span(ps, pax + 1, ps.size());
+  const auto i = in;
+  const Tensor *y = out[0];
+  return launch([=]() {
+    return fwd ? softmax(c->ref(i[0]), c->ref(y), outer, n, inner, s)
+               : softmaxBackward(c->ref(i[0]), c->ref(i[1]), c->ref(y), outer, n, inner, s);
+  });
+}
+
+// softmax_cross_entropy
+Expected<RunFn> buildSoftmaxCrossEntropy(DeviceContext &ctx, const Kernel &k, const TensorList &in,
+                                         const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseSoftmaxCrossEntropy(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(2, 1));
+  const Tensor *x = in[0], *labels = in[1], *loss = out[0], *probs = out.size() > 1 ? out[1] : nullptr;
+  if (x->shape_size() != 2)
+    return Status::error(op + " takes logits [N,C]");
+  const int64_t N = x->shape(0), C = x->shape(1);
+  auto scratch = scratchFor(ctx, kTagLoss, loss, lossScratchBytes(N));
+  if (!scratch)
+    return scratch.status();
+  void *buf = *scratch;
+  const double eps = p->labelSmoothing;
+  const LossReduction red = lossReduction(p->reduction);
+  return launch([=]() {
+    return softmaxCrossEntropy(c->ref(x), c->ints(labels), c->ref(loss), probs ? c->ref(probs) : Ref{nullptr, kF32},
+                               N, C, eps, red, buf, s);
+  });
+}
+
+// softmax_cross_entropy_backward
+Expected<RunFn> buildSoftmaxCrossEntropyBackward(DeviceContext &ctx, const Kernel &k, const TensorList &in,
+                                                 const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseSoftmaxCrossEntropy(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(3, 1));
+  const Tensor *dl = in[0], *x = in[1], *labels = in[2], *dx = out[0];
+  if (x->shape_size() != 2)
+    return Status::error(op + " takes logits [N,C]");
+  const int64_t N = x->shape(0), C = x->shape(1);
+  const double eps = p->labelSmoothing;
+  const LossReduction red = lossReduction(p->reduction);
+  return launch(
+      [=]() {
+        return softmaxCrossEntropyBackward(c->ref(dl), c->ref(x), c->ints(labels), c->ref(dx), N, C, eps, red, s);
+      });
+}
+
+// count_correct
+Expected<RunFn> buildCountCorrect(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+  CASTOR_RETURN_IF_ERROR(need(2, 1));
+  const Tensor *x = in[0], *labels = in[1], *y = out[0];
+  if (x->shape_size() != 2)
+    return Status::error(op + " takes logits [N,C]");
+  const int64_t N = x->shape(0), C = x->shape(1);
+  return launch([=]() { return countCorrect(c->ref(x), c->ints(labels), c->ints(y), N, C, s); });
+}
+
+// concat, split
+Expected<RunFn> buildConcatOrSplit(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  auto axis = plan::parseAxis(k, 0);
+  if (!axis)
+    return axis.status();
+  const bool isConcat = op == "concat";
+  if (in.empty() || out.empty())
+    return Status::error(op + " needs operands");
+  const Tensor *whole = isConcat ? out.at(0) : in.at(0);
+  const std::vector<const Tensor *> parts = isConcat ? in : out;
+  const Shape ws = shapeOf(*whole);
+  auto ax = shape::normalizeAxis(*axis, int64_t(ws.size()));
+  if (!ax)
+    return Status::error("axis out of range");
+  for (const Tensor *t : parts) {
+    if (t->dtype() != whole->dtype())
+      return Status::error(op + " operands must share one dtype");
+    if (ctx.channelsLast(t) != ctx.channelsLast(whole))
       return layoutError(op, "operands in different layouts");
-    const PoolGeometry g = poolGeometry(*p, shapeOf(*dx), shapeOf(*dy), ctx.channelsLast(dx));
-    return launch([=]() { return pool2dBackward(isMax, c->ref(dy), x ? c->ref(x) : Ref{}, c->ref(dx), g, s); });
   }
-  if (op == "global_avg_pool" || op == "global_avg_pool_backward") {
-    CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-    CASTOR_RETURN_IF_ERROR(need(1, 1));
-    const bool fwd = op == "global_avg_pool";
-    const Tensor *big = fwd ? in[0] : out[0];
-    if (big->shape_size() < 2)
-      return Status::error(op + " takes [N,C,...]");
-    const Shape xs = shapeOf(*big);
-    const int64_t N = xs[0], C = xs[1], inner = span(xs, 2, xs.size());
-    const bool cl = ctx.channelsLast(big);
-    const Tensor *x = in[0], *y = out[0];
-    return launch([=]() {
-      return fwd ? globalAvgPool(c->ref(x), c->ref(y), N, C, inner, cl, s)
-                 : globalAvgPoolBackward(c->ref(x), c->ref(y), N, C, inner, cl, s);
-    });
-  }
-  if (op == "softmax" || op == "softmax_backward") {
-    auto axis = plan::parseAxis(k, -1);
-    if (!axis)
-      return axis.status();
-    const bool fwd = op == "softmax";
-    CASTOR_RETURN_IF_ERROR(need(fwd ? 1 : 2, 1));
-    if (fwd)
-      CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], out[0]}));
-    else
-      CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], in[1], out[0]}));
-    const Shape xs = shapeOf(*out[0]);
-    auto ax = shape::normalizeAxis(*axis, int64_t(xs.size()));
-    if (!ax)
-      return Status::error("axis out of range");
-    // Storage shape and axis (all operands share the order).
-    const Shape ps = reordered(ctx, out[0]) ? physicalShape(ctx, *out[0]) : xs;
-    const size_t pax = size_t(reordered(ctx, out[0]) ? physicalAxis(ctx, *out[0], int(*ax)) : int(*ax));
-    const int64_t outer = span(ps, 0, pax), n = ps[pax], inner = span(ps, pax + 1, ps.size());
-    const auto i = in;
-    const Tensor *y = out[0];
-    return launch([=]() {
-      return fwd ? softmax(c->ref(i[0]), c->ref(y), outer, n, inner, s)
-                 : softmaxBackward(c->ref(i[0]), c->ref(i[1]), c->ref(y), outer, n, inner, s);
-    });
-  }
-  if (op == "softmax_cross_entropy") {
-    auto p = plan::parseSoftmaxCrossEntropy(k);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(need(2, 1));
-    const Tensor *x = in[0], *labels = in[1], *loss = out[0], *probs = out.size() > 1 ? out[1] : nullptr;
-    if (x->shape_size() != 2)
-      return Status::error(op + " takes logits [N,C]");
-    const int64_t N = x->shape(0), C = x->shape(1);
-    auto scratch = scratchFor(ctx, kTagLoss, loss, lossScratchBytes(N));
-    if (!scratch)
-      return scratch.status();
-    void *buf = *scratch;
-    const double eps = p->labelSmoothing;
-    const LossReduction red = lossReduction(p->reduction);
-    return launch([=]() {
-      return softmaxCrossEntropy(c->ref(x), c->ints(labels), c->ref(loss), probs ? c->ref(probs) : Ref{nullptr, kF32},
-                                 N, C, eps, red, buf, s);
-    });
-  }
-  if (op == "softmax_cross_entropy_backward") {
-    auto p = plan::parseSoftmaxCrossEntropy(k);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(need(3, 1));
-    const Tensor *dl = in[0], *x = in[1], *labels = in[2], *dx = out[0];
-    if (x->shape_size() != 2)
-      return Status::error(op + " takes logits [N,C]");
-    const int64_t N = x->shape(0), C = x->shape(1);
-    const double eps = p->labelSmoothing;
-    const LossReduction red = lossReduction(p->reduction);
-    return launch(
-        [=]() { return softmaxCrossEntropyBackward(c->ref(dl), c->ref(x), c->ints(labels), c->ref(dx), N, C, eps, red, s); });
-  }
-  if (op == "count_correct") {
-    CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-    CASTOR_RETURN_IF_ERROR(need(2, 1));
-    const Tensor *x = in[0], *labels = in[1], *y = out[0];
-    if (x->shape_size() != 2)
-      return Status::error(op + " takes logits [N,C]");
-    const int64_t N = x->shape(0), C = x->shape(1);
-    return launch([=]() { return countCorrect(c->ref(x), c->ints(labels), c->ints(y), N, C, s); });
-  }
-  if (op == "concat" || op == "split") {
-    auto axis = plan::parseAxis(k, 0);
-    if (!axis)
-      return axis.status();
-    const bool isConcat = op == "concat";
-    if (in.empty() || out.empty())
-      return Status::error(op + " needs operands");
-    const Tensor *whole = isConcat ? out.at(0) : in.at(0);
-    const std::vector<const Tensor *> parts = isConcat ? in : out;
-    const Shape ws = shapeOf(*whole);
-    auto ax = shape::normalizeAxis(*axis, int64_t(ws.size()));
-    if (!ax)
-      return Status::error("axis out of range");
+  // In storage order: channels-last maps the axis (C is innermost).
+  const Shape ps = physicalShape(ctx, *whole);
+  const size_t pax = size_t(physicalAxis(ctx, *whole, int(*ax)));
+  const int logicalAxis = int(*ax);
+  const int64_t outer = span(ps, 0, pax);
+  const uint64_t innerBytes = uint64_t(span(ps, pax + 1, ps.size())) * plan::dtypeSize(whole->dtype());
+  const uint64_t rowBytes = uint64_t(ps[pax]) * innerBytes;
+  return RunFn([=]() -> Status {
+    uint64_t at = 0;
     for (const Tensor *t : parts) {
-      if (t->dtype() != whole->dtype())
-        return Status::error(op + " operands must share one dtype");
-      if (ctx.channelsLast(t) != ctx.channelsLast(whole))
-        return layoutError(op, "operands in different layouts");
-    }
-    // In storage order: channels-last maps the axis (C is innermost).
-    const Shape ps = physicalShape(ctx, *whole);
-    const size_t pax = size_t(physicalAxis(ctx, *whole, int(*ax)));
-    const int logicalAxis = int(*ax);
-    const int64_t outer = span(ps, 0, pax);
-    const uint64_t innerBytes = uint64_t(span(ps, pax + 1, ps.size())) * plan::dtypeSize(whole->dtype());
-    const uint64_t rowBytes = uint64_t(ps[pax]) * innerBytes;
-    return RunFn([=]() -> Status {
-      uint64_t at = 0;
-      for (const Tensor *t : parts) {
-        const uint64_t chunk = uint64_t(t->shape(logicalAxis)) * innerBytes;
-        if (chunk > 0 && outer > 0) {
-          if (isConcat)
-            CASTOR_CUDA(cudaMemcpy2DAsync(c->ptr(whole) + at, rowBytes, c->ptr(t), chunk, chunk, size_t(outer),
-                                          cudaMemcpyDeviceToDevice, s));
-          else
-            CASTOR_CUDA(cudaMemcpy2DAsync(c->ptr(t), chunk, c->ptr(whole) + at, rowBytes, chunk, size_t(outer),
-                                          cudaMemcpyDeviceToDevice, s));
-        }
-        at += chunk;
+      const uint64_t chunk = uint64_t(t->shape(logicalAxis)) * innerBytes;
+      if (chunk > 0 && outer > 0) {
+        if (isConcat)
+          CASTOR_CUDA(cudaMemcpy2DAsync(c->ptr(whole) + at, rowBytes, c->ptr(t), chunk, chunk, size_t(outer),
+                                        cudaMemcpyDeviceToDevice, s));
+        else
+          CASTOR_CUDA(cudaMemcpy2DAsync(c->ptr(t), chunk, c->ptr(whole) + at, rowBytes, chunk, size_t(outer),
+                                        cudaMemcpyDeviceToDevice, s));
       }
-      return Status::ok();
-    });
-  }
-  if (op == "sgd_update") {
-    auto p = plan::parseSgd(k);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(need(4, 2));
-    const bool hasFlag = in.size() == 6 || (in.size() == 5 && in[4]->dtype() != plan::I64);
-    const Tensor *step = in.size() >= 5 && in[4]->dtype() == plan::I64 ? in[4] : nullptr;
-    if (p->momentum != 0 && !step)
-      return Status::error("sgd with momentum needs the step counter as its 5th input");
-    CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], in[1], in[2]}));
-    const Tensor *found = hasFlag ? in.back() : nullptr;
-    const auto i = in;
-    const plan::SgdParams a = *p;
-    return launch([=]() {
-      return sgdUpdate(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), step ? c->ints(step) : nullptr,
-                       found ? c->ref(found) : Ref{nullptr, kF32}, countOf(*i[0]), a.momentum, a.nesterov,
-                       a.weightDecay, a.dampening, s);
-    });
-  }
-  if (op == "adamw_update") {
-    auto p = plan::parseAdamW(k);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(need(6, 3));
-    CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], in[1], in[2], in[3]}));
-    const Tensor *found = in.size() == 7 ? in[6] : nullptr;
-    const auto i = in;
-    const plan::AdamWParams a = *p;
-    return launch([=]() {
-      return adamwUpdate(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), c->ref(i[4]), c->ints(i[5]),
-                         found ? c->ref(found) : Ref{nullptr, kF32}, countOf(*i[0]), a.beta1, a.beta2, a.eps,
-                         a.weightDecay, s);
-    });
-  }
-  if (op == "increment") {
-    auto p = plan::parseIncrement(k);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(need(1, 1));
-    const Tensor *x = in[0], *y = out[0], *flag = in.size() > 1 ? in[1] : nullptr;
-    const bool whenSet = p->whenSet;
-    return launch(
-        [=]() { return increment(c->ints(x), c->ints(y), flag ? c->ref(flag) : Ref{nullptr, kF32}, whenSet, s); });
-  }
-  if (op == "lr_schedule") {
-    auto p = plan::parseLrSchedule(k);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(need(1, 1));
-    LrSchedule l;
-    using Kind = plan::LrScheduleParams::Kind;
-    l.kind = p->kind == Kind::Constant ? 0 : p->kind == Kind::Step ? 1 : 2;
-    l.baseLr = p->baseLr, l.gamma = p->gamma, l.minLr = p->minLr;
-    l.warmupSteps = p->warmupSteps, l.stepSize = p->stepSize, l.totalSteps = p->totalSteps;
-    const Tensor *it = in[0], *lr = out[0];
-    return launch([=]() { return lrSchedule(c->ints(it), c->ref(lr), l, s); });
-  }
-  if (op == "unscale_gradients" || op == "clip_grad_norm") {
-    const bool isUnscale = op == "unscale_gradients";
-    double maxNorm = 0;
-    if (isUnscale) {
-      CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-      if (in.size() < 2 || out.size() != in.size())
-        return Status::error("unscale_gradients takes n gradients and the scale, and produces n gradients and "
-                             "found_inf");
-    } else {
-      auto p = plan::parseClipGradNorm(k);
-      if (!p)
-        return p.status();
-      maxNorm = p->maxNorm;
-      if (in.empty() || out.size() != in.size() + 1)
-        return Status::error("clip_grad_norm takes n gradients and produces n gradients and total_norm");
+      at += chunk;
     }
-    // One table of every gradient (the arena does not move: pointers are final), uploaded now.
-    const size_t n = isUnscale ? in.size() - 1 : in.size();
-    std::vector<TensorEntry> entries;
-    for (size_t j = 0; j < n; ++j) {
-      const Tensor *g = in[j];
-      if (!isFloat(g->dtype()))
-        return Status::error(op + ": gradient '" + g->name() + "' is not a float tensor");
-      if (countOf(*g) > int64_t(1) << 40)
-        return Status::error(op + ": gradient too large");
-      TensorEntry e;
-      e.p = c->ptr(g), e.n = countOf(*g), e.dt = int32_t(g->dtype());
-      entries.push_back(e);
-    }
-    const Tensor *result = out.back(); // found_inf or total_norm: written only by this kernel
-    auto buffer = scratchFor(ctx, kTagMulti, result, multiTensorBytes(entries));
-    if (!buffer)
-      return buffer.status();
-    MultiTensorTable table;
-    CASTOR_CUDA(uploadMultiTensor(entries, *buffer, &table));
-    if (isUnscale) {
-      const Tensor *scale = in.back();
-      return launch([=]() { return unscaleAll(table, c->ref(scale), c->ref(result), s); });
-    }
-    return launch([=]() { return clipAll(table, c->ref(result), maxNorm, s); });
-  }
-  if (op == "update_loss_scale") {
-    auto p = plan::parseUpdateLossScale(k);
-    if (!p)
-      return p.status();
-    CASTOR_RETURN_IF_ERROR(need(3, 2));
-    const Tensor *scale = in[0], *tracker = in[1], *found = in[2];
-    const plan::UpdateLossScaleParams a = *p;
-    return launch([=]() {
-      return updateLossScale(c->ref(scale), c->ints(tracker), c->ref(found), a.growth, a.backoff, a.interval, s);
-    });
-  }
-  if (op == "gradient_stats") {
+    return Status::ok();
+  });
+}
+
+// sgd_update
+Expected<RunFn> buildSgdUpdate(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseSgd(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(4, 2));
+  const bool hasFlag = in.size() == 6 || (in.size() == 5 && in[4]->dtype() != plan::I64);
+  const Tensor *step = in.size() >= 5 && in[4]->dtype() == plan::I64 ? in[4] : nullptr;
+  if (p->momentum != 0 && !step)
+    return Status::error("sgd with momentum needs the step counter as its 5th input");
+  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], in[1], in[2]}));
+  const Tensor *found = hasFlag ? in.back() : nullptr;
+  const auto i = in;
+  const plan::SgdParams a = *p;
+  return launch([=]() {
+    return sgdUpdate(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), step ? c->ints(step) : nullptr,
+                     found ? c->ref(found) : Ref{nullptr, kF32}, countOf(*i[0]), a.momentum, a.nesterov,
+                     a.weightDecay, a.dampening, s);
+  });
+}
+
+// adamw_update
+Expected<RunFn> buildAdamwUpdate(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseAdamW(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(6, 3));
+  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], in[1], in[2], in[3]}));
+  const Tensor *found = in.size() == 7 ? in[6] : nullptr;
+  const auto i = in;
+  const plan::AdamWParams a = *p;
+  return launch([=]() {
+    return adamwUpdate(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), c->ref(i[4]), c->ints(i[5]),
+                       found ? c->ref(found) : Ref{nullptr, kF32}, countOf(*i[0]), a.beta1, a.beta2, a.eps,
+                       a.weightDecay, s);
+  });
+}
+
+// increment
+Expected<RunFn> buildIncrement(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseIncrement(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(1, 1));
+  const Tensor *x = in[0], *y = out[0], *flag = in.size() > 1 ? in[1] : nullptr;
+  const bool whenSet = p->whenSet;
+  return launch(
+      [=]() { return increment(c->ints(x), c->ints(y), flag ? c->ref(flag) : Ref{nullptr, kF32}, whenSet, s); });
+}
+
+// lr_schedule
+Expected<RunFn> buildLrSchedule(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseLrSchedule(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(1, 1));
+  LrSchedule l;
+  using Kind = plan::LrScheduleParams::Kind;
+  l.kind = p->kind == Kind::Constant ? 0 : p->kind == Kind::Step ? 1 : 2;
+  l.baseLr = p->baseLr, l.gamma = p->gamma, l.minLr = p->minLr;
+  l.warmupSteps = p->warmupSteps, l.stepSize = p->stepSize, l.totalSteps = p->totalSteps;
+  const Tensor *it = in[0], *lr = out[0];
+  return launch([=]() { return lrSchedule(c->ints(it), c->ref(lr), l, s); });
+}
+
+// unscale_gradients, clip_grad_norm
+Expected<RunFn> buildUnscaleGradients(DeviceContext &ctx, const Kernel &k, const TensorList &in,
+                                      const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const bool isUnscale = op == "unscale_gradients";
+  double maxNorm = 0;
+  if (isUnscale) {
     CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-    CASTOR_RETURN_IF_ERROR(need(1, 1));
-    const Tensor *g = in[0], *y = out[0];
-    return launch([=]() { return gradientStats(c->ref(g), countOf(*g), c->ref(y), c->scratch, s); });
+    if (in.size() < 2 || out.size() != in.size())
+      return Status::error("unscale_gradients takes n gradients and the scale, and produces n gradients and "
+                           "found_inf");
+  } else {
+    auto p = plan::parseClipGradNorm(k);
+    if (!p)
+      return p.status();
+    maxNorm = p->maxNorm;
+    if (in.empty() || out.size() != in.size() + 1)
+      return Status::error("clip_grad_norm takes n gradients and produces n gradients and total_norm");
   }
-  return Status::error("the cuda backend has no kernel '" + op + "'");
+  // One table of every gradient (the arena does not move: pointers are final), uploaded now.
+  const size_t n = isUnscale ? in.size() - 1 : in.size();
+  std::vector<TensorEntry> entries;
+  for (size_t j = 0; j < n; ++j) {
+    const Tensor *g = in[j];
+    if (!isFloat(g->dtype()))
+      return Status::error(op + ": gradient '" + g->name() + "' is not a float tensor");
+    if (countOf(*g) > int64_t(1) << 40)
+      return Status::error(op + ": gradient too large");
+    TensorEntry e;
+    e.p = c->ptr(g), e.n = countOf(*g), e.dt = int32_t(g->dtype());
+    entries.push_back(e);
+  }
+  const Tensor *result = out.back(); // found_inf or total_norm: written only by this kernel
+  auto buffer = scratchFor(ctx, kTagMulti, result, multiTensorBytes(entries));
+  if (!buffer)
+    return buffer.status();
+  MultiTensorTable table;
+  CASTOR_CUDA(uploadMultiTensor(entries, *buffer, &table));
+  if (isUnscale) {
+    const Tensor *scale = in.back();
+    return launch([=]() { return unscaleAll(table, c->ref(scale), c->ref(result), s); });
+  }
+  return launch([=]() { return clipAll(table, c->ref(result), maxNorm, s); });
+}
+
+// update_loss_scale
+Expected<RunFn> buildUpdateLossScale(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseUpdateLossScale(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(3, 2));
+  const Tensor *scale = in[0], *tracker = in[1], *found = in[2];
+  const plan::UpdateLossScaleParams a = *p;
+  return launch([=]() {
+    return updateLossScale(c->ref(scale), c->ints(tracker), c->ref(found), a.growth, a.backoff, a.interval, s);
+  });
+}
+
+// gradient_stats
+Expected<RunFn> buildGradientStats(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+  CASTOR_RETURN_IF_ERROR(need(1, 1));
+  const Tensor *g = in[0], *y = out[0];
+  return launch([=]() { return gradientStats(c->ref(g), countOf(*g), c->ref(y), c->scratch, s); });
+}
+
+} // namespace
+
+Expected<RunFn> buildOwnKernel(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  using Build = Expected<RunFn> (*)(DeviceContext &, const Kernel &, const TensorList &, const TensorList &);
+  static const std::unordered_map<std::string, Build> builders = {
+      {"conv2d_backward_bias", buildConv2dBackwardBias},
+      {"reduce_sum_to", buildReduceSumTo},
+      {"relu", buildUnary},
+      {"sigmoid", buildUnary},
+      {"clip", buildUnary},
+      {"relu_backward", buildUnaryBackward},
+      {"sigmoid_backward", buildUnaryBackward},
+      {"clip_backward", buildUnaryBackward},
+      {"add", buildBinary},
+      {"mul", buildBinary},
+      {"identity", buildCopyOrCast},
+      {"cast", buildCopyOrCast},
+      {"reshape", buildCopyOrCast},
+      {"flatten", buildCopyOrCast},
+      {"fill", buildFill},
+      {"dropout", buildDropout},
+      {"dropout_backward", buildDropout},
+      {"batch_norm_training", buildBatchNormTraining},
+      {"batch_norm_inference", buildBatchNormInference},
+      {"batch_norm_training_backward", buildBatchNormTrainingBackward},
+      {"batch_norm_running_update", buildBatchNormRunningUpdate},
+      {"max_pool2d", buildPool},
+      {"avg_pool2d", buildPool},
+      {"max_pool2d_backward", buildPoolBackward},
+      {"avg_pool2d_backward", buildPoolBackward},
+      {"global_avg_pool", buildGlobalAvgPool},
+      {"global_avg_pool_backward", buildGlobalAvgPool},
+      {"softmax", buildSoftmax},
+      {"softmax_backward", buildSoftmax},
+      {"softmax_cross_entropy", buildSoftmaxCrossEntropy},
+      {"softmax_cross_entropy_backward", buildSoftmaxCrossEntropyBackward},
+      {"count_correct", buildCountCorrect},
+      {"concat", buildConcatOrSplit},
+      {"split", buildConcatOrSplit},
+      {"sgd_update", buildSgdUpdate},
+      {"adamw_update", buildAdamwUpdate},
+      {"increment", buildIncrement},
+      {"lr_schedule", buildLrSchedule},
+      {"unscale_gradients", buildUnscaleGradients},
+      {"clip_grad_norm", buildUnscaleGradients},
+      {"update_loss_scale", buildUpdateLossScale},
+      {"gradient_stats", buildGradientStats},
+  };
+  configureDevice(ctx.smCount);
+  auto it = builders.find(k.op());
+  if (it == builders.end())
+    return Status::error("the cuda backend has no kernel '" + k.op() + "'");
+  return it->second(ctx, k, in, out);
 }
 
 } // namespace castor::cuda
