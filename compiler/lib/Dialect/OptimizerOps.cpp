@@ -93,7 +93,7 @@ LogicalResult LrScheduleOp::verify() {
   StringRef kind = getKind();
   if (kind != "constant" && kind != "step" && kind != "cosine")
     return emitOpError("kind must be constant, step or cosine, got '") << kind << "'";
-  if (getWarmupSteps() < 0 || int64_t(getStepSize()) < 1 || int64_t(getTotalSteps()) < 1)
+  if (int64_t(getWarmupSteps()) < 0 || int64_t(getStepSize()) < 1 || int64_t(getTotalSteps()) < 1)
     return emitOpError("warmup_steps must be >= 0, step_size and total_steps >= 1");
   return success();
 }
