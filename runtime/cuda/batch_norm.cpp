@@ -119,9 +119,8 @@ Expected<RunFn> buildTraining(DeviceContext &ctx, const Kernel &k, const TensorL
   const plan::DType dt = x->dtype();
   return RunFn([=]() -> Status {
     for (int j = 0; j < 2; ++j) // running statistics are updated in place in the outputs
-      if (runIn[j] && runIn[j]->offset() != runOut[j]->offset())
-        CASTOR_CUDA(cudaMemcpyAsync(c->ptr(runOut[j]), c->ptr(runIn[j]), runIn[j]->bytes(),
-                                    cudaMemcpyDeviceToDevice, c->stream));
+      if (runIn[j])
+        CASTOR_RETURN_IF_ERROR(c->copyUnlessSame(runIn[j], runOut[j]));
     return cudnnStatus(cudnnBatchNormalizationForwardTrainingEx(
                            c->cudnn, mode, CUDNN_BATCHNORM_OPS_BN, one(dt), zero(dt), desc->x, c->ptr(x), nullptr,
                            nullptr, desc->x, c->ptr(y), desc->params, c->ptr(scale), c->ptr(bias), momentum,

@@ -35,6 +35,12 @@ Expected<void *> DeviceContext::persistentBuffer(uint32_t key, size_t bytes) {
   return p;
 }
 
+Status DeviceContext::copyUnlessSame(const plan::Tensor *from, const plan::Tensor *to) const {
+  if (from->offset() == to->offset())
+    return Status::ok();
+  return cudaStatus(cudaMemcpyAsync(ptr(to), ptr(from), from->bytes(), cudaMemcpyDeviceToDevice, stream), "copy");
+}
+
 Shape shapeOf(const plan::Tensor &t) { return Shape(t.shape().begin(), t.shape().end()); }
 
 Shape physicalShape(const DeviceContext &ctx, const plan::Tensor &t) {

@@ -71,6 +71,10 @@ struct DeviceContext {
   Ref ref(const plan::Tensor *t) const { return Ref{ptr(t), int(t->dtype())}; }
   int64_t *ints(const plan::Tensor *t) const { return reinterpret_cast<int64_t *>(ptr(t)); }
 
+  // Copies `from` into `to`'s slot on the stream; nothing when both are the same slot (an
+  // in-place update the planner tied to its input).
+  Status copyUnlessSame(const plan::Tensor *from, const plan::Tensor *to) const;
+
   Layout layout(const plan::Tensor *t) const {
     const bool isFloat = t->dtype() == plan::F32 || t->dtype() == plan::F16 || t->dtype() == plan::BF16 ||
                          t->dtype() == plan::F64;

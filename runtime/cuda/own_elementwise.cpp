@@ -20,12 +20,7 @@ Expected<RunFn> buildCopy(DeviceContext &ctx, const std::string &op, const Tenso
     return Status::error(op + ": input and output element counts differ");
   if ((!rx && !ry) || (rx && ry && shapeOf(*x) == shapeOf(*y))) {
     if (x->dtype() == y->dtype())
-      return RunFn([c, x, y]() {
-        if (x->offset() == y->offset())
-          return Status::ok();
-        return cudaStatus(cudaMemcpyAsync(c->ptr(y), c->ptr(x), x->bytes(), cudaMemcpyDeviceToDevice, c->stream),
-                          "copy");
-      });
+      return RunFn([c, x, y]() { return c->copyUnlessSame(x, y); });
     return launch([c, x, y]() { return convert(c->ref(x), c->ref(y), countOf(*y), c->stream); });
   }
   if (overlap(x, y))

@@ -129,6 +129,13 @@ Expected<RunFn> buildReduceSumTo(DeviceContext &ctx, const Kernel &k, const Tens
   return buildReduce(ctx, op, in[0], out[0], p->scale);
 }
 
+namespace {
+// The two-stage channel reduction's partial sums of an own batch-norm kernel writing `owner`.
+Expected<void *> batchNormScratch(DeviceContext &ctx, const ChannelGeometry &g, const Tensor *owner) {
+  return scratchFor(ctx, kTagChannel, owner, batchNormScratchBytes(g.A, g.C, g.B));
+}
+} // namespace
+
 // batch_norm_training
 Expected<RunFn> buildBatchNormTraining(DeviceContext &ctx, const Kernel &k, const TensorList &in,
                                        const TensorList &out) {
@@ -142,7 +149,7 @@ Expected<RunFn> buildBatchNormTraining(DeviceContext &ctx, const Kernel &k, cons
   CASTOR_RETURN_IF_ERROR(need(3, 3));
   CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], out[0]}));
   const ChannelGeometry g = channelGeometry(ctx, *in[0]);
-  auto scratch = scratchFor(ctx, kTagChannel, out[0], batchNormScratchBytes(g.A, g.C, g.B));
+  auto scratch = batchNormScratch(ctx, g, out[0]);
   if (!scratch)
     return scratch.status();
   void *buf = *scratch;
@@ -155,9 +162,7 @@ Expected<RunFn> buildBatchNormTraining(DeviceContext &ctx, const Kernel &k, cons
     if (update) {
       // The statistics are updated in place in the outputs (copies first when the ids differ).
       for (int j : {3, 4})
-        if (i[size_t(j)]->offset() != o[size_t(j)]->offset())
-          CASTOR_CUDA(cudaMemcpyAsync(c->ptr(o[size_t(j)]), c->ptr(i[size_t(j)]), i[size_t(j)]->bytes(),
-                                      cudaMemcpyDeviceToDevice, s));
+        CASTOR_RETURN_IF_ERROR(c->copyUnlessSame(i[size_t(j)], o[size_t(j)]));
       rm = c->ref(o[3]), rv = c->ref(o[4]);
     }
     return cudaStatus(batchNormTraining(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(o[0]), c->ref(o[1]),
@@ -179,7 +184,7 @@ Expected<RunFn> buildBatchNormInference(DeviceContext &ctx, const Kernel &k, con
   CASTOR_RETURN_IF_ERROR(need(5, 1));
   CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], out[0]}));
   const ChannelGeometry g = channelGeometry(ctx, *in[0]);
-  auto scratch = scratchFor(ctx, kTagChannel, out[0], batchNormScratchBytes(g.A, g.C, g.B));
+  auto scratch = batchNormScratch(ctx, g, out[0]);
   if (!scratch)
     return scratch.status();
   void *buf = *scratch;
@@ -205,7 +210,7 @@ Expected<RunFn> buildBatchNormTrainingBackward(DeviceContext &ctx, const Kernel 
   CASTOR_RETURN_IF_ERROR(need(5, 3));
   CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], in[1], out[0]}));
   const ChannelGeometry g = channelGeometry(ctx, *in[1]);
-  auto scratch = scratchFor(ctx, kTagChannel, out[0], batchNormScratchBytes(g.A, g.C, g.B));
+  auto scratch = batchNormScratch(ctx, g, out[0]);
   if (!scratch)
     return scratch.status();
   void *buf = *scratch;
