@@ -129,6 +129,10 @@ struct PoolGeometry {
 };
 cudaError_t pool2d(bool isMax, Ref x, Ref y, const PoolGeometry &g, cudaStream_t s);
 cudaError_t pool2dBackward(bool isMax, Ref dy, Ref x, Ref dx, const PoolGeometry &g, cudaStream_t s);
+// Max pooling's backward through a record of each window's winning tap: `taps` holds one byte per
+// output (N*C*P*Q). Only for windows of fewer than 255 taps (maxPoolTapsFit).
+bool maxPoolTapsFit(const PoolGeometry &g);
+cudaError_t maxPool2dBackward(Ref dy, Ref x, Ref dx, uint8_t *taps, const PoolGeometry &g, cudaStream_t s);
 
 // --- Softmax and the loss (loss.cu) -------------------------------------------------------------
 

@@ -276,6 +276,13 @@ Expected<RunFn> buildPoolBackward(DeviceContext &ctx, const Kernel &k, const Ten
   if (ctx.channelsLast(dy) != ctx.channelsLast(dx) || (x && ctx.channelsLast(x) != ctx.channelsLast(dx)))
     return layoutError(op, "operands in different layouts");
   const PoolGeometry g = poolGeometry(*p, shapeOf(*dx), shapeOf(*dy), ctx.channelsLast(dx));
+  if (isMax && maxPoolTapsFit(g)) {
+    auto taps = scratchFor(ctx, kTagPoolTaps, dx, size_t(countOf(*dy)));
+    if (!taps)
+      return taps.status();
+    uint8_t *t = static_cast<uint8_t *>(*taps);
+    return launch([=]() { return maxPool2dBackward(c->ref(dy), c->ref(x), c->ref(dx), t, g, s); });
+  }
   return launch([=]() { return pool2dBackward(isMax, c->ref(dy), x ? c->ref(x) : Ref{}, c->ref(dx), g, s); });
 }
 

@@ -3,7 +3,9 @@
 // broadcast add/mul, reduce_sum_to (every path: per-channel columns and rows, the general
 // reduction, a full sum), conv2d_backward_bias, dropout (same mask as the reference), softmax,
 // reshapes across layouts, concat/split, casts, the own batch-norm kernels (dtype combinations
-// cuDNN does not take), the loss. Each backend runs the plan twice (the CUDA backend's second
+// cuDNN does not take), the loss, gemm and matmul (cuBLASLt: transposes, the bias epilogue, C of
+// Y's shape, broadcast C; strided, shared-B and broadcast batches, whose matrices are not 16-byte
+// aligned; f32, f16, bf16, some f64). Each backend runs the plan twice (the CUDA backend's second
 // run is captured as a CUDA graph). Every output within a norm-wise relative error of 1e-4
 // (fp32) or 1e-2 (plans with f16/bf16 tensors).
 //
@@ -83,6 +85,20 @@ std::vector<Case> cases() {
   add("max_pool2d_backward", [&](Case &c) {
     c.kernel("max_pool2d_backward", {c.in("dy", {2, 5, 5, 6}), c.in("x", {2, 5, 9, 11})}, {c.out("dx", {2, 5, 9, 11})},
              pool);
+  });
+  // Ties (a few distinct values, so windows hold several maxima: the first in window order wins),
+  // f16, and ResNet's stem pool shape at a small size.
+  add("max_pool2d_backward f16 ties", [&](Case &c) {
+    const uint32_t x = c.in("x", {2, 6, 9, 11}, F16);
+    c.kernel("max_pool2d_backward", {c.in("dy", {2, 6, 5, 6}, F16), x}, {c.out("dx", {2, 6, 9, 11}, F16)}, pool);
+    std::vector<double> v(2 * 6 * 9 * 11);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = double((i * 7919) % 3);
+    c.inputs[x] = v;
+  });
+  add("max_pool2d_backward dilated 2x2", [&](Case &c) {
+    c.kernel("max_pool2d_backward", {c.in("dy", {2, 3, 4, 4}), c.in("x", {2, 3, 9, 9})}, {c.out("dx", {2, 3, 9, 9})},
+             {{"kernel", ints({2, 2})}, {"strides", ints({2, 2})}, {"dilations", ints({2, 2})}});
   });
   add("avg_pool2d", [&](Case &c) {
     c.kernel("avg_pool2d", {c.in("x", {2, 5, 9, 11})}, {c.out("y", {2, 5, 5, 6})}, pool);
@@ -224,6 +240,81 @@ std::vector<Case> cases() {
     c.kernel("softmax_cross_entropy_backward", {dl, x, labels}, {c.out("dlogits", {37, 11})},
              {{"label_smoothing", flt(0.1)}, {"reduction", str("sum")}});
   });
+
+  // gemm and matmul (cuBLASLt). Odd sizes, so that leading dimensions and batch strides are not
+  // 16-byte multiples in f16/bf16; a large fp32 gemm whose 1e-4 tolerance TF32 would exceed.
+  for (plan::DType dt : {F32, F16, plan::BF16, plan::F64}) {
+    const std::string t = std::string(" ") + plan::dtypeName(dt);
+    const bool wide = dt == F32 || dt == plan::F64;
+    add("gemm [37,29]x[29,45]" + t, [&](Case &c) {
+      c.kernel("gemm", {c.in("a", {37, 29}, dt), c.in("b", {29, 45}, dt)}, {c.out("y", {37, 45}, dt)});
+    });
+    add("gemm + bias [45] alpha 0.75" + t, [&](Case &c) {
+      c.kernel("gemm", {c.in("a", {37, 29}, dt), c.in("b", {29, 45}, dt), c.in("c", {45}, dt)},
+               {c.out("y", {37, 45}, dt)}, {{"alpha", flt(0.75)}});
+    });
+    if (dt == plan::F64)
+      continue;
+    add("gemm transA transB alpha 0.5" + t, [&](Case &c) {
+      c.kernel("gemm", {c.in("a", {29, 37}, dt), c.in("b", {45, 29}, dt)}, {c.out("y", {37, 45}, dt)},
+               {{"trans_a", ints({1})}, {"trans_b", ints({1})}, {"alpha", flt(0.5)}});
+    });
+    add("gemm transB + bias [1,45] (epilogue)" + t, [&](Case &c) {
+      c.kernel("gemm", {c.in("a", {37, 29}, dt), c.in("b", {45, 29}, dt), c.in("c", {1, 45}, dt)},
+               {c.out("y", {37, 45}, dt)}, {{"trans_b", ints({1})}});
+    });
+    add("gemm transA + C [37,45] beta 0.7" + t, [&](Case &c) {
+      c.kernel("gemm", {c.in("a", {29, 37}, dt), c.in("b", {29, 45}, dt), c.in("c", {37, 45}, dt)},
+               {c.out("y", {37, 45}, dt)}, {{"trans_a", ints({1})}, {"beta", flt(0.7)}});
+    });
+    add("gemm + C [37,1] (broadcast kernel)" + t, [&](Case &c) {
+      c.kernel("gemm", {c.in("a", {37, 29}, dt), c.in("b", {29, 45}, dt), c.in("c", {37, 1}, dt)},
+               {c.out("y", {37, 45}, dt)});
+    });
+    add("gemm + bias [45] beta 2 (broadcast kernel)" + t, [&](Case &c) {
+      c.kernel("gemm", {c.in("a", {37, 29}, dt), c.in("b", {29, 45}, dt), c.in("c", {45}, dt)},
+               {c.out("y", {37, 45}, dt)}, {{"beta", flt(2.0)}});
+    });
+    add("gemm + C beta 0 (C unread)" + t, [&](Case &c) {
+      c.kernel("gemm", {c.in("a", {37, 29}, dt), c.in("b", {29, 45}, dt), c.in("c", {37, 45}, dt)},
+               {c.out("y", {37, 45}, dt)}, {{"beta", flt(0.0)}});
+    });
+    add("gemm [1,29]x[29,10] + bias [10] (one row)" + t, [&](Case &c) {
+      c.kernel("gemm", {c.in("a", {1, 29}, dt), c.in("b", {29, 10}, dt), c.in("c", {10}, dt)},
+               {c.out("y", {1, 10}, dt)});
+    });
+    if (wide)
+      add("gemm [256,512]x[512,384] + bias (no TF32)" + t, [&](Case &c) {
+        c.kernel("gemm", {c.in("a", {256, 512}, dt), c.in("b", {512, 384}, dt), c.in("c", {384}, dt)},
+                 {c.out("y", {256, 384}, dt)});
+      });
+    else
+      add("gemm [256,512]x[384,512]^T + bias" + t, [&](Case &c) {
+        c.kernel("gemm", {c.in("a", {256, 512}, dt), c.in("b", {384, 512}, dt), c.in("c", {384}, dt)},
+                 {c.out("y", {256, 384}, dt)}, {{"trans_b", ints({1})}});
+      });
+    add("matmul [37,29]x[29,45]" + t, [&](Case &c) {
+      c.kernel("matmul", {c.in("a", {37, 29}, dt), c.in("b", {29, 45}, dt)}, {c.out("y", {37, 45}, dt)});
+    });
+    add("matmul [3,7,5]x[3,5,6] (strided batch)" + t, [&](Case &c) {
+      c.kernel("matmul", {c.in("a", {3, 7, 5}, dt), c.in("b", {3, 5, 6}, dt)}, {c.out("y", {3, 7, 6}, dt)});
+    });
+    add("matmul [3,7,5]x[5,6] (B shared)" + t, [&](Case &c) {
+      c.kernel("matmul", {c.in("a", {3, 7, 5}, dt), c.in("b", {5, 6}, dt)}, {c.out("y", {3, 7, 6}, dt)});
+    });
+    add("matmul [1,7,5]x[3,5,6] (A broadcast)" + t, [&](Case &c) {
+      c.kernel("matmul", {c.in("a", {1, 7, 5}, dt), c.in("b", {3, 5, 6}, dt)}, {c.out("y", {3, 7, 6}, dt)});
+    });
+    add("matmul [5]x[3,5,6] (vector A)" + t, [&](Case &c) {
+      c.kernel("matmul", {c.in("a", {5}, dt), c.in("b", {3, 5, 6}, dt)}, {c.out("y", {3, 6}, dt)});
+    });
+    add("matmul [3,7,5]x[5] (vector B)" + t, [&](Case &c) {
+      c.kernel("matmul", {c.in("a", {3, 7, 5}, dt), c.in("b", {5}, dt)}, {c.out("y", {3, 7}, dt)});
+    });
+    add("matmul [4,64,96]x[4,96,80] (strided batch)" + t, [&](Case &c) {
+      c.kernel("matmul", {c.in("a", {4, 64, 96}, dt), c.in("b", {4, 96, 80}, dt)}, {c.out("y", {4, 64, 80}, dt)});
+    });
+  }
   return all;
 }
 
