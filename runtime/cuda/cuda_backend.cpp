@@ -2,9 +2,9 @@
 // step captured once as a CUDA graph and replayed.
 //
 // Each plan kernel is turned into a RunFn by the builder of its family (device_context.h:
-// conv.cpp, batch_norm.cpp, blas.cpp, own_kernels.cpp). In plans that convolve fp16/bf16 data,
-// rank-4 float tensors are stored channels-last; upload and download convert, so the host sees
-// the plan's row-major layout.
+// conv.cpp, batch_norm.cpp, blas.cpp (cuBLASLt), own_kernels.cpp). In plans that convolve
+// fp16/bf16 data, rank-4 float tensors are stored channels-last; upload and download convert, so
+// the host sees the plan's row-major layout.
 // Scalars that change during training never leave the device, so a step needs no host
 // synchronisation and can be captured. Inputs are uploaded on a second stream into buffers of
 // their own, which the step copies into the arena first: the first run() executes eagerly (it loads every kernel
@@ -67,10 +67,11 @@ public:
       cudaGraphExecDestroy(graphExec_);
     if (ctx_.cudnn)
       cudnnDestroy(ctx_.cudnn);
+    if (ctx_.cublasLt)
+      cublasLtDestroy(ctx_.cublasLt);
     if (ctx_.cublas)
       cublasDestroy(ctx_.cublas);
-    for (void *p : {static_cast<void *>(ctx_.arena), ctx_.workspace, static_cast<void *>(ctx_.scratch), staging_,
-                    cublasWorkspace_})
+    for (void *p : {static_cast<void *>(ctx_.arena), ctx_.workspace, static_cast<void *>(ctx_.scratch), staging_})
       if (p)
         cudaFree(p);
     for (auto &[key, buffer] : ctx_.persistent)
@@ -143,10 +144,10 @@ public:
     CASTOR_CUBLAS(cublasCreate(&ctx_.cublas));
     CASTOR_CUBLAS(cublasSetStream(ctx_.cublas, ctx_.stream));
     CASTOR_CUBLAS(cublasSetMathMode(ctx_.cublas, CUBLAS_DEFAULT_MATH)); // no TF32 for fp32
-    // A workspace of its own, so that cuBLAS allocates nothing while the step is captured.
-    constexpr size_t kCublasWorkspace = size_t(32) << 20;
-    CASTOR_CUDA(allocate(&cublasWorkspace_, kCublasWorkspace));
-    CASTOR_CUBLAS(cublasSetWorkspace(ctx_.cublas, cublasWorkspace_, kCublasWorkspace));
+    // gemm and matmul run through cuBLASLt, with the shared workspace (ctx_.workspace, sized by
+    // what their algorithms ask for); no kernel of the step calls cuBLAS, which therefore has no
+    // workspace of its own.
+    CASTOR_CUBLAS(cublasLtCreate(&ctx_.cublasLt));
     CASTOR_CUDA(cudaMemGetInfo(&freeBytes, &totalBytes));
     ctx_.workspaceLimit = std::min<size_t>(size_t(1) << 30, freeBytes / 2);
     CASTOR_CUDA(cudaEventCreate(&start_));
@@ -386,7 +387,6 @@ private:
   std::vector<cuda::Category> categories_;
   std::vector<std::vector<const Tensor *>> poisonAfter_;
   void *staging_ = nullptr;         // channels-last tensors pass through here on upload/download
-  void *cublasWorkspace_ = nullptr;
   uint64_t allocated_ = 0;
   int64_t runs_ = 0;
   cudaGraphExec_t graphExec_ = nullptr;

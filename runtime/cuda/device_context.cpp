@@ -19,7 +19,7 @@ Status cudnnStatus(cudnnStatus_t e, const char *what) {
 Status cublasStatus(cublasStatus_t e, const char *what) {
   if (e == CUBLAS_STATUS_SUCCESS)
     return Status::ok();
-  return Status::error(std::string(what) + ": cuBLAS status " + std::to_string(int(e)));
+  return Status::error(std::string(what) + ": " + cublasGetStatusName(e) + " (" + cublasGetStatusString(e) + ")");
 }
 
 Expected<void *> DeviceContext::persistentBuffer(uint32_t key, size_t bytes) {

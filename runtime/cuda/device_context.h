@@ -9,6 +9,7 @@
 #include "cuda/kernels.h"
 #include "plan/plan.h"
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
@@ -45,6 +46,7 @@ struct DeviceContext {
   cudaStream_t stream = nullptr;
   cudnnHandle_t cudnn = nullptr;
   cublasHandle_t cublas = nullptr;
+  cublasLtHandle_t cublasLt = nullptr; // gemm and matmul (blas.cpp)
   uint8_t *arena = nullptr;
   std::string deviceName;
   int smCount = 0;

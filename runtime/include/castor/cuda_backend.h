@@ -9,7 +9,7 @@
 namespace castor {
 
 // One arena in device memory (refused at load when the GPU lacks the memory), cuDNN for the
-// convolutions, cuBLAS for gemm and matmul, own kernels for everything else, every kernel in
+// convolutions, cuBLASLt for gemm and matmul, own kernels for everything else, every kernel in
 // plan order on one stream. load() fails with a clear message when no GPU is usable.
 std::unique_ptr<Backend> createCudaBackend(const BackendOptions &options = {});
 
