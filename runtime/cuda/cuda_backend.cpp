@@ -6,10 +6,15 @@
 // fp16/bf16 data, rank-4 float tensors are stored channels-last; upload and download convert, so
 // the host sees the plan's row-major layout.
 // Scalars that change during training never leave the device, so a step needs no host
-// synchronisation and can be captured. Inputs are uploaded on a second stream into buffers of
-// their own, which the step copies into the arena first: the first run() executes eagerly (it loads every kernel
+// synchronisation and can be captured: the first run() executes eagerly (it loads every kernel
 // module and lets the libraries settle), the second captures the step into a graph and launches
 // it, later runs launch the graph.
+//
+// Inputs overlap the step: upload() copies an input into a pinned host buffer and starts its
+// transfer on a second stream into a device buffer of its own; a step begins by copying its
+// inputs from those buffers into the arena (outside the graph) and marks that, so the next
+// batch's transfer starts while the rest of the step still runs. run() returns once the step is
+// enqueued; download() waits for it.
 //
 // Environment: CASTOR_CUDA_LAYOUT=nchw keeps every tensor row-major, =nhwc stores every rank-4
 // float tensor channels-last; CASTOR_CUDA_GRAPH=0 launches
@@ -76,9 +81,14 @@ public:
         cudaFree(p);
     for (auto &[key, buffer] : ctx_.persistent)
       cudaFree(buffer.first);
+    for (cudaStream_t st : {ctx_.stream, copyStream_})
+      if (st)
+        cudaStreamSynchronize(st);
     for (auto &[t, buffer] : inputBuffers_)
       cudaFree(buffer);
-    for (cudaEvent_t e : {start_, stop_, inputsReady_, stepDone_})
+    for (void *p : pinnedInputs_)
+      cudaFreeHost(p);
+    for (cudaEvent_t e : {start_, stop_, inputsReady_, inputsConsumed_})
       if (e)
         cudaEventDestroy(e);
     for (cudaStream_t st : {ctx_.stream, copyStream_})
@@ -127,12 +137,15 @@ public:
     CASTOR_CUDA(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
     CASTOR_CUDA(cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking));
     CASTOR_CUDA(cudaEventCreateWithFlags(&inputsReady_, cudaEventDisableTiming));
-    CASTOR_CUDA(cudaEventCreateWithFlags(&stepDone_, cudaEventDisableTiming));
+    CASTOR_CUDA(cudaEventCreateWithFlags(&inputsConsumed_, cudaEventDisableTiming));
     for (const Tensor &t : plan_.tensors())
       if (t.kind() == Tensor::INPUT) {
-        void *buffer = nullptr;
+        void *buffer = nullptr, *pinned = nullptr;
         CASTOR_CUDA(allocate(&buffer, std::max<uint64_t>(t.bytes(), 1)));
+        CASTOR_CUDA(cudaMemsetAsync(buffer, 0, t.bytes(), ctx_.stream)); // an input never uploaded reads zeros
         inputBuffers_.push_back({&t, buffer});
+        CASTOR_CUDA(cudaMallocHost(&pinned, std::max<uint64_t>(t.bytes(), 1)));
+        pinnedInputs_.push_back(pinned);
       }
     CASTOR_CUDA(allocate(&ctx_.arena, std::max<uint64_t>(plan_.arena_bytes(), 256)));
     CASTOR_CUDA(cudaMemsetAsync(ctx_.arena, 0, plan_.arena_bytes(), ctx_.stream));
@@ -199,13 +212,15 @@ public:
     if (!t)
       return t.status();
     if ((*t)->kind() == Tensor::INPUT) {
-      // Into the input's own buffer, on the copy stream, once the last step has read it; the
-      // next step copies it into the arena (see enqueueKernels).
-      void *buffer = inputBuffer(*t);
-      CASTOR_CUDA(cudaStreamWaitEvent(copyStream_, stepDone_));
-      CASTOR_CUDA(cudaMemcpyAsync(buffer, data, bytes, cudaMemcpyHostToDevice, copyStream_));
-      CASTOR_CUDA(cudaEventRecord(inputsReady_, copyStream_));
-      return cuda::cudaStatus(cudaStreamSynchronize(copyStream_), "uploading an input");
+      // Into the input's pinned host buffer once its last transfer is done, then on the copy
+      // stream into the input's device buffer once the last step has copied that into the arena
+      // (enqueueStep): the transfer overlaps the running step.
+      const size_t i = inputIndex(*t);
+      CASTOR_CUDA(cudaEventSynchronize(inputsReady_));
+      std::memcpy(pinnedInputs_[i], data, bytes);
+      CASTOR_CUDA(cudaStreamWaitEvent(copyStream_, inputsConsumed_));
+      CASTOR_CUDA(cudaMemcpyAsync(inputBuffers_[i].second, pinnedInputs_[i], bytes, cudaMemcpyHostToDevice, copyStream_));
+      return cuda::cudaStatus(cudaEventRecord(inputsReady_, copyStream_), "uploading an input");
     }
     const bool reorder = ctx_.channelsLast(*t);
     CASTOR_CUDA(cudaMemcpyAsync(reorder ? staging_ : ctx_.ptr(*t), data, bytes, cudaMemcpyHostToDevice, ctx_.stream));
@@ -232,10 +247,9 @@ public:
     return cuda::cudaStatus(cudaStreamSynchronize(ctx_.stream), "downloading a tensor");
   }
 
-  Status run() override {
-    CASTOR_RETURN_IF_ERROR(enqueueStep());
-    return cuda::cudaStatus(cudaStreamSynchronize(ctx_.stream), "running the plan on cuda");
-  }
+  // Enqueues the step and returns: a failure inside a kernel surfaces at the next download (or
+  // at once with CASTOR_CUDA_SYNC=1).
+  Status run() override { return enqueueStep(); }
 
   uint64_t allocatedBytes() const override { return allocated_; }
 
@@ -255,8 +269,7 @@ public:
     std::vector<cudaEvent_t> events(2 * kernels_.size());
     for (cudaEvent_t &e : events)
       CASTOR_CUDA(cudaEventCreate(&e));
-    CASTOR_CUDA(cudaStreamWaitEvent(ctx_.stream, inputsReady_));
-    Status s = enqueueInputCopies();
+    Status s = enqueueInputs();
     for (size_t i = 0; i < kernels_.size() && s; ++i) {
       cudaEventRecord(events[2 * i], ctx_.stream);
       s = kernels_[i]().withContext(plan::describeKernel(plan_, int(i)) + " on cuda");
@@ -311,15 +324,17 @@ private:
     return false;
   }
 
-  void *inputBuffer(const Tensor *t) const {
-    for (const auto &[input, buffer] : inputBuffers_)
-      if (input == t)
-        return buffer;
-    return nullptr;
+  size_t inputIndex(const Tensor *t) const {
+    size_t i = 0;
+    while (inputBuffers_[i].first != t)
+      ++i;
+    return i;
   }
 
-  // The inputs, from their buffers into their arena slots (reordered when channels-last).
-  Status enqueueInputCopies() {
+  // The inputs, once uploaded, from their buffers into their arena slots (reordered when
+  // channels-last); then the buffers are free for the next upload.
+  Status enqueueInputs() {
+    CASTOR_CUDA(cudaStreamWaitEvent(ctx_.stream, inputsReady_));
     for (const auto &[t, buffer] : inputBuffers_) {
       if (ctx_.channelsLast(t)) {
         const cuda::Shape s = cuda::shapeOf(*t);
@@ -329,12 +344,11 @@ private:
         CASTOR_CUDA(cudaMemcpyAsync(ctx_.ptr(t), buffer, t->bytes(), cudaMemcpyDeviceToDevice, ctx_.stream));
       }
     }
-    return Status::ok();
+    return cuda::cudaStatus(cudaEventRecord(inputsConsumed_, ctx_.stream), "recording the inputs' copy");
   }
 
-  // Every kernel of the step, in order, on the stream (no synchronisation), inputs first.
+  // Every kernel of the step, in order, on the stream (no synchronisation).
   Status enqueueKernels() {
-    CASTOR_RETURN_IF_ERROR(enqueueInputCopies());
     for (size_t i = 0; i < kernels_.size(); ++i) {
       Status s = kernels_[i]();
       if (s && syncEach_)
@@ -348,15 +362,12 @@ private:
     return Status::ok();
   }
 
-  // One step: eagerly the first time, then captured once and replayed. It waits for the
-  // inputs' upload (copy stream) and marks its end for the next upload.
+  // One step: its inputs, then the kernels, eagerly the first time, then captured once and
+  // replayed.
   Status enqueueStep() {
     ++runs_;
-    CASTOR_CUDA(cudaStreamWaitEvent(ctx_.stream, inputsReady_));
-    Status s = enqueueGraphOrKernels();
-    if (s)
-      s = cuda::cudaStatus(cudaEventRecord(stepDone_, ctx_.stream), "recording the end of the step");
-    return s;
+    CASTOR_RETURN_IF_ERROR(enqueueInputs());
+    return enqueueGraphOrKernels();
   }
 
   Status enqueueGraphOrKernels() {
@@ -391,10 +402,12 @@ private:
   int64_t runs_ = 0;
   cudaGraphExec_t graphExec_ = nullptr;
   cudaEvent_t start_ = nullptr, stop_ = nullptr;
-  // Inputs: each has a buffer of its own that uploads fill on the copy stream.
+  // Inputs: each has a device buffer of its own that uploads fill on the copy stream from a
+  // pinned host buffer (same index).
   std::vector<std::pair<const Tensor *, void *>> inputBuffers_;
+  std::vector<void *> pinnedInputs_;
   cudaStream_t copyStream_ = nullptr;
-  cudaEvent_t inputsReady_ = nullptr, stepDone_ = nullptr;
+  cudaEvent_t inputsReady_ = nullptr, inputsConsumed_ = nullptr;
 };
 
 } // namespace

@@ -48,7 +48,8 @@ public:
   virtual Status upload(uint32_t tensorId, const void *data, size_t bytes) = 0;
   virtual Status download(uint32_t tensorId, void *data, size_t bytes) = 0;
 
-  // Runs the plan's kernel list once, in order.
+  // Runs the plan's kernel list once, in order. A device backend may return once the step is
+  // enqueued: download() waits for it, and an error inside the step surfaces there.
   virtual Status run() = 0;
 
   // Measurement (castor-run bench). Device memory the backend allocated itself (arena,
