@@ -1,67 +1,32 @@
 // Convolutions through cuDNN's graph API (cudnn-frontend v1, namespace cudnn_frontend::graph):
 // one graph per layer (conv_fprop, conv_dgrad or conv_wgrad; io in the operands' dtype,
 // intermediate and compute FLOAT), its engine configurations from heuristics modes A and
-// FALLBACK, each one a tuner candidate (conv_tuner.h) named by its engine tag. Only this file
-// includes the frontend's headers (they are large).
+// FALLBACK, each one a tuner candidate (conv_tuner.h) named by its engine tag. The frontend's
+// headers come through frontend_graph.h, which batch_norm_frontend.cpp shares.
 //
 // Numerics: engines noted DOWN_CONVERT_INPUTS are never used; for fp32 operands neither are
 // TENSOR_CORE engines (so fp32 means no TF32) nor REDUCED_PRECISION_REDUCTION ones; f16/bf16 may
 // use the latter (see reducedPrecisionReductionAllowed).
 #include "cuda/conv_common.h"
 #include "cuda/conv_tuner.h"
+#include "cuda/frontend_graph.h"
 
-#include <cudnn_frontend.h>
-
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <memory>
-#include <set>
 #include <unordered_map>
 
 namespace castor::cuda::conv {
 namespace {
 
 namespace fe = cudnn_frontend;
+using frontend::feStatus;
+using frontend::feType;
+using ConvGraph = frontend::PlanGraph;
 
 // Tensor uids of the graph (the variant pack maps them to arena pointers).
 constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3;
-
-fe::DataType_t feType(plan::DType t) {
-  switch (t) {
-  case plan::F16:
-    return fe::DataType_t::HALF;
-  case plan::BF16:
-    return fe::DataType_t::BFLOAT16;
-  default:
-    return fe::DataType_t::FLOAT;
-  }
-}
-
-Status feStatus(fe::error_t e, const char *what) {
-  if (e.is_good())
-    return Status::ok();
-  return Status::error(std::string(what) + ": " + e.get_message());
-}
-
-// The graph, with access to its execution plans so that a candidate that loses the timing can
-// release its plan (compiled kernels included) while the winner's stays.
-class ConvGraph : public fe::graph::Graph {
-public:
-  void releasePlan(int64_t index) {
-    auto &list = plans.get_execution_plans();
-    if (index >= 0 && size_t(index) < list.size())
-      list[size_t(index)].reset();
-  }
-};
-
-// One built plan of the graph; releases it when the last candidate function holding it dies.
-struct BuiltPlan {
-  std::shared_ptr<ConvGraph> graph;
-  int64_t index = -1;
-  ~BuiltPlan() { graph->releasePlan(index); }
-};
 
 fe::graph::Tensor_attributes tensorAttrs(const char *name, int64_t uid, const Shape &dims, bool nhwc,
                                          fe::DataType_t type) {
@@ -132,50 +97,11 @@ Expected<std::shared_ptr<ConvGraph>> makeGraph(DeviceContext &ctx, const Problem
 
 // Every engine configuration of the graph, in the heuristics' order, as a tuner candidate.
 std::vector<tuning::Candidate> candidatesOf(DeviceContext &ctx, const Problem &p, const std::shared_ptr<ConvGraph> &g) {
-  std::vector<tuning::Candidate> candidates;
-  std::set<std::string> seen; // modes A and FALLBACK may offer the same configuration
   DeviceContext *c = &ctx;
   const plan::Tensor *x = p.x, *w = p.w, *y = p.y;
-  const int64_t count = g->get_execution_plan_count();
-  for (int64_t i = 0; i < count; ++i) {
-    std::string tag;
-    if (g->get_plan_name_at_index(i, tag).is_bad() || tag.empty() || !seen.insert(tag).second)
-      continue;
-    tuning::Candidate candidate;
-    candidate.name = "cudnn:" + tag;
-    std::vector<fe::BehaviorNote_t> notes;
-    if (g->get_behavior_notes_for_plan_at_index(i, notes).is_good())
-      candidate.compilesAtBuild =
-          std::find(notes.begin(), notes.end(), fe::BehaviorNote_t::RUNTIME_COMPILATION) != notes.end();
-    candidate.build = [c, g, i, x, w, y]() -> Expected<tuning::Executable> {
-      try {
-        // check_support_at_index skips configurations barred by the notes or the workspace limit.
-        CASTOR_RETURN_IF_ERROR(feStatus(g->build_plan_at_index(i), "build_plan_at_index"));
-        auto plan = std::make_shared<BuiltPlan>();
-        plan->graph = g;
-        plan->index = i;
-        int64_t workspace = 0;
-        CASTOR_RETURN_IF_ERROR(
-            feStatus(g->get_workspace_size_plan_at_index(i, workspace), "get_workspace_size_plan_at_index"));
-        tuning::Executable e;
-        e.workspaceBytes = size_t(workspace < 0 ? 0 : workspace);
-        e.run = [c, plan, x, w, y](void *workspace) -> Status {
-          std::unordered_map<int64_t, void *> pack{{kUidX, c->ptr(x)}, {kUidW, c->ptr(w)}, {kUidY, c->ptr(y)}};
-          try {
-            return feStatus(plan->graph->execute_plan_at_index(c->cudnn, pack, workspace, plan->index),
-                            "cuDNN graph execute");
-          } catch (const std::exception &ex) {
-            return Status::error(std::string("cuDNN graph execute: ") + ex.what());
-          }
-        };
-        return e;
-      } catch (const std::exception &ex) {
-        return Status::error(std::string("cuDNN graph build: ") + ex.what());
-      }
-    };
-    candidates.push_back(std::move(candidate));
-  }
-  return candidates;
+  return frontend::engineCandidates(ctx, g, "cudnn:", [c, x, w, y]() {
+    return std::unordered_map<int64_t, void *>{{kUidX, c->ptr(x)}, {kUidW, c->ptr(w)}, {kUidY, c->ptr(y)}};
+  });
 }
 
 } // namespace
