@@ -115,6 +115,9 @@ cudaError_t batchNormBackward(Ref dy, Ref x, Ref gamma, Ref mean, Ref invStd, Re
                               int64_t A, int64_t C, int64_t B, void *scratch, cudaStream_t s);
 cudaError_t batchNormRunningUpdate(Ref runMean, Ref runVar, Ref mean, Ref invStd, int64_t C, double momentum,
                                    double eps, int64_t count, cudaStream_t s);
+// invStd[c] = 1 / sqrt(var[c] + eps) in f32, from any float var: what the graph API's batch-norm
+// inference node takes instead of the variance (batch_norm_frontend.cpp).
+cudaError_t batchNormInvStd(Ref var, float *invStd, int64_t C, double eps, cudaStream_t s);
 
 // scratch: 4 doubles (ctx.scratch).
 cudaError_t gradientStats(Ref g, int64_t n, Ref out, double *scratch, cudaStream_t s);

@@ -16,7 +16,16 @@ using plan::Tensor;
 
 constexpr double inf = std::numeric_limits<double>::infinity();
 
-enum ScratchTag : uint32_t { kTagChannel = 0x8, kTagLoss = 0x9, kTagMulti = 0xA, kTagReorder = 0xB, kTagPoolTaps = 0xC };
+// kTagBnInvStd: the inverse standard deviation the graph API's batch-norm inference reads
+// (batch_norm_frontend.cpp).
+enum ScratchTag : uint32_t {
+  kTagChannel = 0x8,
+  kTagLoss = 0x9,
+  kTagMulti = 0xA,
+  kTagReorder = 0xB,
+  kTagPoolTaps = 0xC,
+  kTagBnInvStd = 0xD
+};
 
 Expected<void *> scratchFor(DeviceContext &ctx, ScratchTag tag, const Tensor *owner, size_t bytes);
 

@@ -230,6 +230,12 @@ __global__ void batchNormRunningUpdateKernel(Ref rm, Ref rv, Ref mean, Ref invSt
   }
 }
 
+__global__ void batchNormInvStdKernel(Ref var, float *invStd, int64_t C, double eps) {
+  CASTOR_GRID_LOOP(c, C) {
+    invStd[c] = float(1.0 / sqrt(ldAny(var, c) + eps));
+  }
+}
+
 // --- General reduction -----------------------------------------------------------------------------
 
 __device__ __forceinline__ int64_t unravel(int64_t i, int rank, const int64_t *dims, const int64_t *strides) {
@@ -482,6 +488,13 @@ cudaError_t batchNormRunningUpdate(Ref runMean, Ref runVar, Ref mean, Ref invStd
   if (C <= 0)
     return cudaSuccess;
   batchNormRunningUpdateKernel<<<gridFor(C), kThreads, 0, s>>>(runMean, runVar, mean, invStd, C, momentum, eps, count);
+  return cudaGetLastError();
+}
+
+cudaError_t batchNormInvStd(Ref var, float *invStd, int64_t C, double eps, cudaStream_t s) {
+  if (C <= 0)
+    return cudaSuccess;
+  batchNormInvStdKernel<<<gridFor(C), kThreads, 0, s>>>(var, invStd, C, eps);
   return cudaGetLastError();
 }
 

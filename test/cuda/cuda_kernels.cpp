@@ -3,9 +3,11 @@
 // broadcast add/mul, reduce_sum_to (every path: per-channel columns and rows, the general
 // reduction, a full sum), conv2d_backward_bias, dropout (same mask as the reference), softmax,
 // reshapes across layouts, concat/split, casts, the own batch-norm kernels (dtype combinations
-// cuDNN does not take), the loss, gemm and matmul (cuBLASLt: transposes, the bias epilogue, C of
-// Y's shape, broadcast C; strided, shared-B and broadcast batches, whose matrices are not 16-byte
-// aligned; f32, f16, bf16, some f64). Each backend runs the plan twice (the CUDA backend's second
+// cuDNN does not take), cuDNN's batch norm (training forward with its backward, and inference,
+// of f16, bf16 and f32 data with f32 statistics, each run with CASTOR_BN_API=ex, =graph and
+// unset: the Ex API, the graph API and the tuner's choice), the loss, gemm and matmul (cuBLASLt:
+// transposes, the bias epilogue, C of Y's shape, broadcast C; strided, shared-B and broadcast
+// batches, whose matrices are not 16-byte aligned; f32, f16, bf16, some f64). Each backend runs the plan twice (the CUDA backend's second
 // run is captured as a CUDA graph). Every output within a norm-wise relative error of 1e-4
 // (fp32) or 1e-2 (plans with f16/bf16 tensors).
 //
@@ -51,6 +53,7 @@ plan::Attr str(const std::string &v) {
 
 struct Case : test::PlanBuilder {
   std::string name;
+  bool perBnApi = false; // run once per CASTOR_BN_API value (cuDNN batch norm)
   std::map<uint32_t, std::vector<double>> inputs; // given values (else random normal)
   std::vector<uint32_t> outputs;
 
@@ -227,6 +230,47 @@ std::vector<Case> cases() {
               var},
              {c.out("y", {4, 6, 3, 5}, F16)});
   });
+  // cuDNN: f16/bf16/f32 data with f32 statistics, through the Ex API, the graph API and the
+  // tuner's choice of the two. C = 32 (the graph API's NHWC kernels want channels in multiples
+  // of 8) and C = 6 (a layer the graph API may refuse: the fallback to the Ex API).
+  for (plan::DType dt : {F16, plan::BF16, F32}) {
+    for (int64_t C : {32, 6}) {
+      const std::string t = std::string(" ") + plan::dtypeName(dt) + " C=" + std::to_string(C) + " (cuDNN)";
+      const std::vector<int64_t> xs = {4, C, 6, 5};
+      std::vector<double> positive(static_cast<size_t>(C)); // variances
+      for (size_t i = 0; i < positive.size(); ++i)
+        positive[i] = 0.6 + 0.15 * double(i % 7);
+      // The backward reads the forward's saved statistics, as in a training step (and as the
+      // Ex API's backward needs: it may read a reserve space its forward filled).
+      add("batch_norm_training + backward" + t, [&](Case &c) {
+        c.perBnApi = true;
+        const uint32_t x = c.in("x", xs, dt), scale = c.in("scale", {C}), mean = c.out("mean", {C}),
+                       invStd = c.out("inv_std", {C});
+        c.kernel("batch_norm_training", {x, scale, c.in("bias", {C})}, {c.out("y", xs, dt), mean, invStd},
+                 {{"epsilon", flt(1e-3)}});
+        c.kernel("batch_norm_training_backward", {c.in("dy", xs, dt), x, scale, mean, invStd},
+                 {c.out("dx", xs, dt), c.out("dscale", {C}), c.out("dbias", {C})}, {{"epsilon", flt(1e-3)}});
+      });
+      add("batch_norm_inference" + t, [&](Case &c) {
+        c.perBnApi = true;
+        const uint32_t var = c.in("var", {C});
+        c.inputs[var] = positive;
+        c.kernel("batch_norm_inference",
+                 {c.in("x", xs, dt), c.in("scale", {C}), c.in("bias", {C}), c.in("mean", {C}), var},
+                 {c.out("y", xs, dt)}, {{"epsilon", flt(1e-3)}});
+      });
+    }
+  }
+  // Running statistics updated by the kernel itself: the Ex API whatever CASTOR_BN_API says.
+  add("batch_norm_training + running update f16 (cuDNN)", [&](Case &c) {
+    c.perBnApi = true;
+    const uint32_t rv = c.in("running_var", {32});
+    c.inputs[rv] = std::vector<double>(32, 1.0);
+    c.kernel("batch_norm_training",
+             {c.in("x", {4, 32, 6, 5}, F16), c.in("scale", {32}), c.in("bias", {32}), c.in("running_mean", {32}), rv},
+             {c.out("y", {4, 32, 6, 5}, F16), c.out("mean", {32}), c.out("inv_std", {32}),
+              c.out("new_running_mean", {32}), c.out("new_running_var", {32})});
+  });
   add("softmax_cross_entropy + count_correct", [&](Case &c) {
     const uint32_t x = c.in("logits", {37, 11}), labels = c.in("labels", {37}, I64);
     std::vector<double> l(37);
@@ -326,8 +370,8 @@ bool lowPrecision(const plan::Plan &p) {
 }
 
 // 0 when every output agrees.
-int runCase(const Case &c, const char *layout) {
-  const std::string where = c.name + " [" + layout + "]";
+int runCase(const Case &c, const char *layout, const std::string &bnApi) {
+  const std::string where = c.name + " [" + layout + (bnApi.empty() ? "" : ", bn " + bnApi) + "]";
   if (Status v = plan::validatePlan(c.plan); !v) {
     std::printf("FAIL %-50s invalid plan: %s\n", where.c_str(), v.message().c_str());
     return 1;
@@ -398,8 +442,21 @@ int main() {
   int failures = 0, total = 0;
   for (const char *layout : {"nchw", "nhwc"})
     for (const Case &c : cases()) {
-      failures += runCase(c, layout);
-      ++total;
+      if (!c.perBnApi) {
+        failures += runCase(c, layout, "");
+        ++total;
+        continue;
+      }
+      // "tuned": CASTOR_BN_API unset, the tuner's choice (the tuning cache as configured).
+      for (const char *api : {"ex", "graph", "tuned"}) {
+        if (std::string(api) == "tuned")
+          unsetenv("CASTOR_BN_API");
+        else
+          setenv("CASTOR_BN_API", api, 1);
+        failures += runCase(c, layout, api);
+        ++total;
+      }
+      unsetenv("CASTOR_BN_API");
     }
   std::printf("%s: %d case(s), %d failing\n", failures ? "FAIL" : "PASS", total, failures);
   return failures ? 1 : 0;
