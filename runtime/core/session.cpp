@@ -37,6 +37,9 @@ Status Session::setTensor(const plan::Tensor &t, const HostTensor &value, const 
       got.add_shape(d);
     return Status::error(what + " needs shape " + plan::shapeString(t) + ", got " + plan::shapeString(got));
   }
+  // Already in the tensor's dtype (castor-run's batches are): upload without a copy.
+  if (value.dtype == t.dtype())
+    return backend_->upload(t.id(), value.data.data(), value.data.size()).withContext(what);
   auto converted = convertTensor(value, t.dtype());
   if (!converted)
     return converted.status().withContext(what);

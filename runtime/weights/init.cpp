@@ -73,8 +73,12 @@ Expected<std::vector<double>> initialValues(const plan::Parameter &p, int64_t co
 
 std::vector<uint8_t> encodeValues(plan::DType dtype, const std::vector<double> &values) {
   std::vector<uint8_t> out(values.size() * plan::dtypeSize(dtype));
-  uint8_t *p = out.data();
-  for (size_t i = 0; i < values.size(); ++i) {
+  encodeValues(dtype, values.data(), values.size(), out.data());
+  return out;
+}
+
+void encodeValues(plan::DType dtype, const double *values, size_t count, uint8_t *p) {
+  for (size_t i = 0; i < count; ++i) {
     double x = values[i];
     switch (dtype) {
     case plan::F32: {
@@ -104,7 +108,6 @@ std::vector<uint8_t> encodeValues(plan::DType dtype, const std::vector<double> &
       break;
     }
   }
-  return out;
 }
 
 std::vector<double> decodeValues(plan::DType dtype, const std::vector<uint8_t> &bytes) {

@@ -30,6 +30,8 @@ Expected<std::vector<double>> initialValues(const plan::Parameter &parameter, in
 // Element conversion between double and a dtype's little-endian bytes (f16/bf16 rounded to
 // nearest even; i64 truncated toward zero).
 std::vector<uint8_t> encodeValues(plan::DType dtype, const std::vector<double> &values);
+// The same into `out` (count * dtypeSize(dtype) bytes), so that a large buffer can be filled in parts.
+void encodeValues(plan::DType dtype, const double *values, size_t count, uint8_t *out);
 std::vector<double> decodeValues(plan::DType dtype, const std::vector<uint8_t> &bytes);
 
 } // namespace castor::weights

@@ -5,6 +5,7 @@
 // each kernel category. Peak memory is what the backend allocated (arena, workspaces, buffers),
 // not the driver's context: comparable to torch.cuda.max_memory_allocated.
 #include "device.h"
+#include "host_data.h"
 #include "train.h"
 
 #include "castor/backend.h"

@@ -1,5 +1,6 @@
 #include "train.h"
 #include "device.h"
+#include "host_data.h"
 
 #include "castor/backend.h"
 #include "core/idx.h"
@@ -54,14 +55,6 @@ std::string shapeText(const std::vector<int64_t> &s) {
   return out + "]";
 }
 
-inline double u53(uint32_t a, uint32_t b) { return double((uint64_t(a) << 32 | b) >> 11) * 0x1.0p-53; }
-
-// Domain tags that keep the data's random streams apart from each other (and from parameter
-// initialization and dropout, which use other counter layouts).
-constexpr uint32_t kImagesTag = 0x53594E49, kLabelsTag = 0x53594E4C, kShuffleTag = 0x5045524D;
-
-weights::PhiloxKey keyFor(uint64_t seed, uint32_t tag) { return {uint32_t(seed), uint32_t(seed >> 32) ^ tag}; }
-
 // The class count of the plan's loss: the width of the logits its labels are compared with.
 int64_t classesOf(const plan::Plan &p, uint32_t labelsId) {
   for (const plan::Kernel &k : p.kernels())
@@ -85,20 +78,20 @@ public:
   virtual int64_t epoch() const { return 0; }
 };
 
-// Deterministic N(0, 1) images and uniform labels, a function of (seed, step) only.
+// Deterministic N(0, 1) images and uniform labels, a function of (seed, step) only (syntheticBatch),
+// each step's made in the background while the previous one runs.
 class SyntheticBatches final : public Batches {
 public:
   SyntheticBatches(uint64_t seed, int64_t batch, int64_t perImage, int64_t classes)
-      : seed_(seed), batch_(batch), perImage_(perImage), classes_(classes) {}
+      : stream_(seed, batch, perImage, classes) {}
   std::string kind() const override { return "synthetic"; }
   Status next(int64_t step, std::vector<double> &images, std::vector<int64_t> &labels) override {
-    syntheticBatch(seed_, step, batch_, perImage_, classes_, images, labels);
+    stream_.next(step, images, labels);
     return Status::ok();
   }
 
 private:
-  uint64_t seed_;
-  int64_t batch_, perImage_, classes_;
+  SyntheticStream stream_;
 };
 
 // IDX images in a seeded random order, reshuffled every epoch; an epoch's last partial batch is
@@ -148,7 +141,7 @@ private:
   void shuffle() {
     perm_.resize(size_t(data_.count));
     std::iota(perm_.begin(), perm_.end(), 0);
-    const auto key = keyFor(seed_, kShuffleTag);
+    const auto key = dataKey(seed_, kShuffleTag);
     for (int64_t i = data_.count - 1; i > 0; --i) {
       auto w = weights::philox4x32_10({uint32_t(i), uint32_t(uint64_t(i) >> 32), uint32_t(epoch_), 0}, key);
       int64_t j = std::min(int64_t(u53(w[0], w[1]) * double(i + 1)), i);
@@ -308,23 +301,6 @@ Expected<double> outputScalar(Session &s, const std::string &name) {
 
 } // namespace
 
-void syntheticBatch(uint64_t seed, int64_t step, int64_t batch, int64_t perImage, int64_t classes,
-                    std::vector<double> &images, std::vector<int64_t> &labels) {
-  images.resize(size_t(batch * perImage));
-  labels.resize(size_t(batch));
-  const uint32_t s0 = uint32_t(uint64_t(step)), s1 = uint32_t(uint64_t(step) >> 32);
-  const auto ik = keyFor(seed, kImagesTag), lk = keyFor(seed, kLabelsTag);
-  const double twoPi = 6.283185307179586476925286766559;
-  for (size_t i = 0; i < images.size(); ++i) {
-    auto w = weights::philox4x32_10({uint32_t(i), uint32_t(uint64_t(i) >> 32), s0, s1}, ik);
-    images[i] = std::sqrt(-2.0 * std::log(u53(w[0], w[1]) + 0x1.0p-54)) * std::cos(twoPi * u53(w[2], w[3]));
-  }
-  for (size_t n = 0; n < labels.size(); ++n) {
-    auto w = weights::philox4x32_10({uint32_t(n), uint32_t(uint64_t(n) >> 32), s0, s1}, lk);
-    labels[n] = std::min(int64_t(u53(w[0], w[1]) * double(classes)), classes - 1);
-  }
-}
-
 int64_t lossClasses(const plan::Plan &p, uint32_t labelsId) { return classesOf(p, labelsId); }
 
 const plan::Tensor *findBinding(const plan::Plan &p, bool input, const std::string &name) {
@@ -352,6 +328,7 @@ int train(const TrainOptions &o) {
   if (labels->dtype() != plan::I64 || labels->shape_size() != 1)
     return fail("the plan's labels input must be i64 [N]");
   const std::vector<int64_t> imageShape = shapeOf(*images);
+  const plan::DType imageDType = images->dtype();
   const int64_t batch = imageShape.empty() ? 0 : imageShape[0];
   if (batch <= 0 || labels->shape(0) != batch)
     return fail("the plan's images " + shapeText(imageShape) + " and labels " + shapeText(shapeOf(*labels)) +
@@ -445,13 +422,16 @@ int train(const TrainOptions &o) {
   const bool terminal = ::isatty(STDERR_FILENO);
   std::vector<double> imageValues;
   std::vector<int64_t> labelValues;
+  // Encoded straight to the plan's dtype, into one buffer kept across steps: the session then
+  // uploads the bytes as they are (no f64 copy and second conversion of every value).
+  HostTensor in{"images", hostImageDType(imageDType), imageShape, {}};
   double lastLoss = NAN, lastAccuracy = NAN, totalSeconds = 0;
   const int64_t lastStep = firstStep + o.steps;
   int rc = 0;
   for (; step < lastStep; ++step) {
     auto start = std::chrono::steady_clock::now();
     Status st = data->next(step, imageValues, labelValues);
-    HostTensor in{"images", plan::F64, imageShape, weights::encodeValues(plan::F64, imageValues)};
+    encodeValuesParallel(in.dtype, imageValues, in.data);
     HostTensor lb{"labels", plan::I64, {batch}, std::vector<uint8_t>(labelValues.size() * 8)};
     std::memcpy(lb.data.data(), labelValues.data(), lb.data.size());
     if (st)

@@ -40,10 +40,6 @@ struct BenchOptions {
 int train(const TrainOptions &options);
 int bench(const BenchOptions &options);
 
-// Shared by train and bench. Deterministic N(0, 1) images and uniform labels in [0, classes), a
-// function of (seed, step) only.
-void syntheticBatch(uint64_t seed, int64_t step, int64_t batch, int64_t perImage, int64_t classes,
-                    std::vector<double> &images, std::vector<int64_t> &labels);
 // The class count of a training plan's loss (the logits' width; 0 when not found).
 int64_t lossClasses(const plan::Plan &p, uint32_t labelsId);
 // The tensor bound to input or output `name`, or nullptr.
