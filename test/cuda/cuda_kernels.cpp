@@ -99,6 +99,26 @@ std::vector<Case> cases() {
       v[i] = double((i * 7919) % 3);
     c.inputs[x] = v;
   });
+  // Channel counts that are a multiple of 16 bytes: in the nhwc layout these run the vector kernels.
+  for (plan::DType dt : {F16, plan::BF16, F32}) {
+    const std::string suffix = dt == F16 ? " f16 C16" : dt == F32 ? " f32 C16" : " bf16 C16";
+    add("max_pool2d" + suffix, [&, dt](Case &c) {
+      c.kernel("max_pool2d", {c.in("x", {2, 16, 9, 11}, dt)}, {c.out("y", {2, 16, 5, 6}, dt)}, pool);
+    });
+    add("max_pool2d_backward ties" + suffix, [&, dt](Case &c) {
+      const uint32_t x = c.in("x", {2, 16, 9, 11}, dt);
+      c.kernel("max_pool2d_backward", {c.in("dy", {2, 16, 5, 6}, dt), x}, {c.out("dx", {2, 16, 9, 11}, dt)}, pool);
+      std::vector<double> v(2 * 16 * 9 * 11);
+      for (size_t i = 0; i < v.size(); ++i)
+        v[i] = double((i * 7919) % 3);
+      c.inputs[x] = v;
+    });
+  }
+  add("max_pool2d_backward dilated 2x2 f16 C16", [&](Case &c) {
+    c.kernel("max_pool2d_backward", {c.in("dy", {2, 16, 4, 4}, F16), c.in("x", {2, 16, 9, 9}, F16)},
+             {c.out("dx", {2, 16, 9, 9}, F16)},
+             {{"kernel", ints({2, 2})}, {"strides", ints({2, 2})}, {"dilations", ints({2, 2})}});
+  });
   add("max_pool2d_backward dilated 2x2", [&](Case &c) {
     c.kernel("max_pool2d_backward", {c.in("dy", {2, 3, 4, 4}), c.in("x", {2, 3, 9, 9})}, {c.out("dx", {2, 3, 9, 9})},
              {{"kernel", ints({2, 2})}, {"strides", ints({2, 2})}, {"dilations", ints({2, 2})}});
