@@ -135,7 +135,8 @@ Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const s
     for (const Candidate &c : candidates) {
       if (!c.compilesAtBuild || seen++ < compiledLimit)
         continue; // tried above
-      if (limit > 0 && built.size() >= limit)
+      // The first that compiles is taken: each costs seconds, for every layer of the plan.
+      if (!built.empty())
         break;
       tryBuild(c);
     }

@@ -52,8 +52,9 @@ struct Choice {
 // the fastest of the candidates (in the order given, the first CASTOR_TUNING_MAX_CANDIDATES that
 // build, default 16, 0 = all), timed on ctx.stream, and recorded in the cache. Candidates whose
 // workspace exceeds ctx.workspaceLimit are skipped. Of the candidates that compile at build,
-// only the first CASTOR_TUNING_MAX_COMPILED (default 0) are tried, unless no other candidate
-// builds: a layer must not cost seconds of compilation per engine on its first load. Fails when
+// only the first CASTOR_TUNING_MAX_COMPILED (default 0) are tried; when no other candidate
+// builds, the first of them that compiles is the one kept: a layer must not cost seconds of
+// compilation per engine on its first load. Fails when
 // no candidate builds and runs.
 // Synchronises ctx.stream (load time only); the caller requests the chosen workspace.
 Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const std::vector<Candidate> &candidates);
