@@ -64,11 +64,21 @@ const void *zero(plan::DType t) {
 
 // The reserve space the training forward fills and the backward reads, kept for the plan's
 // lifetime and found by both through the saved mean (training output 1, backward input 3).
-Expected<void *> reserveSpace(DeviceContext &ctx, const Problem &p, size_t bytes) {
-  if (bytes == 0)
-    return static_cast<void *>(nullptr);
+struct ReserveSpace {
+  void *ptr = nullptr;
+  size_t bytes = 0;
+};
+Expected<ReserveSpace> reserveSpace(DeviceContext &ctx, const Problem &p) {
+  auto bytes = exReserveBytes(ctx, p);
+  if (!bytes)
+    return bytes.status();
+  if (*bytes == 0)
+    return ReserveSpace{};
   const Tensor *mean = p.pass == Pass::Training ? p.out[1] : p.in[3];
-  return ctx.persistentBuffer(mean->id(), bytes);
+  auto ptr = ctx.persistentBuffer(mean->id(), *bytes);
+  if (!ptr)
+    return ptr.status();
+  return ReserveSpace{*ptr, *bytes};
 }
 
 Expected<tuning::Executable> training(DeviceContext &ctx, const Problem &p) {
@@ -79,10 +89,7 @@ Expected<tuning::Executable> training(DeviceContext &ctx, const Problem &p) {
   size_t workspace = 0;
   CASTOR_CUDNN(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
       ctx.cudnn, mode, CUDNN_BATCHNORM_OPS_BN, (*d)->x, nullptr, (*d)->x, (*d)->params, nullptr, &workspace));
-  auto reserve = exReserveBytes(ctx, p);
-  if (!reserve)
-    return reserve.status();
-  auto space = reserveSpace(ctx, p, *reserve);
+  auto space = reserveSpace(ctx, p);
   if (!space)
     return space.status();
   DeviceContext *c = &ctx;
@@ -93,8 +100,8 @@ Expected<tuning::Executable> training(DeviceContext &ctx, const Problem &p) {
   const Tensor *runOut[2] = {p.runningUpdate ? out[3] : nullptr, p.runningUpdate ? out[4] : nullptr};
   const double eps = p.epsilon, momentum = p.momentum;
   const plan::DType dt = p.dtype;
-  void *reservePtr = *space;
-  const size_t reserveBytes = *reserve;
+  void *reservePtr = space->ptr;
+  const size_t reserveBytes = space->bytes;
   tuning::Executable e;
   e.workspaceBytes = workspace;
   e.run = [=](void *ws) -> Status {
@@ -120,10 +127,7 @@ Expected<tuning::Executable> backward(DeviceContext &ctx, const Problem &p) {
   CASTOR_CUDNN(cudnnGetBatchNormalizationBackwardExWorkspaceSize(ctx.cudnn, mode, CUDNN_BATCHNORM_OPS_BN, (*d)->x,
                                                                  nullptr, (*d)->x, nullptr, (*d)->x, (*d)->params,
                                                                  nullptr, &workspace));
-  auto reserve = exReserveBytes(ctx, p);
-  if (!reserve)
-    return reserve.status();
-  auto space = reserveSpace(ctx, p, *reserve);
+  auto space = reserveSpace(ctx, p);
   if (!space)
     return space.status();
   DeviceContext *c = &ctx;
@@ -132,8 +136,8 @@ Expected<tuning::Executable> backward(DeviceContext &ctx, const Problem &p) {
   const Tensor *dx = p.out[0], *dscale = p.out[1], *dbias = p.out[2];
   const double eps = p.epsilon;
   const plan::DType dt = p.dtype;
-  void *reservePtr = *space;
-  const size_t reserveBytes = *reserve;
+  void *reservePtr = space->ptr;
+  const size_t reserveBytes = space->bytes;
   tuning::Executable e;
   e.workspaceBytes = workspace;
   e.run = [=](void *ws) -> Status {

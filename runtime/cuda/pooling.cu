@@ -177,9 +177,34 @@ __global__ void poolBackwardKernel(bool isMax, IoT dy, IoT x, IoT dx, Geometry<I
   }
 }
 
-// The tap (r * kw + s) of each window's first maximum in row-major window order (a NaN wins), as
-// the forward picks it; kNoTap for a window without a valid tap.
+// The first maximum of each of V lanes over the window at (h0, w0) in row-major window order (a
+// NaN wins), as the forward picks it: its value and its tap r * kw + s, kNoTap for a window
+// without a valid tap. load(h, w, v) reads the V lanes' values at position (h, w).
 constexpr uint8_t kNoTap = 0xFF;
+
+template <int V, typename I, typename A, typename Load>
+__device__ __forceinline__ void scanWindow(const Geometry<I> &g, I h0, I w0, Load load, A (&best)[V],
+                                           uint8_t (&tap)[V]) {
+#pragma unroll
+  for (int k = 0; k < V; ++k)
+    best[k] = A(-INFINITY), tap[k] = kNoTap;
+  for (I r = 0; r < g.kh; ++r) {
+    const I h = h0 + r * g.dh;
+    if (h < 0 || h >= g.H)
+      continue;
+    for (I s = 0; s < g.kw; ++s) {
+      const I w = w0 + s * g.dw;
+      if (w < 0 || w >= g.W)
+        continue;
+      A v[V];
+      load(h, w, v);
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        if (tap[k] == kNoTap || v[k] > best[k] || v[k] != v[k])
+          best[k] = v[k], tap[k] = uint8_t(r * g.kw + s);
+    }
+  }
+}
 
 template <typename I, typename IoT> __global__ void maxPoolTapsKernel(IoT x, uint8_t *taps, Geometry<I> g) {
   using A = typename IoT::Acc;
@@ -188,25 +213,12 @@ template <typename I, typename IoT> __global__ void maxPoolTapsKernel(IoT x, uin
     I n, c, op, oq;
     split<I>(g.channelsLast, o, g.C, g.P, g.Q, n, c, op, oq);
     const Plane<I> xp = plane<I>(g.channelsLast, n, c, g.C, g.H, g.W);
-    const I h0 = op * g.sh - g.padTop, w0 = oq * g.sw - g.padLeft;
-    A best = A(-INFINITY);
-    I tap = I(kNoTap);
-    for (I r = 0; r < g.kh; ++r) {
-      const I h = h0 + r * g.dh;
-      if (h < 0 || h >= g.H)
-        continue;
-      for (I s = 0; s < g.kw; ++s) {
-        const I w = w0 + s * g.dw;
-        if (w < 0 || w >= g.W)
-          continue;
-        const A v = x.ld(int64_t(xp.base + h * xp.hs + w * xp.ws));
-        if (tap == I(kNoTap) || v > best || v != v) {
-          best = v;
-          tap = r * g.kw + s;
-        }
-      }
-    }
-    taps[o] = uint8_t(tap);
+    A best[1];
+    uint8_t tap[1];
+    scanWindow<1>(
+        g, op * g.sh - g.padTop, oq * g.sw - g.padLeft,
+        [&](I h, I w, A(&v)[1]) { v[0] = x.ld(int64_t(xp.base + h * xp.hs + w * xp.ws)); }, best, tap);
+    taps[o] = tap[0];
   }
 }
 
@@ -263,29 +275,17 @@ __global__ void maxPoolVectorKernel(const T *x, T *y, uint8_t *taps, Geometry<in
   CASTOR_GRID_LOOP_I(int32_t, i, total) {
     int32_t n, cv, op, oq;
     splitVector<V>(i, CV, g.P, g.Q, n, cv, op, oq);
-    const int32_t h0 = op * g.sh - g.padTop, w0 = oq * g.sw - g.padLeft;
     Acc<T> best[V];
     uint8_t tap[V];
+    scanWindow<V>(
+        g, op * g.sh - g.padTop, oq * g.sw - g.padLeft,
+        [&](int32_t h, int32_t w, Acc<T>(&v)[V]) {
+          const P p = reinterpret_cast<const P *>(x)[((n * g.H + h) * g.W + w) * CV + cv];
 #pragma unroll
-    for (int k = 0; k < V; ++k)
-      best[k] = Acc<T>(-INFINITY), tap[k] = kNoTap;
-    for (int32_t r = 0; r < g.kh; ++r) {
-      const int32_t h = h0 + r * g.dh;
-      if (h < 0 || h >= g.H)
-        continue;
-      for (int32_t s = 0; s < g.kw; ++s) {
-        const int32_t w = w0 + s * g.dw;
-        if (w < 0 || w >= g.W)
-          continue;
-        const P v = reinterpret_cast<const P *>(x)[((n * g.H + h) * g.W + w) * CV + cv];
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          const Acc<T> a = toAcc(v.v[k]);
-          if (tap[k] == kNoTap || a > best[k] || a != a)
-            best[k] = a, tap[k] = uint8_t(r * g.kw + s);
-        }
-      }
-    }
+          for (int k = 0; k < V; ++k)
+            v[k] = toAcc(p.v[k]);
+        },
+        best, tap);
     if constexpr (kTaps) {
       Pack<uint8_t, V> t;
 #pragma unroll
