@@ -27,9 +27,12 @@ void serialBatch(uint64_t seed, int64_t step, int64_t batch, int64_t perImage, i
   const weights::PhiloxKey lk{uint32_t(seed), uint32_t(seed >> 32) ^ 0x53594E4Cu};
   auto unit = [](uint32_t a, uint32_t b) { return double((uint64_t(a) << 32 | b) >> 11) * 0x1.0p-53; };
   for (size_t i = 0; i < images.size(); ++i) {
-    auto w = weights::philox4x32_10({uint32_t(i), uint32_t(uint64_t(i) >> 32), s0, s1}, ik);
-    images[i] = std::sqrt(-2.0 * std::log(unit(w[0], w[1]) + 0x1.0p-54)) *
-                std::cos(6.283185307179586476925286766559 * unit(w[2], w[3]));
+    const uint64_t block = i / 4;
+    auto w = weights::philox4x32_10({uint32_t(block), uint32_t(block >> 32), s0, s1}, ik);
+    const size_t pair = (i % 4) / 2;
+    const float u = (float(w[2 * pair] >> 8) + 0.5f) / 16777216.0f, t = float(w[2 * pair + 1] >> 8) / 16777216.0f;
+    const float r = std::sqrt(-2.0f * std::log(u)), angle = 6.28318530717958647692f * t;
+    images[i] = double(i % 2 == 0 ? r * std::cos(angle) : r * std::sin(angle));
   }
   for (size_t n = 0; n < labels.size(); ++n) {
     auto w = weights::philox4x32_10({uint32_t(n), uint32_t(uint64_t(n) >> 32), s0, s1}, lk);
@@ -87,6 +90,30 @@ TEST_CASE("threaded synthetic batches equal the serial definition", "[host-data]
       CHECK(labels == wantLabels);
     }
   }
+}
+
+TEST_CASE("synthetic images are standard normal", "[host-data]") {
+  std::vector<double> images;
+  std::vector<int64_t> labels;
+  syntheticBatch(7, 3, 4, 250000, 10, images, labels); // 1e6 values: standard errors ~1e-3
+  double sum = 0, squares = 0, cross = 0;
+  size_t tails = 0, finite = 0;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const double v = images[i];
+    finite += std::isfinite(v) ? 1 : 0;
+    sum += v;
+    squares += v * v;
+    tails += std::abs(v) > 3 ? 1 : 0;
+    if (i % 2 == 1)
+      cross += v * images[i - 1]; // the two outputs of one Box-Muller pair
+  }
+  const double n = double(images.size()), mean = sum / n;
+  CHECK(finite == images.size());
+  CHECK(std::abs(mean) < 5e-3);
+  CHECK(std::abs(squares / n - mean * mean - 1) < 1e-2);
+  CHECK(std::abs(cross / (n / 2)) < 1e-2);
+  CHECK(double(tails) / n > 0.0020); // P(|z| > 3) = 0.0027
+  CHECK(double(tails) / n < 0.0034);
 }
 
 TEST_CASE("prefetched synthetic batches equal the serial definition, in any order", "[host-data]") {

@@ -24,20 +24,39 @@ void parallelChunks(size_t count, size_t minChunk, const std::function<void(size
     t.join();
 }
 
+namespace {
+
+// Four N(0, 1) values from one Philox block: Box-Muller, in float, on each pair of its words (a
+// uniform in (0, 1) for the radius, so its logarithm is finite, and one in [0, 1) for the angle).
+void normalQuad(const weights::PhiloxCounter &w, float out[4]) {
+  constexpr float twoPi = 6.28318530717958647692f;
+  for (int p = 0; p < 2; ++p) {
+    const float u = (float(w[2 * p] >> 8) + 0.5f) * 0x1.0p-24f, t = float(w[2 * p + 1] >> 8) * 0x1.0p-24f;
+    const float r = std::sqrt(-2.0f * std::log(u));
+    out[2 * p] = r * std::cos(twoPi * t);
+    out[2 * p + 1] = r * std::sin(twoPi * t);
+  }
+}
+
+} // namespace
+
 void syntheticBatch(uint64_t seed, int64_t step, int64_t batch, int64_t perImage, int64_t classes,
                     std::vector<double> &images, std::vector<int64_t> &labels, int threads) {
   images.resize(size_t(batch * perImage));
   labels.resize(size_t(batch));
   const uint32_t s0 = uint32_t(uint64_t(step)), s1 = uint32_t(uint64_t(step) >> 32);
   const auto ik = dataKey(seed, kImagesTag), lk = dataKey(seed, kLabelsTag);
-  const double twoPi = 6.283185307179586476925286766559;
-  // Each value depends on its index alone, so any split into chunks gives the same bits.
+  // Values 4b .. 4b+3 come from Philox block b alone, so any split into chunks of blocks gives the
+  // same bits.
+  const size_t blocks = (images.size() + 3) / 4;
   parallelChunks(
-      images.size(), size_t(1) << 14,
+      blocks, size_t(1) << 12,
       [&](size_t begin, size_t end) {
-        for (size_t i = begin; i < end; ++i) {
-          auto w = weights::philox4x32_10({uint32_t(i), uint32_t(uint64_t(i) >> 32), s0, s1}, ik);
-          images[i] = std::sqrt(-2.0 * std::log(u53(w[0], w[1]) + 0x1.0p-54)) * std::cos(twoPi * u53(w[2], w[3]));
+        float quad[4];
+        for (size_t b = begin; b < end; ++b) {
+          normalQuad(weights::philox4x32_10({uint32_t(b), uint32_t(uint64_t(b) >> 32), s0, s1}, ik), quad);
+          for (size_t k = 0; k < 4 && 4 * b + k < images.size(); ++k)
+            images[4 * b + k] = double(quad[k]);
         }
       },
       threads);
