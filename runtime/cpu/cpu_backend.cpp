@@ -374,9 +374,13 @@ public:
     auto t = find(id, bytes);
     if (!t)
       return t.status();
-    std::memcpy(arena_.data() + (*t)->offset(), data, bytes);
-    if ((*t)->kind() == Tensor::INPUT) // kept: the step reuses the slot once the input is read
+    // An input is kept aside and copied into its slot when a step starts (the step reuses the
+    // slot once the input is read, and the next step's input may arrive before this step's
+    // outputs are read: its slot may hold one of them).
+    if ((*t)->kind() == Tensor::INPUT)
       inputs_[id].assign(static_cast<const uint8_t *>(data), static_cast<const uint8_t *>(data) + bytes);
+    else
+      std::memcpy(arena_.data() + (*t)->offset(), data, bytes);
     return Status::ok();
   }
 
@@ -384,7 +388,8 @@ public:
     auto t = find(id, bytes);
     if (!t)
       return t.status();
-    std::memcpy(data, arena_.data() + (*t)->offset(), bytes);
+    auto input = inputs_.find(id);
+    std::memcpy(data, input != inputs_.end() ? input->second.data() : arena_.data() + (*t)->offset(), bytes);
     return Status::ok();
   }
 

@@ -401,6 +401,10 @@ int train(const TrainOptions &o) {
   Session &s = **created;
 
   int64_t step = firstStep;
+  // The next step's batch goes into the session while the device runs the current step (see the
+  // loop); `fed` says it did, and `positionBeforeNext` is where the data source stood before it.
+  bool fed = false;
+  std::map<std::string, std::string> positionBeforeNext;
   auto saveState = [&](const std::string &path) -> Status {
     auto state = s.state();
     if (!state)
@@ -409,7 +413,10 @@ int train(const TrainOptions &o) {
     state->metadata["castor.step"] = std::to_string(step);
     state->metadata["castor.data"] = data->kind();
     state->metadata["castor.data.seed"] = std::to_string(dataSeed);
-    data->save(state->metadata);
+    if (fed)
+      state->metadata.insert(positionBeforeNext.begin(), positionBeforeNext.end());
+    else
+      data->save(state->metadata);
     return weights::writeSafetensors(*state, path);
   };
 
@@ -425,21 +432,32 @@ int train(const TrainOptions &o) {
   // Encoded straight to the plan's dtype, into one buffer kept across steps: the session then
   // uploads the bytes as they are (no f64 copy and second conversion of every value).
   HostTensor in{"images", hostImageDType(imageDType), imageShape, {}};
+  HostTensor lb{"labels", plan::I64, {batch}, {}};
+  auto feed = [&](int64_t k) -> Status {
+    CASTOR_RETURN_IF_ERROR(data->next(k, imageValues, labelValues));
+    encodeValuesParallel(in.dtype, imageValues, in.data);
+    lb.data.resize(labelValues.size() * 8);
+    std::memcpy(lb.data.data(), labelValues.data(), lb.data.size());
+    CASTOR_RETURN_IF_ERROR(s.setInput("images", in));
+    return s.setInput("labels", lb);
+  };
   double lastLoss = NAN, lastAccuracy = NAN, totalSeconds = 0;
   const int64_t lastStep = firstStep + o.steps;
   int rc = 0;
   for (; step < lastStep; ++step) {
     auto start = std::chrono::steady_clock::now();
-    Status st = data->next(step, imageValues, labelValues);
-    encodeValuesParallel(in.dtype, imageValues, in.data);
-    HostTensor lb{"labels", plan::I64, {batch}, std::vector<uint8_t>(labelValues.size() * 8)};
-    std::memcpy(lb.data.data(), labelValues.data(), lb.data.size());
-    if (st)
-      st = s.setInput("images", in);
-    if (st)
-      st = s.setInput("labels", lb);
+    Status st = fed ? Status::ok() : feed(step);
     if (st)
       st = s.run().withContext(fmt::format("step {}", step + 1));
+    // A device backend returns from run() with the step enqueued: the next batch is prepared and
+    // its transfer started now, overlapping the step, before this step's outputs are read.
+    fed = false;
+    if (st && step + 1 < lastStep) {
+      positionBeforeNext.clear();
+      data->save(positionBeforeNext);
+      st = feed(step + 1).withContext(fmt::format("step {}", step + 2));
+      fed = bool(st);
+    }
     if (!st) {
       rc = fail(st.message());
       break;
