@@ -224,10 +224,6 @@ Status runMatmul(const DeviceContext &c, const LtMatmul &m, const char *op, cons
                   op, "cublasLtMatmul");
 }
 
-bool overlap(const Tensor *a, const Tensor *b) {
-  return a->offset() < b->offset() + b->bytes() && b->offset() < a->offset() + a->bytes();
-}
-
 Expected<RunFn> buildGemm(DeviceContext &ctx, const Kernel &k, const TensorList &in, const Tensor *y) {
   DeviceContext *c = &ctx;
   auto p = plan::parseGemm(k);

@@ -57,6 +57,10 @@ int physicalAxis(const DeviceContext &ctx, const plan::Tensor &t, int axis) {
   return kStorageAxis[axis];
 }
 
+bool overlap(const plan::Tensor *a, const plan::Tensor *b) {
+  return a->offset() < b->offset() + b->bytes() && b->offset() < a->offset() + a->bytes();
+}
+
 int64_t countOf(const plan::Tensor &t) { return *plan::elementCount(t); }
 
 int64_t span(const Shape &s, size_t from, size_t to) {

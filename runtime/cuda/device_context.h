@@ -92,6 +92,8 @@ Shape physicalShape(const DeviceContext &ctx, const plan::Tensor &t);
 int physicalAxis(const DeviceContext &ctx, const plan::Tensor &t, int axis);
 int64_t countOf(const plan::Tensor &t);
 int64_t span(const Shape &s, size_t from, size_t to);
+// Whether the arena slots of a and b share a byte.
+bool overlap(const plan::Tensor *a, const plan::Tensor *b);
 bool isFloat(plan::DType t);
 // cuDNN's name of a float dtype (f32 for anything else).
 cudnnDataType_t cudnnType(plan::DType t);

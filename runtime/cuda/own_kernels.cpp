@@ -116,10 +116,6 @@ ChannelGeometry channelGeometry(const DeviceContext &ctx, const Tensor &x) {
   return {s.empty() ? 1 : s[0], s.size() > 1 ? s[1] : 1, span(s, 2, s.size())};
 }
 
-bool overlap(const Tensor *a, const Tensor *b) {
-  return a->offset() < b->offset() + b->bytes() && b->offset() < a->offset() + a->bytes();
-}
-
 OperandCheck operandCheck(const std::string &op, const TensorList &in, const TensorList &out) { return {op, in, out}; }
 
 Status OperandCheck::operator()(size_t nin, size_t nout) const {

@@ -47,8 +47,6 @@ std::vector<int> storageOrder(const DeviceContext &ctx, const Tensor &t);
 // a, b broadcast against out, in out's storage order, each indexed by its storage strides.
 Expected<Broadcast> physicalBroadcast(const DeviceContext &ctx, const Tensor *a, const Tensor *b, const Tensor *out);
 
-bool overlap(const Tensor *a, const Tensor *b);
-
 // x = [A, C, B] per channel (dim 1): channels-last [N*H*W, C, 1], else [N, C, prod(rest)].
 struct ChannelGeometry {
   int64_t A, C, B;
