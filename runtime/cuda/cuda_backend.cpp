@@ -236,6 +236,13 @@ public:
     auto t = find(id, bytes);
     if (!t)
       return t.status();
+    if ((*t)->kind() == Tensor::INPUT) {
+      // The last upload, from the input's own buffer (in the plan's layout): a step reuses the
+      // arena slot once it has read the input.
+      CASTOR_CUDA(cudaStreamSynchronize(copyStream_));
+      return cuda::cudaStatus(cudaMemcpy(data, inputBuffers_[inputIndex(*t)].second, bytes, cudaMemcpyDeviceToHost),
+                              "downloading an input");
+    }
     const bool reorder = ctx_.channelsLast(*t);
     if (reorder) {
       const cuda::Shape s = cuda::shapeOf(**t);

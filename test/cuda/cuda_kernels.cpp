@@ -406,6 +406,7 @@ int runCase(const Case &c, const char *layout, const std::string &bnApi) {
     }
   std::mt19937_64 rng(std::hash<std::string>{}(c.name));
   std::normal_distribution<double> normal;
+  std::map<uint32_t, std::vector<uint8_t>> uploaded;
   for (const auto &t : c.plan.tensors()) {
     if (t.kind() != plan::Tensor::INPUT)
       continue;
@@ -418,6 +419,7 @@ int runCase(const Case &c, const char *layout, const std::string &bnApi) {
         e = normal(rng);
     }
     const std::vector<uint8_t> bytes = weights::encodeValues(t.dtype(), v);
+    uploaded[t.id()] = bytes;
     for (Backend *b : {cpu.get(), gpu.get()})
       if (Status s = b->upload(t.id(), bytes.data(), bytes.size()); !s) {
         std::printf("FAIL %-50s upload: %s\n", where.c_str(), s.message().c_str());
@@ -430,6 +432,15 @@ int runCase(const Case &c, const char *layout, const std::string &bnApi) {
         std::printf("FAIL %-50s run on %s: %s\n", where.c_str(), b->name().c_str(), s.message().c_str());
         return 1;
       }
+  // An input reads back as uploaded after the steps, whatever the steps put in its arena slot.
+  for (const auto &[id, bytes] : uploaded) {
+    std::vector<uint8_t> back(bytes.size());
+    if (Status s = gpu->download(id, back.data(), back.size()); !s || back != bytes) {
+      std::printf("FAIL %-50s input %u does not read back as uploaded%s\n", where.c_str(), id,
+                  s ? "" : (": " + s.message()).c_str());
+      return 1;
+    }
+  }
   const double tol = lowPrecision(c.plan) ? 1e-2 : 1e-4;
   double worst = 0;
   std::string worstName;
