@@ -411,6 +411,24 @@ int chunkGrid(int chunks) { return std::max(1, std::min(chunks, smCount() * kBlo
 
 // --- Launch functions --------------------------------------------------------------------------------------
 
+namespace {
+// typed(Tag<TP>, Tag<TG>) for the parameter's and the gradient's dtypes, or anyPath() where either
+// has no typed instantiation.
+template <typename AnyPath, typename Typed>
+cudaError_t withParamAndGradType(Ref param, Ref grad, AnyPath anyPath, Typed typed) {
+  return withFloatType(param.dt, [&](auto tp) -> cudaError_t {
+    return withFloatType(grad.dt, [&](auto tg) -> cudaError_t {
+      using TP = typename decltype(tp)::type;
+      using TG = typename decltype(tg)::type;
+      if constexpr (std::is_same_v<TP, Any> || std::is_same_v<TG, Any>)
+        return anyPath();
+      else
+        return typed(tp, tg);
+    });
+  });
+}
+} // namespace
+
 cudaError_t sgdUpdate(Ref param, Ref grad, Ref buf, Ref lr, const int64_t *step, Ref found, int64_t n,
                       double momentum, bool nesterov, double weightDecay, double dampening, cudaStream_t s) {
   if (n <= 0)
@@ -422,21 +440,15 @@ cudaError_t sgdUpdate(Ref param, Ref grad, Ref buf, Ref lr, const int64_t *step,
   };
   if (momentum != 0 && buf.dt != param.dt)
     return anyPath();
-  return withFloatType(param.dt, [&](auto tp) -> cudaError_t {
-    return withFloatType(grad.dt, [&](auto tg) -> cudaError_t {
-      using TP = typename decltype(tp)::type;
-      using TG = typename decltype(tg)::type;
-      if constexpr (std::is_same_v<TP, Any> || std::is_same_v<TG, Any>) {
-        return anyPath();
-      } else {
-        const bool vec = aligned(param.p, 4 * sizeof(TP)) && aligned(grad.p, 4 * sizeof(TG)) &&
-                         (momentum == 0 || aligned(buf.p, 4 * sizeof(TP)));
-        sgdKernel<TP, TG><<<gridFor(vec ? (n + 3) / 4 : n), kThreads, 0, s>>>(
-            static_cast<TP *>(param.p), static_cast<const TG *>(grad.p), static_cast<TP *>(buf.p), lr, step, found, n,
-            a, vec);
-        return cudaGetLastError();
-      }
-    });
+  return withParamAndGradType(param, grad, anyPath, [&](auto tp, auto tg) -> cudaError_t {
+    using TP = typename decltype(tp)::type;
+    using TG = typename decltype(tg)::type;
+    const bool vec = aligned(param.p, 4 * sizeof(TP)) && aligned(grad.p, 4 * sizeof(TG)) &&
+                     (momentum == 0 || aligned(buf.p, 4 * sizeof(TP)));
+    sgdKernel<TP, TG><<<gridFor(vec ? (n + 3) / 4 : n), kThreads, 0, s>>>(
+        static_cast<TP *>(param.p), static_cast<const TG *>(grad.p), static_cast<TP *>(buf.p), lr, step, found, n, a,
+        vec);
+    return cudaGetLastError();
   });
 }
 
@@ -452,21 +464,15 @@ cudaError_t adamwUpdate(Ref param, Ref grad, Ref m, Ref v, Ref lr, const int64_t
   };
   if (m.dt != param.dt || v.dt != param.dt)
     return anyPath();
-  return withFloatType(param.dt, [&](auto tp) -> cudaError_t {
-    return withFloatType(grad.dt, [&](auto tg) -> cudaError_t {
-      using TP = typename decltype(tp)::type;
-      using TG = typename decltype(tg)::type;
-      if constexpr (std::is_same_v<TP, Any> || std::is_same_v<TG, Any>) {
-        return anyPath();
-      } else {
-        const bool vec = aligned(param.p, 4 * sizeof(TP)) && aligned(grad.p, 4 * sizeof(TG)) &&
-                         aligned(m.p, 4 * sizeof(TP)) && aligned(v.p, 4 * sizeof(TP));
-        adamwKernel<TP, TG><<<gridFor(vec ? (n + 3) / 4 : n), kThreads, 0, s>>>(
-            static_cast<TP *>(param.p), static_cast<const TG *>(grad.p), static_cast<TP *>(m.p),
-            static_cast<TP *>(v.p), lr, step, found, n, a, vec);
-        return cudaGetLastError();
-      }
-    });
+  return withParamAndGradType(param, grad, anyPath, [&](auto tp, auto tg) -> cudaError_t {
+    using TP = typename decltype(tp)::type;
+    using TG = typename decltype(tg)::type;
+    const bool vec = aligned(param.p, 4 * sizeof(TP)) && aligned(grad.p, 4 * sizeof(TG)) &&
+                     aligned(m.p, 4 * sizeof(TP)) && aligned(v.p, 4 * sizeof(TP));
+    adamwKernel<TP, TG><<<gridFor(vec ? (n + 3) / 4 : n), kThreads, 0, s>>>(
+        static_cast<TP *>(param.p), static_cast<const TG *>(grad.p), static_cast<TP *>(m.p), static_cast<TP *>(v.p),
+        lr, step, found, n, a, vec);
+    return cudaGetLastError();
   });
 }
 

@@ -130,9 +130,27 @@ Expected<RunFn> buildReduceSumTo(DeviceContext &ctx, const Kernel &k, const Tens
 }
 
 namespace {
-// The two-stage channel reduction's partial sums of an own batch-norm kernel writing `owner`.
-Expected<void *> batchNormScratch(DeviceContext &ctx, const ChannelGeometry &g, const Tensor *owner) {
-  return scratchFor(ctx, kTagChannel, owner, batchNormScratchBytes(g.A, g.C, g.B));
+// What the own batch-norm kernels share: the attributes, the channel geometry of the data
+// tensor `x` and the two-stage channel reduction's partial sums (kept per first output).
+struct OwnBatchNorm {
+  plan::BatchNormParams attrs;
+  ChannelGeometry g;
+  void *scratch;
+};
+
+// Checks that the data tensors share one storage order (the caller has checked the operand
+// counts).
+Expected<OwnBatchNorm> ownBatchNorm(DeviceContext &ctx, const Kernel &k, std::initializer_list<const Tensor *> data,
+                                    const Tensor *x, const Tensor *firstOutput) {
+  auto p = plan::parseBatchNorm(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, k.op(), data));
+  const ChannelGeometry g = channelGeometry(ctx, *x);
+  auto scratch = scratchFor(ctx, kTagChannel, firstOutput, batchNormScratchBytes(g.A, g.C, g.B));
+  if (!scratch)
+    return scratch.status();
+  return OwnBatchNorm{*p, g, *scratch};
 }
 } // namespace
 
@@ -140,21 +158,15 @@ Expected<void *> batchNormScratch(DeviceContext &ctx, const ChannelGeometry &g, 
 Expected<RunFn> buildBatchNormTraining(DeviceContext &ctx, const Kernel &k, const TensorList &in,
                                        const TensorList &out) {
   DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
-  const std::string &op = k.op();
   const cudaStream_t s = ctx.stream;
-  const auto need = operandCheck(k.op(), in, out);
-  auto p = plan::parseBatchNorm(k);
-  if (!p)
-    return p.status();
-  CASTOR_RETURN_IF_ERROR(need(3, 3));
-  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], out[0]}));
-  const ChannelGeometry g = channelGeometry(ctx, *in[0]);
-  auto scratch = batchNormScratch(ctx, g, out[0]);
-  if (!scratch)
-    return scratch.status();
-  void *buf = *scratch;
+  CASTOR_RETURN_IF_ERROR(operandCheck(k.op(), in, out)(3, 3));
+  auto bn = ownBatchNorm(ctx, k, {in[0], out[0]}, in[0], out[0]);
+  if (!bn)
+    return bn.status();
+  const ChannelGeometry g = bn->g;
+  void *buf = bn->scratch;
   const auto i = in, o = out;
-  const double eps = p->epsilon, momentum = p->momentum;
+  const double eps = bn->attrs.epsilon, momentum = bn->attrs.momentum;
   const bool update = out.size() == 5 && in.size() == 5;
   return RunFn([=]() -> Status {
     Ref rm, rv;
@@ -175,22 +187,16 @@ Expected<RunFn> buildBatchNormTraining(DeviceContext &ctx, const Kernel &k, cons
 Expected<RunFn> buildBatchNormInference(DeviceContext &ctx, const Kernel &k, const TensorList &in,
                                         const TensorList &out) {
   DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
-  const std::string &op = k.op();
   const cudaStream_t s = ctx.stream;
-  const auto need = operandCheck(k.op(), in, out);
-  auto p = plan::parseBatchNorm(k);
-  if (!p)
-    return p.status();
-  CASTOR_RETURN_IF_ERROR(need(5, 1));
-  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], out[0]}));
-  const ChannelGeometry g = channelGeometry(ctx, *in[0]);
-  auto scratch = batchNormScratch(ctx, g, out[0]);
-  if (!scratch)
-    return scratch.status();
-  void *buf = *scratch;
+  CASTOR_RETURN_IF_ERROR(operandCheck(k.op(), in, out)(5, 1));
+  auto bn = ownBatchNorm(ctx, k, {in[0], out[0]}, in[0], out[0]);
+  if (!bn)
+    return bn.status();
+  const ChannelGeometry g = bn->g;
+  void *buf = bn->scratch;
   const auto i = in;
   const Tensor *y = out[0];
-  const double eps = p->epsilon;
+  const double eps = bn->attrs.epsilon;
   return launch([=]() {
     return batchNormInference(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), c->ref(i[4]), c->ref(y), g.A,
                               g.C, g.B, eps, buf, s);
@@ -201,19 +207,13 @@ Expected<RunFn> buildBatchNormInference(DeviceContext &ctx, const Kernel &k, con
 Expected<RunFn> buildBatchNormTrainingBackward(DeviceContext &ctx, const Kernel &k, const TensorList &in,
                                                const TensorList &out) {
   DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
-  const std::string &op = k.op();
   const cudaStream_t s = ctx.stream;
-  const auto need = operandCheck(k.op(), in, out);
-  auto p = plan::parseBatchNorm(k);
-  if (!p)
-    return p.status();
-  CASTOR_RETURN_IF_ERROR(need(5, 3));
-  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], in[1], out[0]}));
-  const ChannelGeometry g = channelGeometry(ctx, *in[1]);
-  auto scratch = batchNormScratch(ctx, g, out[0]);
-  if (!scratch)
-    return scratch.status();
-  void *buf = *scratch;
+  CASTOR_RETURN_IF_ERROR(operandCheck(k.op(), in, out)(5, 3));
+  auto bn = ownBatchNorm(ctx, k, {in[0], in[1], out[0]}, in[1], out[0]);
+  if (!bn)
+    return bn.status();
+  const ChannelGeometry g = bn->g;
+  void *buf = bn->scratch;
   const auto i = in, o = out;
   return launch([=]() {
     return batchNormBackward(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), c->ref(i[4]), c->ref(o[0]),
