@@ -303,7 +303,7 @@ void parallelChunks(int64_t n, double opsPerElement, const std::function<void(in
 
 namespace {
 
-const std::map<std::string, Builder> &builders();
+const KernelTable &forwardKernels();
 
 class CpuBackend final : public Backend, public Memory {
 public:
@@ -343,12 +343,8 @@ public:
           return Status::error(where + ": unknown tensor id " + std::to_string(id));
         ctx.out.push_back(it->second);
       }
-      const Builder *build = nullptr;
-      for (const auto *table : {&builders(), &mixedPrecisionBuilders(), &trainingBuilders()})
-        if (auto b = table->find(k.op()); b != table->end()) {
-          build = &b->second;
-          break;
-        }
+      const auto op = plan::opFromName(k.op());
+      const Builder *build = op ? cpuKernels().find(*op) : nullptr;
       if (!build)
         return Status::error(where + ": the cpu backend has no kernel '" + k.op() + "'");
       auto fn = (*build)(ctx);
@@ -892,75 +888,73 @@ Expected<RunFn> buildSoftmaxCrossEntropy(const KernelContext &c) {
   });
 }
 
-const std::map<std::string, Builder> &builders() {
-  static const std::map<std::string, Builder> table = {
-      {"conv2d", buildConv2d},
-      {"batch_norm_training", buildBatchNormTraining},
-      {"batch_norm_inference", buildBatchNormInference},
-      {"relu", unary([](const Kernel &k) -> Expected<Relu> {
+// The forward (inference) kernels.
+const KernelTable &forwardKernels() {
+  static const KernelTable table = {
+      {OpId::Conv2d, buildConv2d},
+      {OpId::BatchNormTraining, buildBatchNormTraining},
+      {OpId::BatchNormInference, buildBatchNormInference},
+      {OpId::Relu, unary([](const Kernel &k) -> Expected<Relu> {
          CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
          return Relu{};
        })},
-      {"sigmoid", unary([](const Kernel &k) -> Expected<Sigmoid> {
+      {OpId::Sigmoid, unary([](const Kernel &k) -> Expected<Sigmoid> {
          CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
          return Sigmoid{};
        })},
-      {"clip", unary([](const Kernel &k) -> Expected<Clip> {
+      {OpId::Clip, unary([](const Kernel &k) -> Expected<Clip> {
          auto p = plan::parseClip(k);
          if (!p)
            return p.status();
          return Clip{p->min ? *p->min : -std::numeric_limits<double>::infinity(),
                      p->max ? *p->max : std::numeric_limits<double>::infinity()};
        })},
-      {"add", binary([](double a, double b) { return a + b; })},
-      {"mul", binary([](double a, double b) { return a * b; })},
-      {"max_pool2d", [](const KernelContext &c) { return buildPool(c, true); }},
-      {"avg_pool2d", [](const KernelContext &c) { return buildPool(c, false); }},
-      {"global_avg_pool", buildGlobalAvgPool},
-      {"flatten",
+      {OpId::Add, binary([](double a, double b) { return a + b; })},
+      {OpId::Mul, binary([](double a, double b) { return a * b; })},
+      {OpId::MaxPool2d, [](const KernelContext &c) { return buildPool(c, true); }},
+      {OpId::AvgPool2d, [](const KernelContext &c) { return buildPool(c, false); }},
+      {OpId::GlobalAvgPool, buildGlobalAvgPool},
+      {OpId::Flatten,
        [](const KernelContext &c) -> Expected<RunFn> {
          auto axis = plan::parseAxis(c.kernel, 1);
          if (!axis)
            return axis.status();
          return convertCopy(c);
        }},
-      {"reshape",
+      {OpId::Reshape,
        [](const KernelContext &c) -> Expected<RunFn> {
          CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
          return convertCopy(c);
        }},
-      {"identity",
+      {OpId::Identity,
        [](const KernelContext &c) -> Expected<RunFn> {
          CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
          return convertCopy(c);
        }},
-      {"cast",
+      {OpId::Cast,
        [](const KernelContext &c) -> Expected<RunFn> {
          CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(c.kernel));
          return convertCopy(c);
        }},
-      {"gemm", buildGemm},
-      {"matmul", buildMatmul},
-      {"concat", buildConcat},
-      {"softmax", buildSoftmax},
-      {"softmax_cross_entropy", buildSoftmaxCrossEntropy},
+      {OpId::Gemm, buildGemm},
+      {OpId::Matmul, buildMatmul},
+      {OpId::Concat, buildConcat},
+      {OpId::Softmax, buildSoftmax},
+      {OpId::SoftmaxCrossEntropy, buildSoftmaxCrossEntropy},
   };
   return table;
 }
 
 } // namespace
+
+const KernelTable &cpuKernels() {
+  static const KernelTable table = KernelTable(forwardKernels()).merge(trainingKernels()).merge(mixedPrecisionKernels());
+  return table;
+}
+
 } // namespace cpu
 
-bool poisonRequestedByEnvironment() {
-  const char *v = std::getenv("CASTOR_POISON");
-  return v && *v && std::strcmp(v, "0") != 0;
-}
-
-Expected<double> Backend::timedRun() {
-  const auto start = std::chrono::steady_clock::now();
-  CASTOR_RETURN_IF_ERROR(run());
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-}
+std::vector<plan::OpId> cpuBackendOps() { return cpu::cpuKernels().implemented(); }
 
 std::unique_ptr<Backend> createCpuBackend(const BackendOptions &options) {
   return std::make_unique<cpu::CpuBackend>(options);

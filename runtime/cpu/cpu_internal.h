@@ -3,6 +3,7 @@
 
 #include "castor/shape_rules.h"
 #include "castor/status.h"
+#include "plan/op_registry.h"
 #include "plan/plan.h"
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 namespace castor::cpu {
 
 using plan::Kernel;
+using plan::OpId;
 using plan::Tensor;
 using shape::Shape;
 
@@ -63,16 +65,26 @@ struct KernelContext {
 
 using Builder = std::function<Expected<RunFn>(const KernelContext &)>;
 
+// The CPU kernel of each op, keyed by the registry's OpId (plan/ops.def).
+using KernelTable = plan::OpTable<Builder>;
+
 // The tiled convolution, gemm and matmul kernels (training_kernels.cpp).
 Expected<RunFn> buildConv2d(const KernelContext &c);
+// The optimizers without the overflow flag (training_kernels.cpp).
+Expected<RunFn> buildSgdUpdate(const KernelContext &c);
+Expected<RunFn> buildAdamwUpdate(const KernelContext &c);
 
-// Kernels of the training step (backward, optimizer, schedule): training_kernels.cpp.
-const std::map<std::string, Builder> &trainingBuilders();
+// Kernels of the training step (backward, schedule): training_kernels.cpp.
+const KernelTable &trainingKernels();
 
 // Kernels of mixed-precision training (loss scaling, gradient clipping, gradient statistics),
-// increment (with or without its flag) and the overflow-flag forms of sgd_update and
-// adamw_update, which take precedence over trainingBuilders(): mixed_precision_kernels.cpp.
-const std::map<std::string, Builder> &mixedPrecisionBuilders();
+// increment (with or without its flag) and sgd_update and adamw_update with or without the
+// overflow flag: mixed_precision_kernels.cpp.
+const KernelTable &mixedPrecisionKernels();
+
+// Every kernel of the CPU backend: the forward kernels of cpu_backend.cpp and the two tables
+// above (an op has one entry in one of them).
+const KernelTable &cpuKernels();
 
 inline Shape shapeOf(const Tensor &t) { return Shape(t.shape().begin(), t.shape().end()); }
 inline int64_t countOf(const Tensor &t) { return *plan::elementCount(t); }

@@ -154,9 +154,8 @@ Expected<RunFn> buildIncrement(const KernelContext &c) {
 // the optimizer of the training kernels runs when the flag is zero; when it is nonzero nothing is
 // written, so the parameter and every buffer keep their bytes. Without the flag, the optimizer
 // unchanged.
-Builder skippedOnOverflow(bool (*hasFlag)(const KernelContext &)) {
-  return [hasFlag](const KernelContext &c) -> Expected<RunFn> {
-    const Builder &optimizer = trainingBuilders().at(c.kernel.op());
+Builder skippedOnOverflow(Expected<RunFn> (*optimizer)(const KernelContext &), bool (*hasFlag)(const KernelContext &)) {
+  return [optimizer, hasFlag](const KernelContext &c) -> Expected<RunFn> {
     if (!hasFlag(c))
       return optimizer(c);
     KernelContext plain{c.backend, c.kernel, c.in, c.out};
@@ -181,15 +180,15 @@ bool adamwHasFlag(const KernelContext &c) { return c.in.size() == 7; }
 
 } // namespace
 
-const std::map<std::string, Builder> &mixedPrecisionBuilders() {
-  static const std::map<std::string, Builder> table = {
-      {"unscale_gradients", buildUnscaleGradients},
-      {"clip_grad_norm", buildClipGradNorm},
-      {"update_loss_scale", buildUpdateLossScale},
-      {"gradient_stats", buildGradientStats},
-      {"increment", buildIncrement},
-      {"sgd_update", skippedOnOverflow(sgdHasFlag)},
-      {"adamw_update", skippedOnOverflow(adamwHasFlag)},
+const KernelTable &mixedPrecisionKernels() {
+  static const KernelTable table = {
+      {OpId::UnscaleGradients, buildUnscaleGradients},
+      {OpId::ClipGradNorm, buildClipGradNorm},
+      {OpId::UpdateLossScale, buildUpdateLossScale},
+      {OpId::GradientStats, buildGradientStats},
+      {OpId::Increment, buildIncrement},
+      {OpId::SgdUpdate, skippedOnOverflow(buildSgdUpdate, sgdHasFlag)},
+      {OpId::AdamwUpdate, skippedOnOverflow(buildAdamwUpdate, adamwHasFlag)},
   };
   return table;
 }

@@ -869,31 +869,31 @@ Expected<RunFn> buildFill(const KernelContext &c) {
 } // namespace
 
 Expected<RunFn> buildConv2d(const KernelContext &c) { return buildConv2dTiled(c); }
+Expected<RunFn> buildSgdUpdate(const KernelContext &c) { return buildSgd(c); }
+Expected<RunFn> buildAdamwUpdate(const KernelContext &c) { return buildAdamW(c); }
 
-const std::map<std::string, Builder> &trainingBuilders() {
-  static const std::map<std::string, Builder> table = {
-      {"dropout", buildDropout},
-      {"dropout_backward", buildDropout},
-      {"conv2d_backward_data", buildConvBackwardData},
-      {"conv2d_backward_filter", buildConvBackwardFilter},
-      {"conv2d_backward_bias", buildConvBackwardBias},
-      {"reduce_sum_to", buildReduceSumTo},
-      {"batch_norm_training_backward", buildBatchNormBackward},
-      {"batch_norm_running_update", buildBatchNormRunningUpdate},
-      {"relu_backward", elementwiseBackward(reluBackward)},
-      {"sigmoid_backward", elementwiseBackward(sigmoidBackward)},
-      {"clip_backward", elementwiseBackward(clipBackward)},
-      {"max_pool2d_backward", [](const KernelContext &c) { return buildPoolBackward(c, true); }},
-      {"avg_pool2d_backward", [](const KernelContext &c) { return buildPoolBackward(c, false); }},
-      {"global_avg_pool_backward", buildGlobalAvgPoolBackward},
-      {"softmax_backward", buildSoftmaxBackward},
-      {"softmax_cross_entropy_backward", buildSoftmaxCrossEntropyBackward},
-      {"count_correct", buildCountCorrect},
-      {"split", buildSplit},
-      {"sgd_update", buildSgd},
-      {"adamw_update", buildAdamW},
-      {"lr_schedule", buildLrSchedule},
-      {"fill", buildFill},
+const KernelTable &trainingKernels() {
+  static const KernelTable table = {
+      {OpId::Dropout, buildDropout},
+      {OpId::DropoutBackward, buildDropout},
+      {OpId::Conv2dBackwardData, buildConvBackwardData},
+      {OpId::Conv2dBackwardFilter, buildConvBackwardFilter},
+      {OpId::Conv2dBackwardBias, buildConvBackwardBias},
+      {OpId::ReduceSumTo, buildReduceSumTo},
+      {OpId::BatchNormTrainingBackward, buildBatchNormBackward},
+      {OpId::BatchNormRunningUpdate, buildBatchNormRunningUpdate},
+      {OpId::ReluBackward, elementwiseBackward(reluBackward)},
+      {OpId::SigmoidBackward, elementwiseBackward(sigmoidBackward)},
+      {OpId::ClipBackward, elementwiseBackward(clipBackward)},
+      {OpId::MaxPool2dBackward, [](const KernelContext &c) { return buildPoolBackward(c, true); }},
+      {OpId::AvgPool2dBackward, [](const KernelContext &c) { return buildPoolBackward(c, false); }},
+      {OpId::GlobalAvgPoolBackward, buildGlobalAvgPoolBackward},
+      {OpId::SoftmaxBackward, buildSoftmaxBackward},
+      {OpId::SoftmaxCrossEntropyBackward, buildSoftmaxCrossEntropyBackward},
+      {OpId::CountCorrect, buildCountCorrect},
+      {OpId::Split, buildSplit},
+      {OpId::LrSchedule, buildLrSchedule},
+      {OpId::Fill, buildFill},
   };
   return table;
 }

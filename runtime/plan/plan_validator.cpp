@@ -2,6 +2,7 @@
 
 #include "castor/shape_rules.h"
 #include "plan/op_attrs.h"
+#include "plan/op_registry.h"
 
 #include <algorithm>
 #include <cmath>
@@ -241,10 +242,11 @@ template <bool IsMax> Status poolBackwardCheck(const KernelView &k) {
   return expectShape(*k.in[0], shape::pool2d(shapeOf(*k.out[0]), p->shape), "dy");
 }
 
-const std::map<std::string, OpRule> &rules() {
-  static const std::map<std::string, OpRule> table = {
+// One rule per op of the registry (ops.def); the runtime tests check that none is missing.
+const OpTable<OpRule> &rules() {
+  static const OpTable<OpRule> table = {
       // --- Inference ops.
-      {"conv2d",
+      {OpId::Conv2d,
        {nullptr, {2, 3, 1, 1}, kFloat, nullptr,
         [](const KernelView &k) -> Status {
           auto p = parseConv2d(k.kernel);
@@ -256,7 +258,7 @@ const std::map<std::string, OpRule> &rules() {
                                            k.in.size() == 3 ? &bias : nullptr, p->shape),
                              "output");
         }}},
-      {"batch_norm_training",
+      {OpId::BatchNormTraining,
        {nullptr, {3, 5, 3, 5}, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
           // x, scale, bias [, running_mean, running_var] -> y, mean, inv_std
@@ -282,7 +284,7 @@ const std::map<std::string, OpRule> &rules() {
             CASTOR_RETURN_IF_ERROR(expectShape(*k.out[i], shape::ShapeResult::ok(c), "output"));
           return Status::ok();
         }}},
-      {"batch_norm_inference", // x, scale, bias, mean, var -> y
+      {OpId::BatchNormInference, // x, scale, bias, mean, var -> y
        {nullptr, {5, 5, 1, 1}, kFloat, attrs<parseBatchNorm>,
         [](const KernelView &k) -> Status {
           CASTOR_RETURN_IF_ERROR(batchNormTypes({k.in[0], k.out[0]}, {k.in.begin() + 1, k.in.end()}));
@@ -291,26 +293,26 @@ const std::map<std::string, OpRule> &rules() {
             perChannel.push_back(shapeOf(*k.in[i]));
           return expectShape(*k.out[0], shape::batchNorm(shapeOf(*k.in[0]), perChannel), "output");
         }}},
-      {"relu", {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
-      {"sigmoid", {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
-      {"clip", {attrs<parseClip>, kUnary, kFloat, nullptr, sameShapeOutput}},
-      {"identity",
+      {OpId::Relu, {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
+      {OpId::Sigmoid, {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
+      {OpId::Clip, {attrs<parseClip>, kUnary, kFloat, nullptr, sameShapeOutput}},
+      {OpId::Identity,
        {noAttrs, kUnary, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
           CASTOR_RETURN_IF_ERROR(expectSameDtype(k, " (use cast)"));
           return sameShapeOutput(k);
         }}},
-      {"cast", {noAttrs, kUnary, kAnyDtype, nullptr, sameShapeOutput}},
-      {"add", {noAttrs, kBinary, kFloat, nullptr, broadcastOutput}},
-      {"mul", {noAttrs, kBinary, kFloat, nullptr, broadcastOutput}},
-      {"max_pool2d", {nullptr, kUnary, kFloat, nullptr, poolOutput}},
-      {"avg_pool2d", {nullptr, kUnary, kFloat, nullptr, poolOutput}},
-      {"global_avg_pool",
+      {OpId::Cast, {noAttrs, kUnary, kAnyDtype, nullptr, sameShapeOutput}},
+      {OpId::Add, {noAttrs, kBinary, kFloat, nullptr, broadcastOutput}},
+      {OpId::Mul, {noAttrs, kBinary, kFloat, nullptr, broadcastOutput}},
+      {OpId::MaxPool2d, {nullptr, kUnary, kFloat, nullptr, poolOutput}},
+      {OpId::AvgPool2d, {nullptr, kUnary, kFloat, nullptr, poolOutput}},
+      {OpId::GlobalAvgPool,
        {noAttrs, kUnary, kFloat, nullptr,
         [](const KernelView &k) {
           return expectShape(*k.out[0], shape::globalAvgPool(shapeOf(*k.in[0])), "output");
         }}},
-      {"flatten",
+      {OpId::Flatten,
        {nullptr, kUnary, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
           auto axis = parseAxis(k.kernel, 1);
@@ -319,13 +321,13 @@ const std::map<std::string, OpRule> &rules() {
           CASTOR_RETURN_IF_ERROR(expectSameDtype(k, ""));
           return expectShape(*k.out[0], shape::flatten(shapeOf(*k.in[0]), *axis), "output");
         }}},
-      {"reshape",
+      {OpId::Reshape,
        {noAttrs, kUnary, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
           CASTOR_RETURN_IF_ERROR(expectSameDtype(k, ""));
           return expectShape(*k.out[0], shape::reshape(shapeOf(*k.in[0]), shapeOf(*k.out[0])), "output");
         }}},
-      {"gemm",
+      {OpId::Gemm,
        {nullptr, {2, 3, 1, 1}, kFloat, nullptr,
         [](const KernelView &k) -> Status {
           auto p = parseGemm(k.kernel);
@@ -337,12 +339,12 @@ const std::map<std::string, OpRule> &rules() {
                                          k.in.size() == 3 ? &c : nullptr, p->transA, p->transB),
                              "output");
         }}},
-      {"matmul",
+      {OpId::Matmul,
        {noAttrs, kBinary, kFloat, nullptr,
         [](const KernelView &k) {
           return expectShape(*k.out[0], shape::matmul(shapeOf(*k.in[0]), shapeOf(*k.in[1])), "output");
         }}},
-      {"concat",
+      {OpId::Concat,
        {nullptr, {1, SIZE_MAX, 1, 1}, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
           auto axis = parseAxis(k.kernel, 0);
@@ -356,7 +358,7 @@ const std::map<std::string, OpRule> &rules() {
           }
           return expectShape(*k.out[0], shape::concat(shapes, *axis), "output");
         }}},
-      {"softmax",
+      {OpId::Softmax,
        {nullptr, kUnary, kFloat, nullptr,
         [](const KernelView &k) -> Status {
           auto axis = parseAxis(k.kernel, -1);
@@ -364,7 +366,7 @@ const std::map<std::string, OpRule> &rules() {
             return axis.status();
           return expectShape(*k.out[0], shape::softmax(shapeOf(*k.in[0]), *axis), "output");
         }}},
-      {"softmax_cross_entropy",
+      {OpId::SoftmaxCrossEntropy,
        // logits [N, C], labels i64 [N] -> loss [] (mean, sum) or [N] (none) [, probs [N, C]].
        {nullptr, {2, 2, 1, 2}, {1, "logits", true}, nullptr,
         [](const KernelView &k) -> Status {
@@ -381,18 +383,18 @@ const std::map<std::string, OpRule> &rules() {
         }}},
 
       // --- The training step's kernels (backward, optimizer, schedule).
-      {"dropout", {nullptr, {1, 2, 1, 1}, kAnyDtype, nullptr, dropoutCheck}},
-      {"dropout_backward", {nullptr, {2, 2, 1, 1}, kAnyDtype, nullptr, dropoutCheck}},
-      {"conv2d_backward_data", {nullptr, kBinary, kFloat, nullptr, convBackwardCheck<true>}},
-      {"conv2d_backward_filter", {nullptr, kBinary, kFloat, nullptr, convBackwardCheck<false>}},
-      {"conv2d_backward_bias",
+      {OpId::Dropout, {nullptr, {1, 2, 1, 1}, kAnyDtype, nullptr, dropoutCheck}},
+      {OpId::DropoutBackward, {nullptr, {2, 2, 1, 1}, kAnyDtype, nullptr, dropoutCheck}},
+      {OpId::Conv2dBackwardData, {nullptr, kBinary, kFloat, nullptr, convBackwardCheck<true>}},
+      {OpId::Conv2dBackwardFilter, {nullptr, kBinary, kFloat, nullptr, convBackwardCheck<false>}},
+      {OpId::Conv2dBackwardBias,
        {noAttrs, kUnary, kFloat, nullptr,
         [](const KernelView &k) -> Status {
           if (k.in[0]->shape_size() < 2)
             return Status::error("dy must have rank 2 or more, got " + shapeString(*k.in[0]));
           return expectShape(*k.out[0], shape::ShapeResult::ok({k.in[0]->shape(1)}), "output");
         }}},
-      {"reduce_sum_to",
+      {OpId::ReduceSumTo,
        {nullptr, kUnary, kFloat, attrs<parseReduceSumTo>,
         [](const KernelView &k) -> Status {
           auto r = shape::broadcast(shapeOf(*k.out[0]), shapeOf(*k.in[0]));
@@ -401,7 +403,7 @@ const std::map<std::string, OpRule> &rules() {
                                  " does not broadcast to the input's shape " + shapeString(*k.in[0]));
           return Status::ok();
         }}},
-      {"batch_norm_training_backward", // dy, x, scale, batch_mean, batch_inv_std -> dx, dscale, dbias.
+      {OpId::BatchNormTrainingBackward, // dy, x, scale, batch_mean, batch_inv_std -> dx, dscale, dbias.
        {nullptr, {5, 5, 3, 3}, kFloat, attrs<parseBatchNorm>,
         [](const KernelView &k) -> Status {
           CASTOR_RETURN_IF_ERROR(
@@ -412,7 +414,7 @@ const std::map<std::string, OpRule> &rules() {
           CASTOR_RETURN_IF_ERROR(expectSameShape(*k.out[1], *k.in[2], "dscale"));
           return expectSameShape(*k.out[2], *k.in[2], "dbias");
         }}},
-      {"batch_norm_running_update",
+      {OpId::BatchNormRunningUpdate,
        // running_mean, running_var, batch_mean, batch_inv_std -> running_mean, running_var.
        {nullptr, {4, 4, 2, 2}, kFloatInputs, attrs<parseBatchNormRunningUpdate>,
         [](const KernelView &k) -> Status {
@@ -424,23 +426,23 @@ const std::map<std::string, OpRule> &rules() {
           CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));
           return expectInPlace(k, 1, 1);
         }}},
-      {"relu_backward", {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
-      {"sigmoid_backward", {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
-      {"clip_backward", {attrs<parseClip>, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
-      {"max_pool2d_backward", {nullptr, kBinary, kFloat, nullptr, poolBackwardCheck<true>}},
-      {"avg_pool2d_backward", {nullptr, kUnary, kFloat, nullptr, poolBackwardCheck<false>}},
-      {"global_avg_pool_backward",
+      {OpId::ReluBackward, {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
+      {OpId::SigmoidBackward, {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
+      {OpId::ClipBackward, {attrs<parseClip>, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
+      {OpId::MaxPool2dBackward, {nullptr, kBinary, kFloat, nullptr, poolBackwardCheck<true>}},
+      {OpId::AvgPool2dBackward, {nullptr, kUnary, kFloat, nullptr, poolBackwardCheck<false>}},
+      {OpId::GlobalAvgPoolBackward,
        {noAttrs, kUnary, kFloat, nullptr,
         [](const KernelView &k) {
           return expectShape(*k.in[0], shape::globalAvgPool(shapeOf(*k.out[0])), "dy");
         }}},
-      {"softmax_backward",
+      {OpId::SoftmaxBackward,
        {axisAttr<-1>, kBinary, kFloat, nullptr,
         [](const KernelView &k) -> Status {
           CASTOR_RETURN_IF_ERROR(elementwiseBackwardShapes(k));
           return expectShape(*k.out[0], shape::softmax(shapeOf(*k.in[1]), *parseAxis(k.kernel, -1)), "output");
         }}},
-      {"softmax_cross_entropy_backward", // dloss, logits [N, C], labels i64 [N] -> dlogits [N, C].
+      {OpId::SoftmaxCrossEntropyBackward, // dloss, logits [N, C], labels i64 [N] -> dlogits [N, C].
        {nullptr, {3, 3, 1, 1}, {2, "input", true}, nullptr,
         [](const KernelView &k) -> Status {
           CASTOR_RETURN_IF_ERROR(expectLabels(*k.in[2]));
@@ -451,7 +453,7 @@ const std::map<std::string, OpRule> &rules() {
               *k.in[0], shape::softmaxCrossEntropy(shapeOf(*k.in[1]), shapeOf(*k.in[2]), p->reduction), "dloss"));
           return expectSameShape(*k.out[0], *k.in[1], "output");
         }}},
-      {"count_correct",
+      {OpId::CountCorrect,
        {noAttrs, kBinary, {1, "logits", false}, nullptr,
         [](const KernelView &k) -> Status {
           CASTOR_RETURN_IF_ERROR(expectLabels(*k.in[1]));
@@ -460,7 +462,7 @@ const std::map<std::string, OpRule> &rules() {
             return Status::error(r.error);
           return expectI64Scalar(*k.out[0], "output");
         }}},
-      {"split",
+      {OpId::Split,
        {nullptr, {1, 1, 1, SIZE_MAX}, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
           auto axis = parseAxis(k.kernel, 0);
@@ -480,7 +482,7 @@ const std::map<std::string, OpRule> &rules() {
                                  ", not to the input's " + shapeString(*k.in[0]));
           return Status::ok();
         }}},
-      {"sgd_update",
+      {OpId::SgdUpdate,
        // param, grad, momentum_buffer, lr [] [, step i64 []] [, found_inf f32 []] -> param, momentum_buffer.
        {nullptr, {4, 6, 2, 2}, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
@@ -503,7 +505,7 @@ const std::map<std::string, OpRule> &rules() {
           CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));
           return expectInPlace(k, 1, 2);
         }}},
-      {"adamw_update",
+      {OpId::AdamwUpdate,
        // param, grad, exp_avg, exp_avg_sq, lr [], step i64 [] [, found_inf f32 []]
        //   -> param, exp_avg, exp_avg_sq.
        {nullptr, {6, 7, 3, 3}, kAnyDtype, nullptr,
@@ -520,7 +522,7 @@ const std::map<std::string, OpRule> &rules() {
           CASTOR_RETURN_IF_ERROR(expectInPlace(k, 1, 2));
           return expectInPlace(k, 2, 3);
         }}},
-      {"increment", // counter i64 [] [, flag f32 []] -> counter.
+      {OpId::Increment, // counter i64 [] [, flag f32 []] -> counter.
        {attrs<parseIncrement>, {1, 2, 1, 1}, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
           CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[0], "counter"));
@@ -528,17 +530,17 @@ const std::map<std::string, OpRule> &rules() {
             CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[1], "flag"));
           return expectInPlace(k, 0, 0);
         }}},
-      {"lr_schedule",
+      {OpId::LrSchedule,
        {nullptr, kUnary, kAnyDtype, attrs<parseLrSchedule>,
         [](const KernelView &k) -> Status {
           CASTOR_RETURN_IF_ERROR(expectI64Scalar(*k.in[0], "iteration"));
           return expectFloatScalar(*k.out[0], "lr");
         }}},
-      {"fill", {nullptr, {0, 0, 1, 1}, kAnyDtype, attrs<parseFill>, nullptr}},
+      {OpId::Fill, {nullptr, {0, 0, 1, 1}, kAnyDtype, attrs<parseFill>, nullptr}},
 
       // --- Mixed-precision kernels (loss scaling, gradient clipping, statistics); the
       // overflow-flag forms of sgd_update, adamw_update and increment are above.
-      {"unscale_gradients", // g_0..g_{n-1}, scale f32 [] -> g_0..g_{n-1} (in place), found_inf f32 [].
+      {OpId::UnscaleGradients, // g_0..g_{n-1}, scale f32 [] -> g_0..g_{n-1} (in place), found_inf f32 [].
        {noAttrs, kAnyArity, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
           if (k.in.size() < 2 || k.out.size() != k.in.size())
@@ -551,7 +553,7 @@ const std::map<std::string, OpRule> &rules() {
           CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[n], "scale"));
           return expectF32Scalar(*k.out[n], "found_inf");
         }}},
-      {"clip_grad_norm", // g_0..g_{n-1} -> g_0..g_{n-1} (in place), total_norm f32 [].
+      {OpId::ClipGradNorm, // g_0..g_{n-1} -> g_0..g_{n-1} (in place), total_norm f32 [].
        {attrs<parseClipGradNorm>, kAnyArity, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
           if (k.in.empty() || k.out.size() != k.in.size() + 1)
@@ -563,7 +565,7 @@ const std::map<std::string, OpRule> &rules() {
           CASTOR_RETURN_IF_ERROR(expectGradientsInPlace(k, n));
           return expectF32Scalar(*k.out[n], "total_norm");
         }}},
-      {"update_loss_scale",
+      {OpId::UpdateLossScale,
        // scale f32 [], growth_tracker i64 [], found_inf f32 [] -> scale, growth_tracker (in place).
        {attrs<parseUpdateLossScale>, {3, 3, 2, 2}, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
@@ -573,7 +575,7 @@ const std::map<std::string, OpRule> &rules() {
           CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));
           return expectInPlace(k, 1, 1);
         }}},
-      {"gradient_stats", // g -> f32 [3]: mean |g|, max |g| (finite elements), count of non-finite elements.
+      {OpId::GradientStats, // g -> f32 [3]: mean |g|, max |g| (finite elements), count of non-finite elements.
        {noAttrs, kUnary, kFloatInputs, nullptr,
         [](const KernelView &k) -> Status {
           const Tensor &y = *k.out[0];
@@ -587,6 +589,8 @@ const std::map<std::string, OpRule> &rules() {
 }
 
 } // namespace
+
+std::vector<OpId> opsWithRules() { return rules().implemented(); }
 
 std::string describeKernel(const Plan &plan, int index) {
   const Kernel &k = plan.kernels(index);
@@ -695,9 +699,13 @@ Status validatePlan(const Plan &plan) {
         return Status::error(where() + " writes input " + tensorLabel(*it->second));
       view.out.push_back(it->second);
     }
-    auto rule = rules().find(k.op());
-    if (rule != rules().end())
-      CASTOR_RETURN_IF_ERROR(checkRule(rule->second, view).withContext(where()));
+    const auto op = opFromName(k.op());
+    if (!op)
+      return Status::error(where() + ": unknown op '" + k.op() + "'");
+    if (const OpRule *rule = rules().find(*op))
+      CASTOR_RETURN_IF_ERROR(checkRule(*rule, view).withContext(where()));
+    else
+      return Status::error(where() + ": the validator has no rule for op '" + k.op() + "'");
     for (uint32_t id : k.outputs())
       written.insert(id);
   }

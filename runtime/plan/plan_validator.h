@@ -3,7 +3,7 @@
 // validatePlan checks, in order: the format version; every tensor (known dtype and kind,
 // non-negative shape, byte size == element count x dtype size, offset aligned to
 // kArenaAlignment, [offset, offset + bytes) inside the arena); every kernel (tensor ids exist,
-// and for the ops the runtime knows: operand count, dtypes, attributes and shapes, the latter
+// the op one of the registry's, ops.def; its operand count, dtypes, attributes and shapes, the latter
 // through the shared rules of castor/shape_rules.h); that no kernel reads an activation before
 // one writes it; the parameter table and the bindings; and that no two tensors that are live at
 // the same time overlap in the arena. The first problem found is returned; it names the kernel
@@ -11,6 +11,7 @@
 #pragma once
 
 #include "castor/status.h"
+#include "plan/op_registry.h"
 #include "plan/plan.h"
 
 #include <cstdint>
@@ -20,6 +21,9 @@
 namespace castor::plan {
 
 Status validatePlan(const Plan &plan);
+
+// The ops the validator has a rule for (every op of ops.def; a runtime test checks it).
+std::vector<OpId> opsWithRules();
 
 // When a tensor occupies its arena slot, as kernel indices (inclusive). -1 means "from before
 // the first kernel" (inputs, parameters, state); kernels_size() means "until after the last"

@@ -10,9 +10,10 @@
 //
 // The cache lives in a fresh directory under $TMPDIR (removed at the end unless --keep-cache).
 
-#include "cuda/conv_common.h"
-#include "cuda/conv_tuner.h"
-#include "cuda/tuning_cache.h"
+#include "cuda/cudnn/builders.h"
+#include "cuda/cudnn/convolution.h"
+#include "cuda/tuning/tuner.h"
+#include "cuda/tuning/tuning_cache.h"
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>

@@ -1,4 +1,4 @@
-// The interface every execution backend implements (cpu reference; cuda later).
+// The interface every execution backend implements (the cpu reference and cuda).
 //
 // A backend owns one arena of plan.arena_bytes() bytes in which every tensor of the plan has its
 // slot (Tensor.offset, Tensor.bytes). Typical use:
@@ -14,6 +14,7 @@
 #pragma once
 
 #include "castor/status.h"
+#include "plan/op_registry.h"
 #include "plan/plan.h"
 
 #include <cstddef>
@@ -67,6 +68,8 @@ public:
 // The CPU reference backend: plain loops, fp64 accumulation, exact fp16/bf16 rounding,
 // deterministic.
 std::unique_ptr<Backend> createCpuBackend(const BackendOptions &options = {});
+// The ops the CPU backend has a kernel for (all of plan/ops.def; a runtime test checks it).
+std::vector<plan::OpId> cpuBackendOps();
 
 // Whether CASTOR_POISON is set to a value other than "" or "0".
 bool poisonRequestedByEnvironment();

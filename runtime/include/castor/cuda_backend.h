@@ -5,6 +5,7 @@
 #include "castor/backend.h"
 
 #include <memory>
+#include <vector>
 
 namespace castor {
 
@@ -12,5 +13,7 @@ namespace castor {
 // convolutions, cuBLASLt for gemm and matmul, own kernels for everything else, every kernel in
 // plan order on one stream. load() fails with a clear message when no GPU is usable.
 std::unique_ptr<Backend> createCudaBackend(const BackendOptions &options = {});
+// The ops the CUDA backend has a kernel for (needs no GPU; a runtime test lists what it lacks).
+std::vector<plan::OpId> cudaBackendOps();
 
 } // namespace castor

@@ -1,0 +1,18 @@
+// The kernel builders that run through cuDNN (kernel_table.cpp maps ops to them).
+#pragma once
+
+#include "cuda/executor/device_context.h"
+
+namespace castor::cuda {
+
+// conv2d, conv2d_backward_data, conv2d_backward_filter: graph-API engines (or the legacy API),
+// tuned per layer signature (convolution.cpp).
+Expected<RunFn> buildConvolution(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
+                                 const TensorList &out);
+// batch_norm_training, batch_norm_training_backward, batch_norm_inference: the Ex API and the
+// graph API tuned against each other, the own kernels where cuDNN takes no engine
+// (batch_norm.cpp).
+Expected<RunFn> buildBatchNorm(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
+                               const TensorList &out);
+
+} // namespace castor::cuda

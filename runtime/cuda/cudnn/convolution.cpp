@@ -1,0 +1,172 @@
+// Convolutions (forward, data gradient, filter gradient). Operands f16/bf16/f32 run through
+// cuDNN's graph API (cudnn/convolution_graph.cpp): the engines cuDNN offers are timed once per layer
+// signature and GPU, and the choice is kept on disk (tuning/tuner.h, tuning/tuning_cache.h). f64, and any
+// convolution the graph API cannot run, takes cuDNN's legacy API (cudnn/convolution_legacy.cpp).
+// CASTOR_CONV_API=legacy forces the legacy API everywhere (for comparisons).
+#include "cuda/cudnn/builders.h"
+#include "cuda/cudnn/convolution.h"
+#include "cuda/kernels/elementwise.h"
+#include "cuda/tuning/tuner.h"
+
+#include "plan/op_attrs.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace castor::cuda {
+namespace conv {
+
+using plan::Kernel;
+using plan::Tensor;
+
+namespace {
+
+std::string dims(const Shape &s) {
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? "," : "") + std::to_string(s[i]);
+  return r;
+}
+
+const char *passName(Pass p) {
+  switch (p) {
+  case Pass::Forward:
+    return "fprop";
+  case Pass::BackwardData:
+    return "dgrad";
+  case Pass::BackwardFilter:
+    return "wgrad";
+  }
+  return "?";
+}
+
+bool legacyForced() {
+  const char *v = std::getenv("CASTOR_CONV_API");
+  return v && std::strcmp(v, "legacy") == 0;
+}
+
+} // namespace
+
+std::vector<int64_t> strides(const Shape &d, bool channelsLast) {
+  // d = [N, C, H, W]
+  if (channelsLast)
+    return {d[1] * d[2] * d[3], 1, d[3] * d[1], d[1]};
+  return {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
+}
+
+Expected<Problem> parse(const DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  if (in.size() < 2 || out.empty())
+    return Status::error(k.op() + " needs 2 inputs and 1 output");
+  Problem p;
+  p.label = k.name().empty() ? k.op() : k.name();
+  if (opOf(k) == OpId::Conv2d) {
+    p.pass = Pass::Forward;
+    p.x = in[0], p.w = in[1], p.y = out[0];
+    p.bias = in.size() > 2 ? in[2] : nullptr;
+  } else if (opOf(k) == OpId::Conv2dBackwardData) { // (dy, w) -> dx
+    p.pass = Pass::BackwardData;
+    p.y = in[0], p.w = in[1], p.x = out[0];
+  } else if (opOf(k) == OpId::Conv2dBackwardFilter) { // (x, dy) -> dw
+    p.pass = Pass::BackwardFilter;
+    p.x = in[0], p.y = in[1], p.w = out[0];
+  } else {
+    return Status::error("no convolution kernel '" + k.op() + "'");
+  }
+  auto attrs = plan::parseConv2d(k);
+  if (!attrs)
+    return attrs.status();
+  const auto &a = attrs->shape;
+  p.dtype = p.x->dtype();
+  if (p.w->dtype() != p.dtype || p.y->dtype() != p.dtype || !isFloat(p.dtype))
+    return Status::error("convolution operands must share one float dtype (got " + plan::dtypeName(p.x->dtype()) +
+                         ", " + plan::dtypeName(p.w->dtype()) + ", " + plan::dtypeName(p.y->dtype()) + ")");
+  if (a.pads.size() != 4 || a.strides.size() != 2 || a.dilations.size() != 2)
+    return Status::error("2-D convolution attributes expected (4 pads, 2 strides, 2 dilations)");
+  if (a.pads[0] != a.pads[2] || a.pads[1] != a.pads[3])
+    return Status::error("asymmetric convolution padding (pads [" + dims(a.pads) +
+                         "]) is not supported by the cuda backend");
+  p.xs = shapeOf(*p.x), p.ws = shapeOf(*p.w), p.ys = shapeOf(*p.y);
+  if (p.xs.size() != 4 || p.ws.size() != 4 || p.ys.size() != 4)
+    return Status::error("the cuda backend runs 2-D convolutions only (rank-4 operands)");
+  p.padH = a.pads[0], p.padW = a.pads[1];
+  p.strideH = a.strides[0], p.strideW = a.strides[1];
+  p.dilationH = a.dilations[0], p.dilationW = a.dilations[1];
+  p.groups = a.groups;
+  if (p.groups < 1 || p.strideH < 1 || p.strideW < 1 || p.dilationH < 1 || p.dilationW < 1 || p.padH < 0 ||
+      p.padW < 0)
+    return Status::error("invalid convolution attributes");
+  // The geometry must agree: C = (C/g) * g, K divisible by g, y's dims from x's.
+  auto outDim = [](int64_t in, int64_t pad, int64_t dil, int64_t kernel, int64_t stride) {
+    return (in + 2 * pad - dil * (kernel - 1) - 1) / stride + 1;
+  };
+  const int64_t P = outDim(p.xs[2], p.padH, p.dilationH, p.ws[2], p.strideH);
+  const int64_t Q = outDim(p.xs[3], p.padW, p.dilationW, p.ws[3], p.strideW);
+  if (p.xs[1] != p.ws[1] * p.groups || p.ws[0] % p.groups != 0 || p.ys[0] != p.xs[0] || p.ys[1] != p.ws[0] ||
+      p.ys[2] != P || p.ys[3] != Q)
+    return Status::error("convolution shapes disagree: x [" + dims(p.xs) + "], w [" + dims(p.ws) + "], y [" +
+                         dims(p.ys) + "], groups " + std::to_string(p.groups) + " (expected y [" +
+                         std::to_string(p.xs[0]) + "," + std::to_string(p.ws[0]) + "," + std::to_string(P) + "," +
+                         std::to_string(Q) + "])");
+  if (p.bias && countOf(*p.bias) != p.ys[1])
+    return Status::error("convolution bias has " + std::to_string(countOf(*p.bias)) + " elements for " +
+                         std::to_string(p.ys[1]) + " output channels");
+  p.xNhwc = ctx.channelsLast(p.x), p.wNhwc = ctx.channelsLast(p.w), p.yNhwc = ctx.channelsLast(p.y);
+  return p;
+}
+
+std::string signature(const Problem &p) {
+  auto layout = [](bool nhwc) { return nhwc ? "nhwc" : "nchw"; };
+  return std::string("conv2d.") + passName(p.pass) + "|" + plan::dtypeName(p.dtype) + "|x:" + layout(p.xNhwc) + "=" +
+         dims(p.xs) + "|w:" + layout(p.wNhwc) + "=" + dims(p.ws) + "|y:" + layout(p.yNhwc) + "=" + dims(p.ys) +
+         "|pad=" + std::to_string(p.padH) + "," + std::to_string(p.padW) + "|stride=" + std::to_string(p.strideH) +
+         "," + std::to_string(p.strideW) + "|dil=" + std::to_string(p.dilationH) + "," +
+         std::to_string(p.dilationW) + "|groups=" + std::to_string(p.groups);
+}
+
+Expected<RunFn> withBias(DeviceContext &ctx, const Problem &p, RunFn run) {
+  if (!p.bias)
+    return run;
+  // The bias [K] broadcast over y as y is stored: [N,K,P,Q] or, channels-last, [N,P,Q,K].
+  const Shape ys = physicalShape(ctx, *p.y);
+  const Shape bs = p.yNhwc ? Shape{1, 1, 1, p.ys[1]} : Shape{1, p.ys[1], 1, 1};
+  auto bc = makeBroadcast(ys, bs, ys);
+  if (!bc)
+    return bc.status();
+  const Broadcast b = *bc;
+  DeviceContext *c = &ctx;
+  const Tensor *y = p.y, *bias = p.bias;
+  return RunFn([c, run, b, y, bias]() -> Status {
+    CASTOR_RETURN_IF_ERROR(run());
+    return cudaStatus(binary(OpId::Add, c->ref(y), c->ref(bias), c->ref(y), b, countOf(*y), c->stream),
+                      "conv2d bias");
+  });
+}
+
+} // namespace conv
+
+Expected<RunFn> buildConvolution(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
+                                 const TensorList &out) {
+  auto p = conv::parse(ctx, k, in, out);
+  if (!p)
+    return p.status();
+  if (p->dtype == plan::F64 || conv::legacyForced()) {
+    auto run = conv::buildLegacy(ctx, *p);
+    if (!run)
+      return run.status();
+    return conv::withBias(ctx, *p, std::move(*run));
+  }
+  auto run = conv::buildFrontend(ctx, *p);
+  if (!run) {
+    auto legacy = conv::buildLegacy(ctx, *p);
+    if (!legacy)
+      return Status::error("cuDNN graph API: " + run.message() + "; legacy API: " + legacy.message());
+    std::fprintf(stderr, "castor: convolution %s (%s): cuDNN graph API failed (%s); using the legacy API\n",
+                 p->label.c_str(), conv::signature(*p).c_str(), run.message().c_str());
+    tuning::noteFallback();
+    return conv::withBias(ctx, *p, std::move(*legacy));
+  }
+  return conv::withBias(ctx, *p, std::move(*run));
+}
+
+} // namespace castor::cuda

@@ -1,0 +1,52 @@
+// What the convolution builders share (convolution.cpp, cudnn/convolution_graph.cpp, cudnn/convolution_legacy.cpp): one
+// convolution described once, in forward terms, whichever pass the kernel computes.
+#pragma once
+
+#include "cuda/executor/device_context.h"
+
+#include <string>
+
+namespace castor::cuda::conv {
+
+enum class Pass { Forward, BackwardData, BackwardFilter };
+
+// One convolution in forward terms: x [N,C,H,W] (*) w [K,C/g,R,S] -> y [N,K,P,Q]. For the data
+// gradient x is dx (written) and y is dy (read); for the filter gradient w is dw (written).
+struct Problem {
+  Pass pass = Pass::Forward;
+  const plan::Tensor *x = nullptr, *w = nullptr, *y = nullptr;
+  const plan::Tensor *bias = nullptr; // forward only, optional: [K]
+  plan::DType dtype = plan::F32;
+  Shape xs, ws, ys;                     // logical dims
+  int64_t padH = 0, padW = 0;           // symmetric
+  int64_t strideH = 1, strideW = 1;
+  int64_t dilationH = 1, dilationW = 1;
+  int64_t groups = 1;
+  bool xNhwc = false, wNhwc = false, yNhwc = false; // channels-last storage, per operand
+  std::string label;                    // the kernel's name (or op) for messages
+};
+
+// Reads the kernel's attributes and operands and checks what every path needs (one float
+// dtype, rank 4, symmetric pads, shapes that agree with the attributes).
+Expected<Problem> parse(const DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
+                        const TensorList &out);
+
+// The plan-independent signature of the convolution: pass, dtype, layouts, every dimension,
+// pads, strides, dilations, groups. Two layers with the same signature behave the same on one
+// GPU, whatever plan they belong to.
+std::string signature(const Problem &p);
+
+// Element strides of a logical [N,C,H,W] tensor as it is stored (NCHW or channels-last).
+std::vector<int64_t> strides(const Shape &dims, bool channelsLast);
+
+// The cuDNN graph API (cudnn-frontend, cudnn/convolution_graph.cpp) with per-layer timing and the
+// persistent tuning cache; fails (the caller falls back) when no engine runs the problem.
+Expected<RunFn> buildFrontend(DeviceContext &ctx, const Problem &p);
+// cuDNN's legacy convolution API, its heuristic's algorithm (cudnn/convolution_legacy.cpp); the only path
+// for f64 and the fallback of the graph API.
+Expected<RunFn> buildLegacy(DeviceContext &ctx, const Problem &p);
+
+// `run`, then the bias [K] added over y (forward with bias only; else `run` itself).
+Expected<RunFn> withBias(DeviceContext &ctx, const Problem &p, RunFn run);
+
+} // namespace castor::cuda::conv

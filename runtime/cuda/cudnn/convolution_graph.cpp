@@ -1,0 +1,133 @@
+// Convolutions through cuDNN's graph API (cudnn-frontend v1, namespace cudnn_frontend::graph):
+// one graph per layer (conv_fprop, conv_dgrad or conv_wgrad; io in the operands' dtype,
+// intermediate and compute FLOAT), its engine configurations from heuristics modes A and
+// FALLBACK, each one a tuner candidate (tuning/tuner.h) named by its engine tag. The frontend's
+// headers come through cudnn/cudnn_graph.h, which cudnn/batch_norm_graph.cpp shares.
+//
+// Numerics: engines noted DOWN_CONVERT_INPUTS are never used; for fp32 operands neither are
+// TENSOR_CORE engines (so fp32 means no TF32) nor REDUCED_PRECISION_REDUCTION ones; f16/bf16 may
+// use the latter (see reducedPrecisionReductionAllowed).
+#include "cuda/cudnn/convolution.h"
+#include "cuda/tuning/tuner.h"
+#include "cuda/cudnn/cudnn_graph.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <unordered_map>
+
+namespace castor::cuda::conv {
+namespace {
+
+namespace fe = cudnn_frontend;
+using frontend::feStatus;
+using frontend::feType;
+using ConvGraph = frontend::PlanGraph;
+
+// Tensor uids of the graph (the variant pack maps them to arena pointers).
+constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3;
+
+fe::graph::Tensor_attributes tensorAttrs(const char *name, int64_t uid, const Shape &dims, bool nhwc,
+                                         fe::DataType_t type) {
+  return fe::graph::Tensor_attributes()
+      .set_name(name)
+      .set_uid(uid)
+      .set_dim(dims)
+      .set_stride(strides(dims, nhwc))
+      .set_data_type(type);
+}
+
+// f16/bf16 convolutions may use engines noted REDUCED_PRECISION_REDUCTION, as the legacy API's
+// tensor-op math and PyTorch's cudnn.benchmark do: measured on the H200 (ResNet-50 fp16 NHWC,
+// batch 256), barring them made the convolutions 12% slower than the legacy API's heuristic
+// (15.5 against 14.2 ms a step), allowing them 2% faster (13.9 ms).
+// CASTOR_CONV_REDUCED_REDUCTION=0 bars them.
+bool reducedPrecisionReductionAllowed() {
+  const char *v = std::getenv("CASTOR_CONV_REDUCED_REDUCTION");
+  return !(v && std::strcmp(v, "0") == 0);
+}
+
+// The layer's graph, lowered to cuDNN and with its engine configurations queried (none built).
+Expected<std::shared_ptr<ConvGraph>> makeGraph(DeviceContext &ctx, const Problem &p) {
+  auto g = std::make_shared<ConvGraph>();
+  const fe::DataType_t type = feType(p.dtype);
+  g->set_io_data_type(type)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  const std::vector<int64_t> padding{p.padH, p.padW}, stride{p.strideH, p.strideW},
+      dilation{p.dilationH, p.dilationW};
+  // Groups are implied by the dims: x has C channels, w has C/g.
+  if (p.pass == Pass::Forward) {
+    auto X = g->tensor(tensorAttrs("x", kUidX, p.xs, p.xNhwc, type));
+    auto W = g->tensor(tensorAttrs("w", kUidW, p.ws, p.wNhwc, type));
+    auto Y = g->conv_fprop(
+        X, W, fe::graph::Conv_fprop_attributes().set_name("fprop").set_padding(padding).set_stride(stride).set_dilation(
+                  dilation));
+    Y->set_output(true).set_uid(kUidY).set_dim(p.ys).set_stride(strides(p.ys, p.yNhwc)).set_data_type(type);
+  } else if (p.pass == Pass::BackwardData) {
+    auto DY = g->tensor(tensorAttrs("dy", kUidY, p.ys, p.yNhwc, type));
+    auto W = g->tensor(tensorAttrs("w", kUidW, p.ws, p.wNhwc, type));
+    auto DX = g->conv_dgrad(
+        DY, W, fe::graph::Conv_dgrad_attributes().set_name("dgrad").set_padding(padding).set_stride(stride).set_dilation(
+                   dilation));
+    DX->set_output(true).set_uid(kUidX).set_dim(p.xs).set_stride(strides(p.xs, p.xNhwc)).set_data_type(type);
+  } else {
+    auto DY = g->tensor(tensorAttrs("dy", kUidY, p.ys, p.yNhwc, type));
+    auto X = g->tensor(tensorAttrs("x", kUidX, p.xs, p.xNhwc, type));
+    auto DW = g->conv_wgrad(
+        DY, X, fe::graph::Conv_wgrad_attributes().set_name("wgrad").set_padding(padding).set_stride(stride).set_dilation(
+                   dilation));
+    DW->set_output(true).set_uid(kUidW).set_dim(p.ws).set_stride(strides(p.ws, p.wNhwc)).set_data_type(type);
+  }
+  CASTOR_RETURN_IF_ERROR(feStatus(g->validate(), "validate"));
+  CASTOR_RETURN_IF_ERROR(feStatus(g->build_operation_graph(ctx.cudnn), "build_operation_graph"));
+  CASTOR_RETURN_IF_ERROR(
+      feStatus(g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans"));
+  // Filters apply to the configurations just queried (so they come after the query).
+  std::vector<fe::NumericalNote_t> barred{fe::NumericalNote_t::DOWN_CONVERT_INPUTS};
+  if (p.dtype == plan::F32 || !reducedPrecisionReductionAllowed())
+    barred.push_back(fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION);
+  if (p.dtype == plan::F32)
+    barred.push_back(fe::NumericalNote_t::TENSOR_CORE); // no TF32
+  g->deselect_numeric_notes(barred);
+  g->deselect_workspace_greater_than(int64_t(ctx.workspaceLimit));
+  return g;
+}
+
+// Every engine configuration of the graph, in the heuristics' order, as a tuner candidate.
+std::vector<tuning::Candidate> candidatesOf(DeviceContext &ctx, const Problem &p, const std::shared_ptr<ConvGraph> &g) {
+  DeviceContext *c = &ctx;
+  const plan::Tensor *x = p.x, *w = p.w, *y = p.y;
+  return frontend::engineCandidates(ctx, g, "cudnn:", [c, x, w, y]() {
+    return std::unordered_map<int64_t, void *>{{kUidX, c->ptr(x)}, {kUidW, c->ptr(w)}, {kUidY, c->ptr(y)}};
+  });
+}
+
+} // namespace
+
+Expected<RunFn> buildFrontend(DeviceContext &ctx, const Problem &p) {
+  if (p.dtype != plan::F16 && p.dtype != plan::BF16 && p.dtype != plan::F32)
+    return Status::error("the cuDNN graph API path runs f16, bf16 and f32 convolutions");
+  std::vector<tuning::Candidate> candidates;
+  try {
+    auto g = makeGraph(ctx, p);
+    if (!g)
+      return g.status();
+    candidates = candidatesOf(ctx, p, *g);
+  } catch (const std::exception &ex) {
+    return Status::error(std::string("cuDNN graph: ") + ex.what());
+  }
+  if (candidates.empty())
+    return Status::error("cuDNN's heuristics offer no engine");
+  auto choice = tuning::choose(ctx, signature(p), candidates);
+  if (!choice)
+    return choice.status();
+  ctx.requestWorkspace(choice->executable.workspaceBytes);
+  DeviceContext *c = &ctx;
+  auto run = std::move(choice->executable.run);
+  // ctx.workspace is allocated after every kernel is built: read it when running.
+  return RunFn([c, run]() { return run(c->workspace); });
+}
+
+} // namespace castor::cuda::conv

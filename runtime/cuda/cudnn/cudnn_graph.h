@@ -1,0 +1,112 @@
+// What the cuDNN graph API builders share (cudnn/convolution_graph.cpp, cudnn/batch_norm_graph.cpp): the
+// dtype mapping, errors, and every engine configuration of one graph as a tuner candidate
+// (tuning/tuner.h). Only those two files include this header: the frontend's headers are large.
+#pragma once
+
+#include "cuda/tuning/tuner.h"
+
+#include <cudnn_frontend.h>
+
+#include <algorithm>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace castor::cuda::frontend {
+
+namespace fe = cudnn_frontend;
+
+inline fe::DataType_t feType(plan::DType t) {
+  switch (t) {
+  case plan::F16:
+    return fe::DataType_t::HALF;
+  case plan::BF16:
+    return fe::DataType_t::BFLOAT16;
+  default:
+    return fe::DataType_t::FLOAT;
+  }
+}
+
+inline Status feStatus(fe::error_t e, const char *what) {
+  if (e.is_good())
+    return Status::ok();
+  return Status::error(std::string(what) + ": " + e.get_message());
+}
+
+// The graph, with access to its execution plans so that a candidate that loses the timing can
+// release its plan (compiled kernels included) while the winner's stays.
+class PlanGraph : public fe::graph::Graph {
+public:
+  void releasePlan(int64_t index) {
+    auto &list = plans.get_execution_plans();
+    if (index >= 0 && size_t(index) < list.size())
+      list[size_t(index)].reset();
+  }
+};
+
+// One built plan of the graph; releases it when the last candidate function holding it dies.
+struct BuiltPlan {
+  std::shared_ptr<PlanGraph> graph;
+  int64_t index = -1;
+  ~BuiltPlan() { graph->releasePlan(index); }
+};
+
+// The variant pack of one run: graph tensor uid -> device pointer (read when running, so that
+// it sees the arena as it is then).
+using PackFn = std::function<std::unordered_map<int64_t, void *>()>;
+
+// Every engine configuration of `g` (whose plans have been created and filtered), in the
+// heuristics' order, as a tuner candidate named `prefix` + the engine's tag; each run executes
+// the plan on ctx's cuDNN handle with the variant pack `pack` gives.
+inline std::vector<tuning::Candidate> engineCandidates(DeviceContext &ctx, const std::shared_ptr<PlanGraph> &g,
+                                                       const std::string &prefix, PackFn pack) {
+  std::vector<tuning::Candidate> candidates;
+  std::set<std::string> seen; // modes A and FALLBACK may offer the same configuration
+  DeviceContext *c = &ctx;
+  const int64_t count = g->get_execution_plan_count();
+  for (int64_t i = 0; i < count; ++i) {
+    std::string tag;
+    if (g->get_plan_name_at_index(i, tag).is_bad() || tag.empty() || !seen.insert(tag).second)
+      continue;
+    tuning::Candidate candidate;
+    candidate.name = prefix + tag;
+    std::vector<fe::BehaviorNote_t> notes;
+    if (g->get_behavior_notes_for_plan_at_index(i, notes).is_good())
+      candidate.compilesAtBuild =
+          std::find(notes.begin(), notes.end(), fe::BehaviorNote_t::RUNTIME_COMPILATION) != notes.end();
+    candidate.build = [c, g, i, pack]() -> Expected<tuning::Executable> {
+      try {
+        // check_support_at_index skips configurations barred by the notes or the workspace limit.
+        CASTOR_RETURN_IF_ERROR(feStatus(g->build_plan_at_index(i), "build_plan_at_index"));
+        auto plan = std::make_shared<BuiltPlan>();
+        plan->graph = g;
+        plan->index = i;
+        int64_t workspace = 0;
+        CASTOR_RETURN_IF_ERROR(
+            feStatus(g->get_workspace_size_plan_at_index(i, workspace), "get_workspace_size_plan_at_index"));
+        tuning::Executable e;
+        e.workspaceBytes = size_t(workspace < 0 ? 0 : workspace);
+        e.run = [c, plan, pack](void *workspace) -> Status {
+          std::unordered_map<int64_t, void *> variants = pack();
+          try {
+            return feStatus(plan->graph->execute_plan_at_index(c->cudnn, variants, workspace, plan->index),
+                            "cuDNN graph execute");
+          } catch (const std::exception &ex) {
+            return Status::error(std::string("cuDNN graph execute: ") + ex.what());
+          }
+        };
+        return e;
+      } catch (const std::exception &ex) {
+        return Status::error(std::string("cuDNN graph build: ") + ex.what());
+      }
+    };
+    candidates.push_back(std::move(candidate));
+  }
+  return candidates;
+}
+
+} // namespace castor::cuda::frontend

@@ -1,0 +1,431 @@
+// The CUDA backend: one device arena, every kernel of the plan in order on one stream, the whole
+// step captured once as a CUDA graph and replayed.
+//
+// Each plan kernel is turned into a RunFn by the builder of its family (executor/device_context.h:
+// conv.cpp, batch_norm.cpp, cublaslt/matmul.cpp (cuBLASLt), kernels/builders.cpp). In plans that convolve
+// fp16/bf16 data, rank-4 float tensors are stored channels-last; upload and download convert, so
+// the host sees the plan's row-major layout.
+// Scalars that change during training never leave the device, so a step needs no host
+// synchronisation and can be captured: the first run() executes eagerly (it loads every kernel
+// module and lets the libraries settle), the second captures the step into a graph and launches
+// it, later runs launch the graph.
+//
+// Inputs overlap the step: upload() copies an input into a pinned host buffer and starts its
+// transfer on a second stream into a device buffer of its own; a step begins by copying its
+// inputs from those buffers into the arena (outside the graph) and marks that, so the next
+// batch's transfer starts while the rest of the step still runs. run() returns once the step is
+// enqueued; download() waits for it.
+//
+// Environment: CASTOR_CUDA_LAYOUT=nchw keeps every tensor row-major, =nhwc stores every rank-4
+// float tensor channels-last; CASTOR_CUDA_GRAPH=0 launches
+// kernel by kernel; CASTOR_CUDA_SYNC=1 synchronises after every kernel (debugging; no graph).
+
+#include "castor/cuda_backend.h"
+#include "cuda/kernels/elementwise.h"
+#include "cuda/kernels/layout.h"
+
+#include "cuda/tuning/tuner.h"
+#include "cuda/executor/device_context.h"
+#include "cuda/executor/kernel_table.h"
+#include "plan/op_attrs.h"
+#include "plan/plan_validator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace castor {
+namespace {
+
+using plan::Kernel;
+using plan::Tensor;
+using cuda::RunFn;
+
+bool envIs(const char *name, const char *value) {
+  const char *v = std::getenv(name);
+  return v && std::strcmp(v, value) == 0;
+}
+
+std::string gib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(uint64_t(1) << 30));
+  return buf;
+}
+
+class CudaBackend final : public Backend {
+public:
+  explicit CudaBackend(const BackendOptions &options)
+      : poison_(options.poison || poisonRequestedByEnvironment()),
+        syncEach_(std::getenv("CASTOR_CUDA_SYNC") && !envIs("CASTOR_CUDA_SYNC", "0")),
+        useGraph_(!poison_ && !syncEach_ && !envIs("CASTOR_CUDA_GRAPH", "0")) {
+    layout_ = envIs("CASTOR_CUDA_LAYOUT", "nchw")   ? LayoutChoice::RowMajor
+              : envIs("CASTOR_CUDA_LAYOUT", "nhwc") ? LayoutChoice::ChannelsLast
+                                                    : LayoutChoice::Auto;
+  }
+
+  ~CudaBackend() override {
+    kernels_.clear(); // descriptors die with their RunFns, before the handles
+    if (graphExec_)
+      cudaGraphExecDestroy(graphExec_);
+    if (ctx_.cudnn)
+      cudnnDestroy(ctx_.cudnn);
+    if (ctx_.cublasLt)
+      cublasLtDestroy(ctx_.cublasLt);
+    if (ctx_.cublas)
+      cublasDestroy(ctx_.cublas);
+    for (void *p : {static_cast<void *>(ctx_.arena), ctx_.workspace, static_cast<void *>(ctx_.scratch), staging_})
+      if (p)
+        cudaFree(p);
+    for (auto &[key, buffer] : ctx_.persistent)
+      cudaFree(buffer.first);
+    for (cudaStream_t st : {ctx_.stream, copyStream_})
+      if (st)
+        cudaStreamSynchronize(st);
+    for (auto &[t, buffer] : inputBuffers_)
+      cudaFree(buffer);
+    for (void *p : pinnedInputs_)
+      cudaFreeHost(p);
+    for (cudaEvent_t e : {start_, stop_, inputsReady_, inputsConsumed_})
+      if (e)
+        cudaEventDestroy(e);
+    for (cudaStream_t st : {ctx_.stream, copyStream_})
+      if (st)
+        cudaStreamDestroy(st);
+  }
+
+  std::string name() const override { return "cuda"; }
+
+  Status load(const plan::Plan &p) override {
+    if (ctx_.arena)
+      return Status::error("the cuda backend loads one plan per backend object");
+    plan_ = p;
+    int devices = 0;
+    cudaError_t e = cudaGetDeviceCount(&devices);
+    if (e != cudaSuccess || devices == 0)
+      return Status::error(std::string("no usable CUDA device: ") +
+                           (e != cudaSuccess ? cudaGetErrorString(e) : "none found"));
+    cudaDeviceProp prop{};
+    CASTOR_CUDA(cudaGetDeviceProperties(&prop, 0));
+    ctx_.deviceName = prop.name;
+    ctx_.smCount = prop.multiProcessorCount;
+    for (const Tensor &t : plan_.tensors()) {
+      if (std::string error = plan::slotError(t, plan_.arena_bytes()); !error.empty())
+        return Status::error(error);
+      tensors_[t.id()] = &t;
+    }
+    ctx_.channelsLastEnabled = layout_ == LayoutChoice::ChannelsLast ||
+                               (layout_ == LayoutChoice::Auto && halfPrecisionConvolutions());
+    uint64_t stagingBytes = 0, inputBytes = 0;
+    for (const Tensor &t : plan_.tensors()) {
+      // Host transfers of channels-last tensors pass through the staging buffer; activations
+      // are never transferred.
+      if (ctx_.channelsLast(&t) && t.kind() != Tensor::INPUT && t.kind() != Tensor::ACTIVATION)
+        stagingBytes = std::max<uint64_t>(stagingBytes, t.bytes());
+      if (t.kind() == Tensor::INPUT)
+        inputBytes += t.bytes();
+    }
+    size_t freeBytes = 0, totalBytes = 0;
+    CASTOR_CUDA(cudaMemGetInfo(&freeBytes, &totalBytes));
+    const uint64_t reserve = uint64_t(256) << 20; // handles, library workspaces
+    if (plan_.arena_bytes() + stagingBytes + inputBytes + reserve > freeBytes)
+      return Status::error("the plan needs an arena of " + gib(plan_.arena_bytes()) + " but " + ctx_.deviceName +
+                           " has " + gib(freeBytes) + " free of " + gib(totalBytes) +
+                           " (compile with a smaller --batch, or recompute more)");
+    CASTOR_CUDA(cudaStreamCreateWithFlags(&ctx_.stream, cudaStreamNonBlocking));
+    CASTOR_CUDA(cudaStreamCreateWithFlags(&copyStream_, cudaStreamNonBlocking));
+    CASTOR_CUDA(cudaEventCreateWithFlags(&inputsReady_, cudaEventDisableTiming));
+    CASTOR_CUDA(cudaEventCreateWithFlags(&inputsConsumed_, cudaEventDisableTiming));
+    for (const Tensor &t : plan_.tensors())
+      if (t.kind() == Tensor::INPUT) {
+        void *buffer = nullptr, *pinned = nullptr;
+        CASTOR_CUDA(allocate(&buffer, std::max<uint64_t>(t.bytes(), 1)));
+        CASTOR_CUDA(cudaMemsetAsync(buffer, 0, t.bytes(), ctx_.stream)); // an input never uploaded reads zeros
+        inputBuffers_.push_back({&t, buffer});
+        CASTOR_CUDA(cudaMallocHost(&pinned, std::max<uint64_t>(t.bytes(), 1)));
+        pinnedInputs_.push_back(pinned);
+      }
+    CASTOR_CUDA(allocate(&ctx_.arena, std::max<uint64_t>(plan_.arena_bytes(), 256)));
+    CASTOR_CUDA(cudaMemsetAsync(ctx_.arena, 0, plan_.arena_bytes(), ctx_.stream));
+    CASTOR_CUDA(allocate(&ctx_.scratch, 64 * sizeof(double)));
+    if (stagingBytes > 0)
+      CASTOR_CUDA(allocate(&staging_, stagingBytes));
+    CASTOR_CUDNN(cudnnCreate(&ctx_.cudnn));
+    CASTOR_CUDNN(cudnnSetStream(ctx_.cudnn, ctx_.stream));
+    CASTOR_CUBLAS(cublasCreate(&ctx_.cublas));
+    CASTOR_CUBLAS(cublasSetStream(ctx_.cublas, ctx_.stream));
+    CASTOR_CUBLAS(cublasSetMathMode(ctx_.cublas, CUBLAS_DEFAULT_MATH)); // no TF32 for fp32
+    // gemm and matmul run through cuBLASLt, with the shared workspace (ctx_.workspace, sized by
+    // what their algorithms ask for); no kernel of the step calls cuBLAS, which therefore has no
+    // workspace of its own.
+    CASTOR_CUBLAS(cublasLtCreate(&ctx_.cublasLt));
+    CASTOR_CUDA(cudaMemGetInfo(&freeBytes, &totalBytes));
+    ctx_.workspaceLimit = std::min<size_t>(size_t(1) << 30, freeBytes / 2);
+    CASTOR_CUDA(cudaEventCreate(&start_));
+    CASTOR_CUDA(cudaEventCreate(&stop_));
+    cuda::configureDevice(ctx_.smCount); // the own kernels size their grids for this GPU
+
+    for (int i = 0; i < plan_.kernels_size(); ++i) {
+      const Kernel &k = plan_.kernels(i);
+      const std::string where = plan::describeKernel(plan_, i) + " on cuda";
+      cuda::TensorList in, out;
+      for (auto [ids, list] : {std::pair{&k.inputs(), &in}, std::pair{&k.outputs(), &out}})
+        for (uint32_t id : *ids) {
+          auto it = tensors_.find(id);
+          if (it == tensors_.end())
+            return Status::error(where + ": unknown tensor id " + std::to_string(id));
+          list->push_back(it->second);
+        }
+      const auto op = plan::opFromName(k.op());
+      const cuda::Builder *build = op ? cuda::cudaKernels().find(*op) : nullptr;
+      if (!build)
+        return Status::error(where + ": the cuda backend has no kernel '" + k.op() + "'");
+      auto fn = (*build)(ctx_, k, in, out);
+      if (!fn)
+        return fn.status().withContext(where);
+      kernels_.push_back(std::move(*fn));
+      categories_.push_back(plan::opCategory(*op));
+    }
+    if (ctx_.workspaceBytes > 0)
+      CASTOR_CUDA(allocate(&ctx_.workspace, ctx_.workspaceBytes));
+    for (auto &[key, buffer] : ctx_.persistent)
+      allocated_ += buffer.second;
+    if (poison_) {
+      poisonAfter_.resize(size_t(plan_.kernels_size()));
+      auto ranges = plan::computeLiveRanges(plan_);
+      for (const Tensor &t : plan_.tensors()) {
+        if (t.kind() != Tensor::ACTIVATION && t.kind() != Tensor::INPUT)
+          continue;
+        int64_t end = ranges[t.id()].end;
+        if (end >= 0 && end < plan_.kernels_size())
+          poisonAfter_[size_t(end)].push_back(&t);
+      }
+    }
+    CASTOR_CUDA(cudaStreamSynchronize(ctx_.stream));
+    if (std::string tuning = cuda::tuning::tuningSummary(); !tuning.empty())
+      std::fprintf(stderr, "castor-run: cuda %s\n", tuning.c_str());
+    return Status::ok();
+  }
+
+  Status upload(uint32_t id, const void *data, size_t bytes) override {
+    auto t = find(id, bytes);
+    if (!t)
+      return t.status();
+    if ((*t)->kind() == Tensor::INPUT) {
+      // Into the input's pinned host buffer once its last transfer is done, then on the copy
+      // stream into the input's device buffer once the last step has copied that into the arena
+      // (enqueueStep): the transfer overlaps the running step.
+      const size_t i = inputIndex(*t);
+      CASTOR_CUDA(cudaEventSynchronize(inputsReady_));
+      std::memcpy(pinnedInputs_[i], data, bytes);
+      CASTOR_CUDA(cudaStreamWaitEvent(copyStream_, inputsConsumed_));
+      CASTOR_CUDA(cudaMemcpyAsync(inputBuffers_[i].second, pinnedInputs_[i], bytes, cudaMemcpyHostToDevice, copyStream_));
+      return cuda::cudaStatus(cudaEventRecord(inputsReady_, copyStream_), "uploading an input");
+    }
+    const bool reorder = ctx_.channelsLast(*t);
+    CASTOR_CUDA(cudaMemcpyAsync(reorder ? staging_ : ctx_.ptr(*t), data, bytes, cudaMemcpyHostToDevice, ctx_.stream));
+    if (reorder) {
+      const cuda::Shape s = cuda::shapeOf(**t);
+      CASTOR_CUDA(cuda::toChannelsLast(staging_, ctx_.ptr(*t), s[0], s[1], s[2] * s[3],
+                                       int(plan::dtypeSize((*t)->dtype())), ctx_.stream));
+    }
+    return cuda::cudaStatus(cudaStreamSynchronize(ctx_.stream), "uploading a tensor");
+  }
+
+  Status download(uint32_t id, void *data, size_t bytes) override {
+    auto t = find(id, bytes);
+    if (!t)
+      return t.status();
+    if ((*t)->kind() == Tensor::INPUT) {
+      // The last upload, from the input's own buffer (in the plan's layout): a step reuses the
+      // arena slot once it has read the input.
+      CASTOR_CUDA(cudaStreamSynchronize(copyStream_));
+      return cuda::cudaStatus(cudaMemcpy(data, inputBuffers_[inputIndex(*t)].second, bytes, cudaMemcpyDeviceToHost),
+                              "downloading an input");
+    }
+    const bool reorder = ctx_.channelsLast(*t);
+    if (reorder) {
+      const cuda::Shape s = cuda::shapeOf(**t);
+      CASTOR_CUDA(cuda::fromChannelsLast(ctx_.ptr(*t), staging_, s[0], s[1], s[2] * s[3],
+                                         int(plan::dtypeSize((*t)->dtype())), ctx_.stream));
+    }
+    CASTOR_CUDA(
+        cudaMemcpyAsync(data, reorder ? staging_ : ctx_.ptr(*t), bytes, cudaMemcpyDeviceToHost, ctx_.stream));
+    return cuda::cudaStatus(cudaStreamSynchronize(ctx_.stream), "downloading a tensor");
+  }
+
+  // Enqueues the step and returns: a failure inside a kernel surfaces at the next download (or
+  // at once with CASTOR_CUDA_SYNC=1).
+  Status run() override { return enqueueStep(); }
+
+  uint64_t allocatedBytes() const override { return allocated_; }
+
+  Expected<double> timedRun() override {
+    CASTOR_CUDA(cudaEventRecord(start_, ctx_.stream));
+    CASTOR_RETURN_IF_ERROR(enqueueStep());
+    CASTOR_CUDA(cudaEventRecord(stop_, ctx_.stream));
+    CASTOR_CUDA(cudaEventSynchronize(stop_));
+    float ms = 0;
+    CASTOR_CUDA(cudaEventElapsedTime(&ms, start_, stop_));
+    return double(ms);
+  }
+
+  Expected<std::vector<std::pair<std::string, double>>> profileRun() override {
+    // Kernel by kernel, one event pair each; the graph is not used, so launch gaps are not
+    // counted in any category.
+    std::vector<cudaEvent_t> events(2 * kernels_.size());
+    for (cudaEvent_t &e : events)
+      CASTOR_CUDA(cudaEventCreate(&e));
+    Status s = enqueueInputs();
+    for (size_t i = 0; i < kernels_.size() && s; ++i) {
+      cudaEventRecord(events[2 * i], ctx_.stream);
+      s = kernels_[i]().withContext(plan::describeKernel(plan_, int(i)) + " on cuda");
+      cudaEventRecord(events[2 * i + 1], ctx_.stream);
+    }
+    if (s)
+      s = cuda::cudaStatus(cudaStreamSynchronize(ctx_.stream), "profiling the plan on cuda");
+    std::map<std::string, double> byCategory;
+    for (size_t i = 0; i < kernels_.size() && s; ++i) {
+      float ms = 0;
+      s = cuda::cudaStatus(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]), "kernel timing");
+      byCategory[std::string(plan::categoryName(categories_[i]))] += ms;
+      byCategory["op:" + plan_.kernels(int(i)).op()] += ms;
+    }
+    for (cudaEvent_t e : events)
+      cudaEventDestroy(e);
+    if (!s)
+      return s;
+    return std::vector<std::pair<std::string, double>>(byCategory.begin(), byCategory.end());
+  }
+
+private:
+  template <typename T> cudaError_t allocate(T **p, size_t bytes) {
+    cudaError_t e = cudaMalloc(reinterpret_cast<void **>(p), bytes);
+    if (e == cudaSuccess)
+      allocated_ += bytes;
+    return e;
+  }
+
+  Expected<const Tensor *> find(uint32_t id, size_t bytes) {
+    auto it = tensors_.find(id);
+    if (it == tensors_.end())
+      return Status::error("no tensor with id " + std::to_string(id));
+    if (it->second->kind() == Tensor::ACTIVATION && ctx_.channelsLast(it->second))
+      return Status::error("tensor '" + it->second->name() + "' is an activation stored channels-last: its value "
+                           "is not kept after the step (CASTOR_CUDA_LAYOUT=nchw to read it)");
+    if (it->second->bytes() != bytes)
+      return Status::error("tensor " + std::to_string(id) + " '" + it->second->name() + "' holds " +
+                           std::to_string(it->second->bytes()) + " bytes, got " + std::to_string(bytes));
+    return it->second;
+  }
+
+  // Channels-last is the layout of the tensor-core path: chosen when the plan convolves fp16 or
+  // bf16 data. fp32 convolutions (no TF32) and cuDNN's fp32 batch norm run faster on NCHW.
+  bool halfPrecisionConvolutions() const {
+    for (const Kernel &k : plan_.kernels())
+      if (plan::opFromName(k.op()) == plan::OpId::Conv2d && k.inputs_size() > 0) {
+        const plan::DType dt = tensors_.at(k.inputs(0))->dtype();
+        if (dt == plan::F16 || dt == plan::BF16)
+          return true;
+      }
+    return false;
+  }
+
+  size_t inputIndex(const Tensor *t) const {
+    size_t i = 0;
+    while (inputBuffers_[i].first != t)
+      ++i;
+    return i;
+  }
+
+  // The inputs, once uploaded, from their buffers into their arena slots (reordered when
+  // channels-last); then the buffers are free for the next upload.
+  Status enqueueInputs() {
+    CASTOR_CUDA(cudaStreamWaitEvent(ctx_.stream, inputsReady_));
+    for (const auto &[t, buffer] : inputBuffers_) {
+      if (ctx_.channelsLast(t)) {
+        const cuda::Shape s = cuda::shapeOf(*t);
+        CASTOR_CUDA(cuda::toChannelsLast(buffer, ctx_.ptr(t), s[0], s[1], s[2] * s[3],
+                                         int(plan::dtypeSize(t->dtype())), ctx_.stream));
+      } else {
+        CASTOR_CUDA(cudaMemcpyAsync(ctx_.ptr(t), buffer, t->bytes(), cudaMemcpyDeviceToDevice, ctx_.stream));
+      }
+    }
+    return cuda::cudaStatus(cudaEventRecord(inputsConsumed_, ctx_.stream), "recording the inputs' copy");
+  }
+
+  // Every kernel of the step, in order, on the stream (no synchronisation).
+  Status enqueueKernels() {
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      Status s = kernels_[i]();
+      if (s && syncEach_)
+        s = cuda::cudaStatus(cudaStreamSynchronize(ctx_.stream), "after the kernel");
+      if (!s)
+        return s.withContext(plan::describeKernel(plan_, int(i)) + " on cuda");
+      if (poison_)
+        for (const Tensor *t : poisonAfter_[i])
+          CASTOR_CUDA(cudaMemsetAsync(ctx_.ptr(t), 0xFF, t->bytes(), ctx_.stream));
+    }
+    return Status::ok();
+  }
+
+  // One step: its inputs, then the kernels, eagerly the first time, then captured once and
+  // replayed.
+  Status enqueueStep() {
+    ++runs_;
+    CASTOR_RETURN_IF_ERROR(enqueueInputs());
+    return enqueueGraphOrKernels();
+  }
+
+  Status enqueueGraphOrKernels() {
+    if (!useGraph_ || runs_ == 1)
+      return enqueueKernels();
+    if (!graphExec_) {
+      cudaGraph_t graph = nullptr;
+      CASTOR_CUDA(cudaStreamBeginCapture(ctx_.stream, cudaStreamCaptureModeThreadLocal));
+      Status s = enqueueKernels();
+      cudaError_t end = cudaStreamEndCapture(ctx_.stream, &graph);
+      if (!s)
+        return s.withContext("capturing the step as a CUDA graph (CASTOR_CUDA_GRAPH=0 runs without)");
+      CASTOR_CUDA(end);
+      cudaError_t inst = cudaGraphInstantiate(&graphExec_, graph, 0);
+      cudaGraphDestroy(graph);
+      CASTOR_CUDA(inst);
+    }
+    return cuda::cudaStatus(cudaGraphLaunch(graphExec_, ctx_.stream), "launching the step's CUDA graph");
+  }
+
+  enum class LayoutChoice { Auto, RowMajor, ChannelsLast };
+  bool poison_, syncEach_, useGraph_;
+  LayoutChoice layout_ = LayoutChoice::Auto;
+  plan::Plan plan_;
+  cuda::DeviceContext ctx_;
+  std::unordered_map<uint32_t, const Tensor *> tensors_;
+  std::vector<RunFn> kernels_;
+  std::vector<plan::OpCategory> categories_;
+  std::vector<std::vector<const Tensor *>> poisonAfter_;
+  void *staging_ = nullptr;         // channels-last tensors pass through here on upload/download
+  uint64_t allocated_ = 0;
+  int64_t runs_ = 0;
+  cudaGraphExec_t graphExec_ = nullptr;
+  cudaEvent_t start_ = nullptr, stop_ = nullptr;
+  // Inputs: each has a device buffer of its own that uploads fill on the copy stream from a
+  // pinned host buffer (same index).
+  std::vector<std::pair<const Tensor *, void *>> inputBuffers_;
+  std::vector<void *> pinnedInputs_;
+  cudaStream_t copyStream_ = nullptr;
+  cudaEvent_t inputsReady_ = nullptr, inputsConsumed_ = nullptr;
+};
+
+} // namespace
+
+std::unique_ptr<Backend> createCudaBackend(const BackendOptions &options) {
+  return std::make_unique<CudaBackend>(options);
+}
+
+} // namespace castor

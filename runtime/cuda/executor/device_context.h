@@ -1,0 +1,123 @@
+// What every kernel builder of the CUDA backend sees: the stream, the library handles, the arena
+// and the physical layout of each tensor. The backend (executor/cuda_backend.cpp) owns one DeviceContext
+// for the lifetime of a loaded plan; builders turn one plan kernel into a RunFn that enqueues its
+// work on `stream` and never synchronises (so that the whole step can be captured as a CUDA
+// graph).
+#pragma once
+
+#include "castor/status.h"
+#include "cuda/kernels/elementwise.h"
+#include "cuda/kernels/types.h"
+#include "plan/op_registry.h"
+#include "plan/plan.h"
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace castor::cuda {
+
+using RunFn = std::function<Status()>;
+using Shape = std::vector<int64_t>;
+using TensorList = std::vector<const plan::Tensor *>;
+
+Status cudaStatus(cudaError_t e, const char *what);
+Status cudnnStatus(cudnnStatus_t e, const char *what);
+Status cublasStatus(cublasStatus_t e, const char *what);
+
+#define CASTOR_CUDA(call) CASTOR_RETURN_IF_ERROR(::castor::cuda::cudaStatus((call), #call))
+#define CASTOR_CUDNN(call) CASTOR_RETURN_IF_ERROR(::castor::cuda::cudnnStatus((call), #call))
+#define CASTOR_CUBLAS(call) CASTOR_RETURN_IF_ERROR(::castor::cuda::cublasStatus((call), #call))
+
+// Where the bytes of a tensor lie in the arena. The plan's tensors are row-major; when
+// channelsLastEnabled (plans that convolve fp16/bf16 data, see executor/cuda_backend.cpp) the backend
+// stores every rank-4 floating-point tensor channels-last (logical [N,C,H,W], physical
+// [N,H,W,C]; a conv weight [K,C,R,S] becomes [K,R,S,C]), the layout cuDNN's tensor-core kernels
+// want. upload/download convert, so the host always sees the plan's row-major layout.
+enum class Layout { RowMajor, ChannelsLast };
+
+struct DeviceContext {
+  cudaStream_t stream = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cublasLtHandle_t cublasLt = nullptr; // gemm and matmul (blas.cpp)
+  uint8_t *arena = nullptr;
+  std::string deviceName;
+  int smCount = 0;
+  bool channelsLastEnabled = true;
+
+  // One workspace shared by every library call of the step: builders ask for what they need
+  // (requestWorkspace) and read `workspace` when they run; the backend allocates it after every
+  // kernel is built.
+  void *workspace = nullptr;
+  size_t workspaceBytes = 0;
+  size_t workspaceLimit = 0;
+  void requestWorkspace(size_t bytes) { workspaceBytes = bytes > workspaceBytes ? bytes : workspaceBytes; }
+
+  // Device memory outside the arena that lives as long as the plan (e.g. cuDNN's batch-norm
+  // reserve space, which the forward kernel fills and the backward kernel reads), keyed by the
+  // id of a tensor both kernels share; freed by the backend. Counted in peak memory.
+  std::unordered_map<uint32_t, std::pair<void *, size_t>> persistent;
+  Expected<void *> persistentBuffer(uint32_t key, size_t bytes);
+
+  // 64 doubles of device scratch for small reductions (gradient clipping, statistics).
+  double *scratch = nullptr;
+
+  uint8_t *ptr(const plan::Tensor *t) const { return arena + t->offset(); }
+  Ref ref(const plan::Tensor *t) const { return Ref{ptr(t), int(t->dtype())}; }
+  int64_t *ints(const plan::Tensor *t) const { return reinterpret_cast<int64_t *>(ptr(t)); }
+
+  // Copies `from` into `to`'s slot on the stream; nothing when both are the same slot (an
+  // in-place update the planner tied to its input).
+  Status copyUnlessSame(const plan::Tensor *from, const plan::Tensor *to) const;
+
+  Layout layout(const plan::Tensor *t) const {
+    const bool isFloat = t->dtype() == plan::F32 || t->dtype() == plan::F16 || t->dtype() == plan::BF16 ||
+                         t->dtype() == plan::F64;
+    return channelsLastEnabled && isFloat && t->shape_size() == 4 ? Layout::ChannelsLast : Layout::RowMajor;
+  }
+  bool channelsLast(const plan::Tensor *t) const { return layout(t) == Layout::ChannelsLast; }
+};
+
+// The logical (plan) shape, and the shape in storage order ([N,H,W,C] for channels-last).
+Shape shapeOf(const plan::Tensor &t);
+Shape physicalShape(const DeviceContext &ctx, const plan::Tensor &t);
+// The storage-order position of logical axis `axis` of `t`.
+int physicalAxis(const DeviceContext &ctx, const plan::Tensor &t, int axis);
+int64_t countOf(const plan::Tensor &t);
+int64_t span(const Shape &s, size_t from, size_t to);
+// Whether the arena slots of a and b share a byte.
+bool overlap(const plan::Tensor *a, const plan::Tensor *b);
+bool isFloat(plan::DType t);
+// cuDNN's name of a float dtype (f32 for anything else).
+cudnnDataType_t cudnnType(plan::DType t);
+
+// Element strides of `in` right-aligned against `out` (0 where it broadcasts); the broadcast of
+// two operands against an output (rank 0 when all three shapes are equal: flat indices); the
+// flat index in `in` of every batch entry of `out` (matmul's batch dims).
+std::vector<int64_t> broadcastStrides(const Shape &in, const Shape &out);
+Expected<Broadcast> makeBroadcast(const Shape &a, const Shape &b, const Shape &out);
+std::vector<int64_t> broadcastIndex(const Shape &in, const Shape &out);
+
+// A RunFn around a launch function returning a cudaError_t.
+RunFn launch(std::function<cudaError_t()> f);
+
+// The registry's id of a kernel's op. The executor builds only kernels whose op is in the
+// registry (kernel_table.h), so builders call it freely.
+inline plan::OpId opOf(const plan::Kernel &k) { return *plan::opFromName(k.op()); }
+
+// A kernel builder: prepares everything a kernel needs (descriptors, tuned algorithms, scratch)
+// and returns the function that enqueues it. It refuses, with a clear message, a kernel whose
+// operands it cannot run (dtype, rank, layout). The builder of each op: kernel_table.h.
+using Builder = Expected<RunFn> (*)(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
+                                    const TensorList &out);
+
+} // namespace castor::cuda

@@ -1,0 +1,72 @@
+#include "cuda/executor/kernel_table.h"
+
+#include "castor/cuda_backend.h"
+
+#include "cuda/cublaslt/matmul.h"
+#include "cuda/cudnn/builders.h"
+#include "cuda/kernels/builders.h"
+
+namespace castor::cuda {
+
+using plan::OpId;
+
+// Library calls where a library has the op (cuDNN, cuBLASLt), the own kernels elsewhere. Batch
+// norm's running-statistics update and the convolution bias gradient are own kernels.
+const plan::OpTable<Builder> &cudaKernels() {
+  static const plan::OpTable<Builder> table = {
+      {OpId::Conv2d, buildConvolution},
+      {OpId::BatchNormTraining, buildBatchNorm},
+      {OpId::BatchNormInference, buildBatchNorm},
+      {OpId::Relu, own::buildUnary},
+      {OpId::Sigmoid, own::buildUnary},
+      {OpId::Clip, own::buildUnary},
+      {OpId::Add, own::buildBinary},
+      {OpId::Mul, own::buildBinary},
+      {OpId::Identity, own::buildCopyOrCast},
+      {OpId::Cast, own::buildCopyOrCast},
+      {OpId::Reshape, own::buildCopyOrCast},
+      {OpId::Flatten, own::buildCopyOrCast},
+      {OpId::Dropout, own::buildDropout},
+      {OpId::MaxPool2d, own::buildPool},
+      {OpId::AvgPool2d, own::buildPool},
+      {OpId::GlobalAvgPool, own::buildGlobalAvgPool},
+      {OpId::Gemm, buildCublasLtMatmul},
+      {OpId::Matmul, buildCublasLtMatmul},
+      {OpId::Concat, own::buildConcatOrSplit},
+      {OpId::Softmax, own::buildSoftmax},
+      {OpId::SoftmaxCrossEntropy, own::buildSoftmaxCrossEntropy},
+      {OpId::Conv2dBackwardData, buildConvolution},
+      {OpId::Conv2dBackwardFilter, buildConvolution},
+      {OpId::Conv2dBackwardBias, own::buildConv2dBackwardBias},
+      {OpId::ReduceSumTo, own::buildReduceSumTo},
+      {OpId::BatchNormTrainingBackward, buildBatchNorm},
+      {OpId::BatchNormRunningUpdate, own::buildBatchNormRunningUpdate},
+      {OpId::ReluBackward, own::buildUnaryBackward},
+      {OpId::SigmoidBackward, own::buildUnaryBackward},
+      {OpId::ClipBackward, own::buildUnaryBackward},
+      {OpId::DropoutBackward, own::buildDropout},
+      {OpId::MaxPool2dBackward, own::buildPoolBackward},
+      {OpId::AvgPool2dBackward, own::buildPoolBackward},
+      {OpId::GlobalAvgPoolBackward, own::buildGlobalAvgPool},
+      {OpId::SoftmaxBackward, own::buildSoftmax},
+      {OpId::SoftmaxCrossEntropyBackward, own::buildSoftmaxCrossEntropyBackward},
+      {OpId::Split, own::buildConcatOrSplit},
+      {OpId::CountCorrect, own::buildCountCorrect},
+      {OpId::Fill, own::buildFill},
+      {OpId::SgdUpdate, own::buildSgdUpdate},
+      {OpId::AdamwUpdate, own::buildAdamwUpdate},
+      {OpId::Increment, own::buildIncrement},
+      {OpId::LrSchedule, own::buildLrSchedule},
+      {OpId::UnscaleGradients, own::buildUnscaleGradients},
+      {OpId::ClipGradNorm, own::buildUnscaleGradients},
+      {OpId::UpdateLossScale, own::buildUpdateLossScale},
+      {OpId::GradientStats, own::buildGradientStats},
+  };
+  return table;
+}
+
+} // namespace castor::cuda
+
+namespace castor {
+std::vector<plan::OpId> cudaBackendOps() { return cuda::cudaKernels().implemented(); }
+} // namespace castor

@@ -1,0 +1,98 @@
+// What the builders of the CUDA backend's own kernels share (builders.cpp): the layout helpers,
+// scratch buffers and operand checks; and the builders themselves, which
+// executor/kernel_table.cpp maps ops to.
+#pragma once
+
+#include "cuda/executor/device_context.h"
+
+#include <limits>
+#include <string>
+#include <vector>
+
+namespace castor::cuda::own {
+
+using plan::Kernel;
+using plan::OpId;
+using plan::Tensor;
+
+constexpr double inf = std::numeric_limits<double>::infinity();
+
+// kTagBnInvStd: the inverse standard deviation the graph API's batch-norm inference reads
+// (cudnn/batch_norm_graph.cpp).
+enum ScratchTag : uint32_t {
+  kTagChannel = 0x8,
+  kTagLoss = 0x9,
+  kTagMulti = 0xA,
+  kTagReorder = 0xB,
+  kTagPoolTaps = 0xC,
+  kTagBnInvStd = 0xD
+};
+
+Expected<void *> scratchFor(DeviceContext &ctx, ScratchTag tag, const Tensor *owner, size_t bytes);
+
+Status layoutError(const std::string &op, const std::string &what);
+
+// Whether t's storage order differs from the plan's row-major order (channels-last with C > 1
+// and H*W > 1; [N,1,H,W] and [N,C,1,1] are the same bytes either way).
+bool reordered(const DeviceContext &ctx, const Tensor *t);
+
+// Operands of one shape must share their storage order.
+Status sameOrder(const DeviceContext &ctx, const std::string &op, std::initializer_list<const Tensor *> ts);
+
+// Element stride in storage of each logical dim of t.
+std::vector<int64_t> storageStrides(const DeviceContext &ctx, const Tensor &t);
+
+// The logical dims of t from the outermost in storage to the innermost.
+std::vector<int> storageOrder(const DeviceContext &ctx, const Tensor &t);
+
+// a, b broadcast against out, in out's storage order, each indexed by its storage strides.
+Expected<Broadcast> physicalBroadcast(const DeviceContext &ctx, const Tensor *a, const Tensor *b, const Tensor *out);
+
+// x = [A, C, B] per channel (dim 1): channels-last [N*H*W, C, 1], else [N, C, prod(rest)].
+struct ChannelGeometry {
+  int64_t A, C, B;
+};
+
+ChannelGeometry channelGeometry(const DeviceContext &ctx, const Tensor &x);
+
+// A check that the kernel has at least nin inputs and nout outputs.
+struct OperandCheck {
+  const std::string &op;
+  const TensorList &in, &out;
+  Status operator()(size_t nin, size_t nout) const;
+};
+OperandCheck operandCheck(const std::string &op, const TensorList &in, const TensorList &out);
+
+// One builder per op family, each beside its .cu file (elementwise.cpp, reduce.cpp, pooling.cpp,
+// loss.cpp, optimizer.cpp).
+using OwnBuilder = Expected<RunFn>(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
+                                   const TensorList &out);
+OwnBuilder buildAdamwUpdate;
+OwnBuilder buildBatchNormInference;
+OwnBuilder buildBatchNormRunningUpdate;
+OwnBuilder buildBatchNormTraining;
+OwnBuilder buildBatchNormTrainingBackward;
+OwnBuilder buildBinary;
+OwnBuilder buildConcatOrSplit;
+OwnBuilder buildConv2dBackwardBias;
+OwnBuilder buildCopyOrCast;
+OwnBuilder buildCountCorrect;
+OwnBuilder buildDropout;
+OwnBuilder buildFill;
+OwnBuilder buildGlobalAvgPool;
+OwnBuilder buildGradientStats;
+OwnBuilder buildIncrement;
+OwnBuilder buildLrSchedule;
+OwnBuilder buildPool;
+OwnBuilder buildPoolBackward;
+OwnBuilder buildReduceSumTo;
+OwnBuilder buildSgdUpdate;
+OwnBuilder buildSoftmax;
+OwnBuilder buildSoftmaxCrossEntropy;
+OwnBuilder buildSoftmaxCrossEntropyBackward;
+OwnBuilder buildUnary;
+OwnBuilder buildUnaryBackward;
+OwnBuilder buildUnscaleGradients;
+OwnBuilder buildUpdateLossScale;
+
+} // namespace castor::cuda::own

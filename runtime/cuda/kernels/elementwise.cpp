@@ -1,0 +1,226 @@
+// Element-wise builders of the own kernels: unary ops and their backward, add/mul with broadcasting,
+// identity/cast/reshape/flatten (a reorder where the storage orders differ), fill, dropout,
+// concat/split.
+#include "cuda/kernels/builders.h"
+#include "cuda/kernels/elementwise.h"
+#include "cuda/kernels/layout.h"
+
+#include "castor/shape_rules.h"
+#include "plan/op_attrs.h"
+
+#include <algorithm>
+
+namespace castor::cuda::own {
+namespace {
+
+// identity/reshape/flatten/cast: a copy (or conversion) when x and y have the same storage order,
+// else a reorder through channels-last <-> row-major.
+Expected<RunFn> buildCopy(DeviceContext &ctx, const std::string &op, const Tensor *x, const Tensor *y) {
+  DeviceContext *c = &ctx;
+  const bool rx = reordered(ctx, x), ry = reordered(ctx, y);
+  if (countOf(*x) != countOf(*y))
+    return Status::error(op + ": input and output element counts differ");
+  if ((!rx && !ry) || (rx && ry && shapeOf(*x) == shapeOf(*y))) {
+    if (x->dtype() == y->dtype())
+      return RunFn([c, x, y]() { return c->copyUnlessSame(x, y); });
+    return launch([c, x, y]() { return convert(c->ref(x), c->ref(y), countOf(*y), c->stream); });
+  }
+  if (overlap(x, y))
+    return layoutError(op, "an in-place reshape between a channels-last tensor and a tensor of another shape "
+                           "(the bytes must be reordered)");
+  if (rx && ry && x->dtype() != y->dtype())
+    return layoutError(op, "a cast that also reshapes a channels-last tensor");
+  // One temporary: the converted input (x's order, y's dtype) or the row-major middle of a
+  // channels-last -> channels-last reshape.
+  const bool needTemp = x->dtype() != y->dtype() || (rx && ry);
+  void *temp = nullptr;
+  if (needTemp) {
+    auto t = scratchFor(ctx, kTagReorder, y, y->bytes());
+    if (!t)
+      return t.status();
+    temp = *t;
+  }
+  const int elem = int(plan::dtypeSize(y->dtype()));
+  const Shape xs = shapeOf(*x), ys = shapeOf(*y);
+  return RunFn([=]() -> Status {
+    const void *src = c->ptr(x);
+    if (x->dtype() != y->dtype()) {
+      CASTOR_CUDA(convert(c->ref(x), Ref{temp, int(y->dtype())}, countOf(*x), c->stream));
+      src = temp;
+    }
+    if (rx && ry) { // reshape: x channels-last -> row-major temp -> y channels-last
+      CASTOR_CUDA(fromChannelsLast(src, temp, xs[0], xs[1], xs[2] * xs[3], elem, c->stream));
+      CASTOR_CUDA(toChannelsLast(temp, c->ptr(y), ys[0], ys[1], ys[2] * ys[3], elem, c->stream));
+    } else if (rx) {
+      CASTOR_CUDA(fromChannelsLast(src, c->ptr(y), xs[0], xs[1], xs[2] * xs[3], elem, c->stream));
+    } else {
+      CASTOR_CUDA(toChannelsLast(src, c->ptr(y), ys[0], ys[1], ys[2] * ys[3], elem, c->stream));
+    }
+    return Status::ok();
+  });
+}
+
+} // namespace
+
+// relu, sigmoid, clip
+Expected<RunFn> buildUnary(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  CASTOR_RETURN_IF_ERROR(need(1, 1));
+  double lo = -inf, hi = inf;
+  const OpId u = opOf(k);
+  if (opOf(k) == OpId::Clip) {
+    auto p = plan::parseClip(k);
+    if (!p)
+      return p.status();
+    lo = p->min ? *p->min : -inf, hi = p->max ? *p->max : inf;
+  } else {
+    CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+  }
+  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], out[0]}));
+  const Tensor *x = in[0], *y = out[0];
+  return launch([=]() { return unary(u, c->ref(x), c->ref(y), countOf(*y), lo, hi, s); });
+}
+
+// relu_backward, sigmoid_backward, clip_backward
+Expected<RunFn> buildUnaryBackward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  CASTOR_RETURN_IF_ERROR(need(2, 1));
+  double lo = -inf, hi = inf;
+  const OpId b = opOf(k);
+  if (opOf(k) == OpId::ClipBackward) {
+    auto p = plan::parseClip(k);
+    if (!p)
+      return p.status();
+    lo = p->min ? *p->min : -inf, hi = p->max ? *p->max : inf;
+  } else {
+    CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+  }
+  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], in[1], out[0]}));
+  const Tensor *dy = in[0], *sv = in[1], *dx = out[0];
+  return launch([=]() { return backward(b, c->ref(dy), c->ref(sv), c->ref(dx), countOf(*dx), lo, hi, s); });
+}
+
+// add, mul
+Expected<RunFn> buildBinary(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+  CASTOR_RETURN_IF_ERROR(need(2, 1));
+  auto bc = physicalBroadcast(ctx, in[0], in[1], out[0]);
+  if (!bc)
+    return bc.status().withContext(op);
+  const Broadcast b = simplifyBroadcast(*bc);
+  const OpId bo = opOf(k);
+  const Tensor *x = in[0], *y = in[1], *z = out[0];
+  return launch([=]() { return binary(bo, c->ref(x), c->ref(y), c->ref(z), b, countOf(*z), s); });
+}
+
+// identity, cast, reshape, flatten
+Expected<RunFn> buildCopyOrCast(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  const std::string &op = k.op();
+  const auto need = operandCheck(k.op(), in, out);
+  if (opOf(k) == OpId::Flatten) {
+    auto axis = plan::parseAxis(k, 1);
+    if (!axis)
+      return axis.status();
+  } else {
+    CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+  }
+  CASTOR_RETURN_IF_ERROR(need(1, 1));
+  return buildCopy(ctx, op, in[0], out[0]);
+}
+
+// fill
+Expected<RunFn> buildFill(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseFill(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(0, 1));
+  const Tensor *y = out[0];
+  const double v = p->value;
+  return launch([=]() { return fill(c->ref(y), countOf(*y), v, s); });
+}
+
+// dropout, dropout_backward
+Expected<RunFn> buildDropout(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  const auto need = operandCheck(k.op(), in, out);
+  auto p = plan::parseDropout(k);
+  if (!p)
+    return p.status();
+  CASTOR_RETURN_IF_ERROR(need(1, 1));
+  const Tensor *x = in[0], *y = out[0], *it = in.size() > 1 ? in[1] : nullptr;
+  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {x, y}));
+  DropoutGeometry g;
+  if (reordered(ctx, y)) {
+    g.channelsLast = true;
+    g.N = y->shape(0), g.C = y->shape(1), g.H = y->shape(2), g.W = y->shape(3);
+  }
+  const plan::DropoutParams d = *p;
+  return launch([=]() {
+    return dropout(c->ref(x), c->ref(y), countOf(*y), it ? c->ints(it) : nullptr, d.ratio, d.seed, d.salt, g, s);
+  });
+}
+
+// concat, split
+Expected<RunFn> buildConcatOrSplit(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const std::string &op = k.op();
+  const cudaStream_t s = ctx.stream;
+  auto axis = plan::parseAxis(k, 0);
+  if (!axis)
+    return axis.status();
+  const bool isConcat = opOf(k) == OpId::Concat;
+  if (in.empty() || out.empty())
+    return Status::error(op + " needs operands");
+  const Tensor *whole = isConcat ? out.at(0) : in.at(0);
+  const std::vector<const Tensor *> parts = isConcat ? in : out;
+  const Shape ws = shapeOf(*whole);
+  auto ax = shape::normalizeAxis(*axis, int64_t(ws.size()));
+  if (!ax)
+    return Status::error("axis out of range");
+  for (const Tensor *t : parts) {
+    if (t->dtype() != whole->dtype())
+      return Status::error(op + " operands must share one dtype");
+    if (ctx.channelsLast(t) != ctx.channelsLast(whole))
+      return layoutError(op, "operands in different layouts");
+  }
+  // In storage order: channels-last maps the axis (C is innermost).
+  const Shape ps = physicalShape(ctx, *whole);
+  const size_t pax = size_t(physicalAxis(ctx, *whole, int(*ax)));
+  const int logicalAxis = int(*ax);
+  const int64_t outer = span(ps, 0, pax);
+  const uint64_t innerBytes = uint64_t(span(ps, pax + 1, ps.size())) * plan::dtypeSize(whole->dtype());
+  const uint64_t rowBytes = uint64_t(ps[pax]) * innerBytes;
+  return RunFn([=]() -> Status {
+    uint64_t at = 0;
+    for (const Tensor *t : parts) {
+      const uint64_t chunk = uint64_t(t->shape(logicalAxis)) * innerBytes;
+      if (chunk > 0 && outer > 0) {
+        if (isConcat)
+          CASTOR_CUDA(cudaMemcpy2DAsync(c->ptr(whole) + at, rowBytes, c->ptr(t), chunk, chunk, size_t(outer),
+                                        cudaMemcpyDeviceToDevice, s));
+        else
+          CASTOR_CUDA(cudaMemcpy2DAsync(c->ptr(t), chunk, c->ptr(whole) + at, rowBytes, chunk, size_t(outer),
+                                        cudaMemcpyDeviceToDevice, s));
+      }
+      at += chunk;
+    }
+    return Status::ok();
+  });
+}
+
+} // namespace castor::cuda::own

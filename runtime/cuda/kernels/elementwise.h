@@ -1,0 +1,44 @@
+// Element-wise kernels (elementwise.cu): conversions, unary/binary/backward element-wise ops with
+// broadcasting, fill, dropout.
+// Conventions of every launch function: kernels/types.h.
+#pragma once
+
+#include "cuda/kernels/types.h"
+#include "plan/op_registry.h"
+
+namespace castor::cuda {
+
+// Element-wise with numpy broadcasting: output dims, and each input's element strides per output
+// dim (0 where it broadcasts), in the output's storage order (rank 0: same shapes, flat indices).
+struct Broadcast {
+  int rank = 0;
+  int64_t out[kMaxRank] = {};
+  int64_t sa[kMaxRank] = {}, sb[kMaxRank] = {};
+};
+// Merges adjacent dims that every operand walks contiguously and drops dims of size 1.
+Broadcast simplifyBroadcast(const Broadcast &bc);
+
+// The element-wise launchers take the registry's op (relu, sigmoid, clip; add, mul; relu_backward,
+// sigmoid_backward, clip_backward) and refuse any other with cudaErrorInvalidValue.
+using plan::OpId;
+
+// x -> y of the same element count in the same storage order (any pair of f32/f16/bf16/f64/i64).
+cudaError_t convert(Ref x, Ref y, int64_t n, cudaStream_t s);
+cudaError_t unary(OpId op, Ref x, Ref y, int64_t n, double lo, double hi, cudaStream_t s);
+cudaError_t binary(OpId op, Ref a, Ref b, Ref c, const Broadcast &bc, int64_t n, cudaStream_t s);
+cudaError_t backward(OpId op, Ref dy, Ref saved, Ref dx, int64_t n, double lo, double hi, cudaStream_t s);
+cudaError_t fill(Ref y, int64_t n, double value, cudaStream_t s);
+// y = scale * x broadcast into y (the gemm's addend C before the product is added).
+cudaError_t broadcastScaled(Ref x, Ref y, const Broadcast &bc, int64_t n, double scale, cudaStream_t s);
+
+// Dropout. iteration == nullptr: the identity (inference). The mask is keyed by the logical
+// (row-major) element index: with channelsLast, y is [N,H,W,C] in storage and logical [N,C,H,W]
+// (dims N, C, H, W given); otherwise the storage index is the logical one.
+struct DropoutGeometry {
+  bool channelsLast = false;
+  int64_t N = 0, C = 0, H = 0, W = 0;
+};
+cudaError_t dropout(Ref x, Ref y, int64_t n, const int64_t *iteration, double ratio, int64_t seed, int64_t salt,
+                    const DropoutGeometry &g, cudaStream_t s);
+
+} // namespace castor::cuda

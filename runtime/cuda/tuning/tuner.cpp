@@ -1,0 +1,208 @@
+// The per-layer tuner (see tuning/tuner.h): cached choice, else time every buildable candidate.
+#include "cuda/tuning/tuner.h"
+
+#include "cuda/tuning/tuning_cache.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+
+namespace castor::cuda::tuning {
+namespace {
+
+std::atomic<int> timedLayers{0}, cachedLayers{0}, fallbackLayers{0};
+std::mutex pathMutex;
+std::string lastCachePath; // for the summary
+
+constexpr int kWarmupRuns = 2;
+constexpr int kTimedRuns = 9; // the median of these
+// A candidate whose first run takes this many times the best median so far is not timed further.
+constexpr float kHopeless = 4.0f;
+
+size_t envCount(const char *name, size_t fallback) {
+  const char *v = std::getenv(name);
+  if (!v || !*v)
+    return fallback;
+  return size_t(std::strtoul(v, nullptr, 10));
+}
+
+// Owns what timing needs and releases it on every return path.
+struct TimingResources {
+  void *workspace = nullptr;
+  std::vector<cudaEvent_t> events;
+  ~TimingResources() {
+    for (cudaEvent_t e : events)
+      cudaEventDestroy(e);
+    if (workspace)
+      cudaFree(workspace);
+  }
+};
+
+struct Built {
+  const Candidate *candidate;
+  Executable executable;
+};
+
+// The median time per run of `e` in ms, or an error when it fails to run. `best` is the best
+// median so far (0 when none): a candidate far slower on its first run is not timed further.
+Expected<float> timeCandidate(DeviceContext &ctx, const Executable &e, void *workspace,
+                              std::vector<cudaEvent_t> &ev, float best) {
+  for (int i = 0; i < kWarmupRuns; ++i)
+    CASTOR_RETURN_IF_ERROR(e.run(workspace));
+  CASTOR_CUDA(cudaStreamSynchronize(ctx.stream));
+  // One run first: hopeless candidates stop here.
+  CASTOR_CUDA(cudaEventRecord(ev[0], ctx.stream));
+  CASTOR_RETURN_IF_ERROR(e.run(workspace));
+  CASTOR_CUDA(cudaEventRecord(ev[1], ctx.stream));
+  CASTOR_CUDA(cudaEventSynchronize(ev[1]));
+  float first = 0;
+  CASTOR_CUDA(cudaEventElapsedTime(&first, ev[0], ev[1]));
+  if (best > 0 && first > kHopeless * best)
+    return first;
+  // Back-to-back runs, an event between each two.
+  CASTOR_CUDA(cudaEventRecord(ev[0], ctx.stream));
+  for (int i = 0; i < kTimedRuns; ++i) {
+    CASTOR_RETURN_IF_ERROR(e.run(workspace));
+    CASTOR_CUDA(cudaEventRecord(ev[size_t(i) + 1], ctx.stream));
+  }
+  CASTOR_CUDA(cudaEventSynchronize(ev[kTimedRuns]));
+  std::vector<float> times(kTimedRuns);
+  for (int i = 0; i < kTimedRuns; ++i)
+    CASTOR_CUDA(cudaEventElapsedTime(&times[size_t(i)], ev[size_t(i)], ev[size_t(i) + 1]));
+  std::nth_element(times.begin(), times.begin() + kTimedRuns / 2, times.end());
+  return times[kTimedRuns / 2];
+}
+
+} // namespace
+
+Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const std::vector<Candidate> &candidates) {
+  if (candidates.empty())
+    return Status::error("no candidates for " + layerKey);
+  {
+    std::lock_guard<std::mutex> lock(pathMutex);
+    lastCachePath = cachePath(ctx);
+  }
+
+  // The cached choice, if it still builds here (a stale entry is timed again and replaced).
+  if (auto hit = lookup(ctx, layerKey)) {
+    for (const Candidate &c : candidates) {
+      if (c.name != hit->candidate)
+        continue;
+      auto e = c.build();
+      if (e && e->workspaceBytes <= ctx.workspaceLimit) {
+        ++cachedLayers;
+        Choice choice;
+        choice.name = c.name;
+        choice.executable = std::move(*e);
+        choice.ms = hit->ms;
+        choice.fromCache = true;
+        return choice;
+      }
+      break;
+    }
+  }
+
+  // Build the candidates, in the order given; those that compile at build only within their own
+  // budget, or when nothing else builds.
+  const size_t limit = envCount("CASTOR_TUNING_MAX_CANDIDATES", 16); // 0: all
+  const size_t compiledLimit = envCount("CASTOR_TUNING_MAX_COMPILED", 0);
+  std::vector<Built> built;
+  std::string lastError;
+  auto tryBuild = [&](const Candidate &c) {
+    auto e = c.build();
+    if (!e) {
+      lastError = c.name + ": " + e.message();
+      return;
+    }
+    if (e->workspaceBytes > ctx.workspaceLimit) {
+      lastError = c.name + ": needs a workspace of " + std::to_string(e->workspaceBytes) + " bytes";
+      return;
+    }
+    built.push_back(Built{&c, std::move(*e)});
+  };
+  size_t compiledTried = 0;
+  for (const Candidate &c : candidates) {
+    if (limit > 0 && built.size() >= limit)
+      break;
+    if (c.compilesAtBuild && compiledTried++ >= compiledLimit)
+      continue;
+    tryBuild(c);
+  }
+  if (built.empty() && compiledTried > compiledLimit) {
+    size_t seen = 0;
+    for (const Candidate &c : candidates) {
+      if (!c.compilesAtBuild || seen++ < compiledLimit)
+        continue; // tried above
+      // The first that compiles is taken: each costs seconds, for every layer of the plan.
+      if (!built.empty())
+        break;
+      tryBuild(c);
+    }
+  }
+  if (built.empty())
+    return Status::error("no candidate builds" + (lastError.empty() ? std::string() : " (last: " + lastError + ")"));
+
+  // Time them on the real buffers, with a workspace of the largest one's size.
+  TimingResources res;
+  size_t workspaceBytes = 0;
+  for (const Built &b : built)
+    workspaceBytes = std::max(workspaceBytes, b.executable.workspaceBytes);
+  if (workspaceBytes > 0)
+    CASTOR_CUDA(cudaMalloc(&res.workspace, workspaceBytes));
+  res.events.resize(kTimedRuns + 1, nullptr);
+  for (cudaEvent_t &e : res.events)
+    CASTOR_CUDA(cudaEventCreate(&e));
+  const Built *best = nullptr;
+  float bestMs = 0;
+  int timed = 0;
+  for (const Built &b : built) {
+    auto ms = timeCandidate(ctx, b.executable, res.workspace, res.events, bestMs);
+    if (!ms) {
+      lastError = b.candidate->name + ": " + ms.message();
+      // A candidate that fails to run must not leave the stream busy or in error.
+      CASTOR_CUDA(cudaStreamSynchronize(ctx.stream));
+      continue;
+    }
+    ++timed;
+    if (!best || *ms < bestMs) {
+      best = &b;
+      bestMs = *ms;
+    }
+  }
+  if (!best)
+    return Status::error("no candidate runs (last: " + lastError + ")");
+  ++timedLayers;
+  record(ctx, layerKey, CacheEntry{best->candidate->name, double(bestMs)});
+  Choice choice;
+  choice.name = best->candidate->name;
+  choice.executable = best->executable;
+  choice.ms = bestMs;
+  choice.timedCandidates = timed;
+  return choice;
+}
+
+Counts counts() {
+  Counts c;
+  c.timed = timedLayers.load();
+  c.fromCache = cachedLayers.load();
+  c.fallback = fallbackLayers.load();
+  return c;
+}
+
+void noteFallback() { ++fallbackLayers; }
+
+std::string tuningSummary() {
+  const Counts c = counts();
+  std::string path;
+  {
+    std::lock_guard<std::mutex> lock(pathMutex);
+    path = lastCachePath;
+  }
+  return "tuning: " + std::to_string(c.timed) + " layers timed, " + std::to_string(c.fromCache) +
+         " from cache, " + std::to_string(c.fallback) + " on the legacy convolution API (cache " +
+         (path.empty() ? std::string("in memory only") : path) + ")";
+}
+
+} // namespace castor::cuda::tuning

@@ -1,0 +1,41 @@
+// The tuning cache on disk: which candidate the tuner (tuning/tuner.h) chose for a layer, per GPU
+// and cuDNN version.
+//
+// One text file per (GPU name, SM count, cuDNN version from cudnnGetVersion()), in the directory
+// $CASTOR_TUNING_CACHE (default $XDG_CACHE_HOME/castor, else ~/.cache/castor;
+// CASTOR_TUNING_CACHE=off keeps the cache in memory only):
+//   <dir>/tuning-<GPU name>-<SMs>sm-cudnn<version>.txt
+// Lines: "<layer signature>\t<candidate name>\t<median ms>"; '#' starts a comment line.
+//
+// Keyed by layer signature, not by plan: the issue asked for (GPU, cuDNN version, plan hash), but
+// a convolution's best engine depends on its signature (pass, dtype, layouts, dims, pads,
+// strides, dilations, groups), not on the plan around it, so one entry serves every plan with
+// that layer — ResNet-50 at another learning rate, another optimizer, or the same layer repeated
+// within one plan — as TensorRT's timing cache does. The GPU and cuDNN version are in the file
+// name, since engine names and timings mean nothing across them.
+//
+// The file is rewritten atomically (a temporary file renamed over it), merged with what other
+// processes wrote meanwhile; a cache that cannot be read or written never fails a run (one
+// warning on stderr per process).
+#pragma once
+
+#include "cuda/executor/device_context.h"
+
+#include <optional>
+#include <string>
+
+namespace castor::cuda::tuning {
+
+struct CacheEntry {
+  std::string candidate;
+  double ms = 0;
+};
+
+// The file of this GPU and cuDNN version, or "" when the disk cache is off.
+std::string cachePath(const DeviceContext &ctx);
+
+std::optional<CacheEntry> lookup(const DeviceContext &ctx, const std::string &layerKey);
+// Records the entry in memory and rewrites the file.
+void record(const DeviceContext &ctx, const std::string &layerKey, const CacheEntry &entry);
+
+} // namespace castor::cuda::tuning
