@@ -2,7 +2,7 @@
 #include "plan_builder.h"
 #include "test_helpers.h"
 
-#include "core/npy.h"
+#include "data/npy.h"
 #include "plan/plan_io.h"
 #include "weights/init.h"
 #include "weights/safetensors.h"

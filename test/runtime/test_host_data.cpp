@@ -1,8 +1,11 @@
-// castor-run's host-side batch preparation: threaded and prefetched synthetic batches and the
+// Host-side batch preparation (runtime/data): threaded and prefetched synthetic batches and the
 // threaded dtype conversion must give exactly the bits of the serial code they replace.
-#include "host_data.h"
+#include "data/image_encoding.h"
+#include "data/parallel.h"
+#include "data/synthetic.h"
 
 #include "weights/init.h"
+#include "weights/philox.h"
 
 #include <catch2/catch.hpp>
 
@@ -13,11 +16,11 @@
 #include <limits>
 
 using namespace castor;
-using namespace castor::run;
+using namespace castor::data;
 
 namespace {
 
-// The serial definition of a synthetic batch, written out independently of host_data.cpp.
+// The serial definition of a synthetic batch, written out independently of runtime/data/synthetic.cpp.
 void serialBatch(uint64_t seed, int64_t step, int64_t batch, int64_t perImage, int64_t classes,
                  std::vector<double> &images, std::vector<int64_t> &labels) {
   images.resize(size_t(batch * perImage));

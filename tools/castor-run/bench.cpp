@@ -4,13 +4,17 @@
 // (CUDA events on cuda) and the median gives img/s. One more step runs kernel by kernel to time
 // each kernel category. Peak memory is what the backend allocated (arena, workspaces, buffers),
 // not the driver's context: comparable to torch.cuda.max_memory_allocated.
+#include "cli_output.h"
+#include "commands.h"
 #include "device.h"
-#include "host_data.h"
-#include "train.h"
 
 #include "castor/backend.h"
 #include "core/session.h"
+#include "data/synthetic.h"
 #include "plan/plan_io.h"
+#include "train/plan_index.h"
+#include "train/scalar_output.h"
+#include "train/training_signature.h"
 #include "weights/init.h"
 
 #include <fmt/core.h>
@@ -23,77 +27,69 @@
 namespace castor::run {
 namespace {
 
-int fail(const std::string &message) {
-  fmt::print(stderr, "castor-run bench: error: {}\n", message);
-  return 1;
-}
-
-Expected<double> scalarOutput(Session &s, const std::string &name) {
-  auto t = s.output(name);
-  if (!t)
-    return t.status();
-  return weights::decodeValues(t->dtype, t->data)[0];
-}
+// bench's errors name the command.
+int benchFail(const std::string &message) { return fail(message, "castor-run bench"); }
 
 } // namespace
 
 int bench(const BenchOptions &o) {
   if (o.steps <= 0 || o.warmup < 0)
-    return fail("--steps must be positive and --warmup non-negative");
+    return benchFail("--steps must be positive and --warmup non-negative");
   auto read = plan::readPlanFile(o.plan);
   if (!read)
-    return fail(read.message());
+    return benchFail(read.message());
   plan::Plan p = std::move(*read);
-  const plan::Tensor *images = findBinding(p, true, "images"), *labels = findBinding(p, true, "labels");
-  if (!images || !labels || !findBinding(p, false, "loss"))
-    return fail("bench runs training plans: inputs \"images\" and \"labels\", output \"loss\"");
-  const std::vector<int64_t> imageShape(images->shape().begin(), images->shape().end());
-  const int64_t batch = imageShape.empty() ? 0 : imageShape[0];
-  if (batch <= 0 || labels->dtype() != plan::I64 || labels->shape_size() != 1 || labels->shape(0) != batch)
-    return fail("the plan's images and labels must share the batch (labels i64 [N])");
-  const int64_t perImage = *plan::elementCount(*images) / batch;
-  int64_t classes = lossClasses(p, labels->id());
+  const train::PlanIndex index(p);
+  auto bound = train::TrainingBindings::find(index);
+  if (!bound)
+    return benchFail("bench runs training plans: inputs \"images\" and \"labels\", output \"loss\"");
+  if (!bound->batchAgrees())
+    return benchFail("the plan's images and labels must share the batch (labels i64 [N])");
+  const std::vector<int64_t> imageShape = train::shapeOf(*bound->images);
+  const int64_t batch = imageShape[0];
+  const int64_t perImage = *plan::elementCount(*bound->images) / batch;
+  int64_t classes = train::lossClasses(index, bound->labels->id());
   if (classes <= 0)
     classes = 10;
 
   auto backend = createBackend(o.device, BackendOptions{});
   if (!backend)
-    return fail(backend.message());
+    return benchFail(backend.message());
   SessionOptions so;
   so.seed = o.seed;
   auto created = Session::create(std::move(p), std::move(*backend), so);
   if (!created)
-    return fail(created.message());
+    return benchFail(created.message());
   Session &s = **created;
 
   std::vector<double> imageValues;
   std::vector<int64_t> labelValues;
-  syntheticBatch(o.seed, 0, batch, perImage, classes, imageValues, labelValues);
+  data::syntheticBatch(o.seed, 0, batch, perImage, classes, imageValues, labelValues);
   HostTensor in{"images", plan::F64, imageShape, weights::encodeValues(plan::F64, imageValues)};
   HostTensor lb{"labels", plan::I64, {batch}, std::vector<uint8_t>(labelValues.size() * 8)};
   std::memcpy(lb.data.data(), labelValues.data(), lb.data.size());
   if (Status st = s.setInput("images", in); !st)
-    return fail(st.message());
+    return benchFail(st.message());
   if (Status st = s.setInput("labels", lb); !st)
-    return fail(st.message());
+    return benchFail(st.message());
 
   Backend &b = s.backend();
   for (int64_t i = 0; i < o.warmup; ++i)
     if (Status st = b.run(); !st)
-      return fail(st.withContext(fmt::format("warm-up step {}", i + 1)).message());
-  auto firstLoss = scalarOutput(s, "loss");
+      return benchFail(st.withContext(fmt::format("warm-up step {}", i + 1)).message());
+  auto firstLoss = train::scalarOutput(s, "loss");
   if (!firstLoss)
-    return fail(firstLoss.message());
+    return benchFail(firstLoss.message());
   std::vector<double> ms;
   for (int64_t i = 0; i < o.steps; ++i) {
     auto t = b.timedRun();
     if (!t)
-      return fail(t.status().withContext(fmt::format("timed step {}", i + 1)).message());
+      return benchFail(t.status().withContext(fmt::format("timed step {}", i + 1)).message());
     ms.push_back(*t);
   }
-  auto lastLoss = scalarOutput(s, "loss");
+  auto lastLoss = train::scalarOutput(s, "loss");
   if (!lastLoss)
-    return fail(lastLoss.message());
+    return benchFail(lastLoss.message());
   std::vector<double> sorted = ms;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted.size() % 2 ? sorted[sorted.size() / 2]

@@ -1,4 +1,4 @@
-#include "core/npy.h"
+#include "data/npy.h"
 
 #include <cerrno>
 #include <cstring>

@@ -1,4 +1,4 @@
-#include "core/idx.h"
+#include "data/idx.h"
 
 #include <zlib.h>
 

@@ -1,14 +1,22 @@
-// castor-run train, bench and eval: training plans fed with synthetic, IDX (MNIST-format) or .npy data, and
-// test-set accuracy of a forward plan.
+// castor-run's commands: each takes its parsed flags, prints its results and returns the exit
+// code (0 success, 1 failure with "castor-run: error: ..." on stderr). The work itself is done by
+// the runtime's libraries (castor_runtime, castor_data, castor_train).
 #pragma once
-
-#include "plan/plan.h"
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
 namespace castor::run {
+
+struct InferOptions {
+  std::string plan;
+  std::vector<std::string> inputs, outputs;
+  std::string weights;
+  uint64_t seed = 0;
+  std::string device = "cpu";
+  bool poison = false;
+};
 
 struct TrainOptions {
   std::string plan;
@@ -37,13 +45,10 @@ struct BenchOptions {
   bool json = false;
 };
 
+int inspect(const std::string &plan, bool json);
+int infer(const InferOptions &options);
 int train(const TrainOptions &options);
-int bench(const BenchOptions &options);
-
-// The class count of a training plan's loss (the logits' width; 0 when not found).
-int64_t lossClasses(const plan::Plan &p, uint32_t labelsId);
-// The tensor bound to input or output `name`, or nullptr.
-const plan::Tensor *findBinding(const plan::Plan &p, bool input, const std::string &name);
 int eval(const EvalOptions &options);
+int bench(const BenchOptions &options);
 
 } // namespace castor::run

@@ -1,29 +1,11 @@
-#include "host_data.h"
+#include "data/synthetic.h"
 
-#include "weights/init.h"
+#include "data/random_streams.h"
 
 #include <algorithm>
 #include <cmath>
-#include <thread>
 
-namespace castor::run {
-
-int dataThreads() {
-  static const int n = std::clamp(int(std::thread::hardware_concurrency()), 1, 32);
-  return n;
-}
-
-void parallelChunks(size_t count, size_t minChunk, const std::function<void(size_t, size_t)> &body, int threads) {
-  const size_t n = std::clamp<size_t>(count / std::max<size_t>(minChunk, 1), 1, size_t(std::max(threads, 1)));
-  std::vector<std::thread> pool;
-  pool.reserve(n - 1);
-  for (size_t t = 1; t < n; ++t)
-    pool.emplace_back(body, count * t / n, count * (t + 1) / n);
-  body(0, count / n);
-  for (std::thread &t : pool)
-    t.join();
-}
-
+namespace castor::data {
 namespace {
 
 // Four N(0, 1) values from one Philox block: Box-Muller, in float, on each pair of its words (a
@@ -90,23 +72,4 @@ void SyntheticStream::next(int64_t step, std::vector<double> &images, std::vecto
   });
 }
 
-plan::DType hostImageDType(plan::DType planDType) {
-  const bool isFloat =
-      planDType == plan::F16 || planDType == plan::BF16 || planDType == plan::F32 || planDType == plan::F64;
-  return isFloat ? planDType : plan::F64;
-}
-
-void encodeValuesParallel(plan::DType dtype, const std::vector<double> &values, std::vector<uint8_t> &out,
-                          int threads) {
-  const size_t size = plan::dtypeSize(dtype);
-  out.resize(values.size() * size);
-  // A conversion is a few instructions per value: only large chunks pay for a thread.
-  parallelChunks(
-      values.size(), size_t(1) << 18,
-      [&](size_t begin, size_t end) {
-        weights::encodeValues(dtype, values.data() + begin, end - begin, out.data() + begin * size);
-      },
-      threads);
-}
-
-} // namespace castor::run
+} // namespace castor::data

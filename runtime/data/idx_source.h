@@ -1,0 +1,42 @@
+// IDX images (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz]) in a seeded random
+// order, reshuffled every epoch; an epoch's last partial batch is dropped. The position (epoch,
+// cursor) is saved with a training state.
+#pragma once
+
+#include "data/batch_source.h"
+#include "data/idx.h"
+
+namespace castor::data {
+
+// The plan's images must be [N, 1, rows, cols] for the set's rows x cols images.
+Status checkIdxImageShape(const std::vector<int64_t> &planImages, const idx::LabelledImages &set,
+                          const std::string &dir);
+
+class IdxSource final : public BatchSource {
+public:
+  // The training set in `dir`, checked against the plan's images [N, 1, rows, cols].
+  static Expected<std::unique_ptr<IdxSource>> open(const std::string &dir, const std::vector<int64_t> &planImages,
+                                                   uint64_t seed, PixelNormalization normalization);
+  IdxSource(idx::LabelledImages data, uint64_t seed, int64_t batch, PixelNormalization normalization)
+      : data_(std::move(data)), seed_(seed), batch_(batch), normalization_(normalization) {}
+
+  std::string kind() const override { return "idx"; }
+  int64_t epoch() const override { return epoch_; }
+  // The batch after the last one handed out; `step` is not needed.
+  Status next(int64_t step, std::vector<double> &images, std::vector<int64_t> &labels) override;
+  // "castor.data.epoch" and "castor.data.cursor" (the next sample of the epoch's order).
+  void savePosition(DataPosition &position) const override;
+  Status restorePosition(const DataPosition &position) override;
+
+private:
+  void shuffle();
+
+  idx::LabelledImages data_;
+  uint64_t seed_;
+  int64_t batch_;
+  PixelNormalization normalization_;
+  int64_t epoch_ = 0, cursor_ = 0, permEpoch_ = -1;
+  std::vector<int64_t> perm_;
+};
+
+} // namespace castor::data

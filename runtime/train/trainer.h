@@ -1,0 +1,97 @@
+// The training loop: feeds a session batches from a source, runs its steps and reports each
+// step's metrics to an observer, writing checkpoints on the way.
+//
+// The next step's batch is prepared and uploaded while the device runs the current step (a
+// device backend returns from run() with the step enqueued), before the current step's outputs
+// are read. A checkpoint written in between saves the data position from before that lookahead,
+// so that a resumed run takes the same batch next.
+#pragma once
+
+#include "castor/status.h"
+#include "core/session.h"
+#include "data/batch_source.h"
+#include "train/checkpoint.h"
+#include "train/training_signature.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace castor::train {
+
+// One "grad_stats:<param>" output after a step.
+struct GradientStats {
+  std::string param;
+  double meanAbs = 0, maxAbs = 0;
+  int64_t nonFinite = 0;
+};
+
+struct ReportedValue {
+  std::string name; // as in ReportedScalar
+  double value = 0;
+  bool integer = false;
+};
+
+struct StepMetrics {
+  int64_t step = 0;  // global and 1-based: the steps done after this one
+  int64_t epoch = 0; // of this step's batch (the data source's count of passes over its data)
+  double loss = 0;
+  int64_t correct = -1; // -1: the plan has no "correct" output
+  double accuracy = 0;  // correct / batch; NaN without "correct"
+  std::vector<ReportedValue> scalars;   // the plan's ReportedScalars, in their order
+  std::vector<GradientStats> gradStats; // on steps that are multiples of gradStatsEvery, else empty
+  double seconds = 0;                   // feeding (when not done ahead), running, reading back
+  double imagesPerSecond = 0;           // batch / seconds
+};
+
+class StepObserver {
+public:
+  virtual ~StepObserver() = default;
+  // Called after every step, before a periodic checkpoint of that step is written.
+  virtual void onStep(const StepMetrics &metrics) = 0;
+};
+
+struct TrainerOptions {
+  uint64_t dataSeed = 0;      // saved with checkpoints (the source was made with it)
+  int64_t gradStatsEvery = 0; // read the gradient statistics every K steps (0: never)
+  // A checkpoint after every global step that is a multiple of checkpointEvery, the last step
+  // of a run excepted (the caller saves the end, see saveCheckpoint).
+  std::string checkpointPath;
+  int64_t checkpointEvery = 0;
+};
+
+class Trainer {
+public:
+  // `session` runs `signature`'s plan; `source` is at the position of step `firstStep` (steps
+  // done before, e.g. restored from a checkpoint). Both must outlive the trainer.
+  Trainer(Session &session, data::BatchSource &source, TrainingSignature signature, TrainerOptions options,
+          int64_t firstStep = 0);
+
+  // Runs `steps` steps. An error stops the loop (its message names the step); the steps done
+  // before it stay done.
+  Status run(int64_t steps, StepObserver &observer);
+  // The state after the steps done so far, with the data position of the next step.
+  Status saveCheckpoint(const std::string &path);
+  int64_t stepsDone() const { return step_; }
+
+private:
+  Status feed(int64_t step);
+  Status readMetrics(StepMetrics &metrics, bool withGradStats);
+
+  Session &session_;
+  data::BatchSource &source_;
+  TrainingSignature signature_;
+  TrainerOptions options_;
+  int64_t step_; // steps done
+  // Whether the batch of step step_ is already in the session, and where the source stood
+  // before it was taken.
+  bool fed_ = false;
+  data::DataPosition positionBeforeFed_;
+  int64_t fedEpoch_ = 0; // the source's epoch after the last batch it handed out
+  // Kept across steps: the batch as values, then encoded into the plan's dtype.
+  std::vector<double> imageValues_;
+  std::vector<int64_t> labelValues_;
+  HostTensor images_, labels_;
+};
+
+} // namespace castor::train

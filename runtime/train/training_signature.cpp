@@ -1,0 +1,73 @@
+#include "train/training_signature.h"
+
+#include "data/shape_text.h"
+
+namespace castor::train {
+
+Expected<TrainingBindings> TrainingBindings::find(const PlanIndex &index) {
+  TrainingBindings b;
+  b.images = index.input("images");
+  b.labels = index.input("labels");
+  b.loss = index.output("loss");
+  b.correct = index.output("correct");
+  if (!b.images || !b.labels || !b.loss)
+    return Status::error("a training plan binds inputs \"images\" and \"labels\" and the output \"loss\"");
+  return b;
+}
+
+bool TrainingBindings::batchAgrees() const {
+  const int64_t batch = images->shape_size() ? images->shape(0) : 0;
+  return batch > 0 && labels->dtype() == plan::I64 && labels->shape_size() == 1 && labels->shape(0) == batch;
+}
+
+int64_t lossClasses(const PlanIndex &index, uint32_t labelsId) {
+  for (const plan::Kernel &k : index.plan().kernels())
+    if ((k.op() == "softmax_cross_entropy" || k.op() == "count_correct") && k.inputs_size() >= 2 &&
+        k.inputs(1) == labelsId)
+      if (const plan::Tensor *logits = index.tensor(k.inputs(0)))
+        if (logits->shape_size() == 2)
+          return logits->shape(1);
+  return 0;
+}
+
+Expected<TrainingSignature> readTrainingSignature(const plan::Plan &plan) {
+  const PlanIndex index(plan);
+  auto bound = TrainingBindings::find(index);
+  if (!bound)
+    return bound.status();
+  const plan::Tensor &images = *bound->images, &labels = *bound->labels;
+  if (labels.dtype() != plan::I64 || labels.shape_size() != 1)
+    return Status::error("the plan's labels input must be i64 [N]");
+  TrainingSignature sig;
+  sig.imageShape = shapeOf(images);
+  sig.imageDType = images.dtype();
+  sig.batch = sig.imageShape.empty() ? 0 : sig.imageShape[0];
+  if (sig.batch <= 0 || labels.shape(0) != sig.batch)
+    return Status::error("the plan's images " + data::shapeText(sig.imageShape) + " and labels " +
+                         data::shapeText(shapeOf(labels)) + " disagree on the batch");
+  sig.perImage = *plan::elementCount(images) / sig.batch;
+  sig.classes = lossClasses(index, labels.id());
+  sig.hasCorrect = bound->correct != nullptr;
+
+  // The loss scaler's state, when the plan reports it.
+  for (auto [name, integer] : {std::pair{"loss_scale", false}, std::pair{"steps_since_overflow", true},
+                               std::pair{"skipped_steps", true}}) {
+    const plan::Tensor *t = index.output(name);
+    if (!t)
+      continue;
+    if (t->shape_size() != 0 || (integer ? t->dtype() != plan::I64 : t->dtype() == plan::I64))
+      return Status::error(std::string("the plan's output \"") + name + "\" must be " + (integer ? "i64" : "float") +
+                           " []");
+    sig.scalars.push_back({name, integer});
+  }
+  for (const plan::Binding &b : plan.outputs())
+    if (b.name().rfind("grad_stats:", 0) == 0) {
+      const plan::Tensor *t = index.tensor(b.tensor());
+      if (!t || t->dtype() == plan::I64 || shapeOf(*t) != std::vector<int64_t>{3})
+        return Status::error("the plan's output \"" + b.name() + "\" must be float [3]");
+      sig.gradStats.push_back(b.name());
+    }
+  return sig;
+}
+
+} // namespace castor::train
