@@ -92,7 +92,9 @@ def Castor_BatchNormTrainingBackwardOp : Castor_BackwardOp<"batch_norm_training_
   }];
 }
 
-class Castor_MaskBackwardOp<string mnemonic, string summaryText>
+// The gradient of an elementwise activation computed from the forward op's saved output
+// (`saved` is y, not x): relu_backward masks dy, sigmoid_backward scales it by y * (1 - y).
+class Castor_ActivationBackwardOp<string mnemonic, string summaryText>
     : Castor_BackwardOp<mnemonic, [AllTypesMatch<["output_grad", "input_grad"]>]> {
   let summary = summaryText;
   let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$saved);
@@ -100,7 +102,8 @@ class Castor_MaskBackwardOp<string mnemonic, string summaryText>
   let assemblyFormat = "$output_grad `,` $saved attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_ReluBackwardOp : Castor_MaskBackwardOp<"relu_backward", "dy where the forward output is positive"> {
+def Castor_ReluBackwardOp : Castor_ActivationBackwardOp<"relu_backward",
+    "gradient of relu: dy where the forward output is positive"> {
   let description = [{
     ```mlir
     %dx = castor.relu_backward %dy, %y : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
@@ -108,7 +111,8 @@ def Castor_ReluBackwardOp : Castor_MaskBackwardOp<"relu_backward", "dy where the
   }];
 }
 
-def Castor_SigmoidBackwardOp : Castor_MaskBackwardOp<"sigmoid_backward", "dy * y * (1 - y) of the forward output y"> {
+def Castor_SigmoidBackwardOp : Castor_ActivationBackwardOp<"sigmoid_backward",
+    "gradient of sigmoid: dy * y * (1 - y) of the forward output y"> {
   let description = [{
     ```mlir
     %dx = castor.sigmoid_backward %dy, %y : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
