@@ -1,6 +1,8 @@
-// castor-opt: mlir-opt with the castor dialect and Castor's passes, for pass tests.
+// castor-opt: mlir-opt with the castor dialect and Castor's passes (the graph-level ones and
+// the lowering to plan-level form), for pass tests.
 #include "castor/Dialect/CastorDialect.h"
 #include "castor/Passes/Passes.h"
+#include "castor/Plan/PlanPasses.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/DialectRegistry.h"
@@ -12,5 +14,6 @@ int main(int argc, char **argv) {
   registry.insert<castor::CastorDialect, mlir::func::FuncDialect>();
   mlir::registerTransformsPasses();
   castor::registerCastorPasses();
+  castor::registerCastorPlanPasses();
   return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "Castor optimizer driver\n", registry));
 }

@@ -5,6 +5,7 @@
 #include "castor/Frontends/Onnx/Importer.h"
 #include "castor/Passes/Passes.h"
 #include "castor/Plan/PlanEmitter.h"
+#include "castor/Plan/PlanPasses.h"
 #include "plan/plan_io.h"
 #include "plan/plan_validator.h"
 

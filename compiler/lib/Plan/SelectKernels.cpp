@@ -1,12 +1,12 @@
 // castor-select-kernels: names the runtime kernel of every op of a function.
 #include "castor/Dialect/CastorOps.h"
-#include "castor/Passes/Passes.h"
+#include "castor/Plan/PlanPasses.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 namespace castor {
 #define GEN_PASS_DEF_CASTORSELECTKERNELS
-#include "castor/Passes/Passes.h.inc"
+#include "castor/Plan/PlanPasses.h.inc"
 } // namespace castor
 
 using namespace mlir;

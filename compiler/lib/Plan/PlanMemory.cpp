@@ -1,7 +1,7 @@
 // castor-plan-memory: places every tensor of a function in one arena by liveness.
 #include "castor/Dialect/CastorOps.h"
-#include "castor/Passes/Passes.h"
 #include "castor/Plan/MemoryPlanner.h"
+#include "castor/Plan/PlanPasses.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -9,7 +9,7 @@
 
 namespace castor {
 #define GEN_PASS_DEF_CASTORPLANMEMORY
-#include "castor/Passes/Passes.h.inc"
+#include "castor/Plan/PlanPasses.h.inc"
 } // namespace castor
 
 using namespace mlir;
