@@ -1,7 +1,9 @@
 // Places tensors in one arena so that tensors live at the same time never overlap.
 //
-// Plain C++ (no MLIR), so it can be tested on its own and reasoned about: lifetimes are
+// Plain C++ (no MLIR), built as its own library (castor_memory_planner) so it can be tested
+// on its own (test/compiler/test_memory_planner.cpp) and reasoned about: lifetimes are
 // inclusive ranges of kernel indices, as the runtime's plan validator defines them.
+// castor-plan-memory (PlanMemory.cpp) derives the lifetimes of a function's tensors and calls it.
 #pragma once
 
 #include <cstdint>
