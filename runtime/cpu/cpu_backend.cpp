@@ -11,6 +11,7 @@
 
 #include "castor/backend.h"
 #include "cpu/cpu_internal.h"
+#include "cpu/rounding_noise.h"
 #include "cpu/tiled_kernels.h"
 #include "castor/float_convert.h"
 #include "castor/shape_rules.h"
@@ -308,7 +309,7 @@ const KernelTable &forwardKernels();
 class CpuBackend final : public Backend, public Memory {
 public:
   explicit CpuBackend(const BackendOptions &options)
-      : poison_(options.poison || poisonRequestedByEnvironment()) {}
+      : poison_(options.poison || poisonRequestedByEnvironment()), noiseSeed_(options.roundingNoiseSeed) {}
 
   std::string name() const override { return "cpu"; }
 
@@ -401,10 +402,15 @@ public:
       }
       if (!s)
         return s.withContext(plan::describeKernel(plan_, int(i)));
+      if (noiseSeed_ != 0)
+        for (uint32_t id : plan_.kernels(int(i)).outputs())
+          addRoundingNoise(*tensors_.at(id), arena_.data() + tensors_.at(id)->offset(), noiseSeed_,
+                           (steps_ << 32) ^ i);
       if (poison_)
         for (const Tensor *t : poisonAfter_[i])
           std::memset(arena_.data() + t->offset(), 0xFF, t->bytes());
     }
+    ++steps_;
     return Status::ok();
   }
 
@@ -420,6 +426,7 @@ private:
   }
 
   bool poison_;
+  uint64_t noiseSeed_ = 0, steps_ = 0;
   plan::Plan plan_;
   std::unordered_map<uint32_t, const Tensor *> tensors_;
   std::map<uint32_t, std::vector<uint8_t>> inputs_; // the last upload of each INPUT tensor
