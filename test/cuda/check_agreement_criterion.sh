@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The GPU agreement criterion can fail, checked without a GPU: castor_cuda_tests --device cpu
-# compares the CPU reference with itself (it must pass) and with plans that carry a real bug
+# The GPU agreement criterion can fail, checked without a GPU: castor_cuda_tests compares the CPU
+# reference with itself (--device cpu: it must pass) and with plans that carry a real bug
 # (--plant lr, --plant bn-bias: every comparison must fail).
 #
 #   check_agreement_criterion.sh CASTOR CASTOR_CUDA_TESTS REPO_ROOT

@@ -4,23 +4,32 @@
 // The criterion is measured against the reference's own sensitivity, not a fixed tolerance: in
 // low precision a fixed per-tensor bound is below the noise of the computation itself (one ulp
 // on the input moves BN biases after AdamW's first step by 0.5, norm-wise). Besides the
-// reference run, the CPU backend runs the same steps P more times with rounding noise (every
-// value a kernel stores moved by one ulp of its dtype, up or down at random, P seeds:
-// cpu/rounding_noise.h), which is what an implementation that rounds differently does. For every
+// reference run, the CPU backend runs the same steps P = 8 more times with rounding noise (the
+// values each kernel stores moved as an implementation that accumulates in f32 in another order
+// would have rounded them, P seeds: cpu/rounding_noise.h). For every
 // float output and PARAMETER/STATE tensor t, with r the reference and r_k the noisy references:
 //
 //   ||cuda_t - r_t||  <=  K * max_k ||r_k,t - r_t||  +  F * eps(dtype_t) * ||r_t||       (K = 2, F = 4)
 //
 // and the loss, a well-conditioned scalar, within 1e-4 relative (fp32 plans) or 1e-2 (plans with
 // f16/bf16 tensors); i64 state exactly. The old fixed per-tensor error is printed beside it.
-// Every plan runs in both layouts: CASTOR_CUDA_LAYOUT=nchw and =nhwc.
+//
+// Not yet well-posed for AdamW's parameters in the first steps: AdamW moves an element by about
+// lr g/(|g| + eps), which amplifies a gradient difference near g = 0 without bound, and the
+// noisy CPU backend under test (--device cpu-noisy:S) fails the bound there too
+// (docs/performance.md, 2026-12-01). Every plan runs in both layouts: CASTOR_CUDA_LAYOUT=nchw
+// and =nhwc.
 //
 // --plant lr|bn-bias changes the plan the CUDA backend runs (a 10% larger learning rate; the
 // first BatchNorm bias trained with a zero gradient): a real bug, which the criterion must catch
 // (the run must FAIL). --device cpu runs the plan under test on the CPU backend instead (no GPU
-// needed: a clean plan agrees exactly, a planted one must fail).
+// needed: a clean plan agrees exactly, a planted one must fail); --device cpu-noisy:SEED the CPU
+// backend with rounding noise of another seed, a correct implementation that rounds
+// differently, which a well-posed bound passes. P = 8 because the bound takes the largest of P
+// distances: with fewer, the rare larger distance is missed more often.
 //
-//   castor_cuda_tests PLAN_OR_DIR... [--steps 3] [--plant lr|bn-bias] [--device cuda|cpu]
+//   castor_cuda_tests PLAN_OR_DIR... [--steps 3] [--plant lr|bn-bias]
+//                     [--device cuda|cpu|cpu-noisy:SEED] [--references P] [--factor K]
 // A directory stands for every tiny*.plan in it. Exit status 0 when every plan agrees.
 
 #include "castor/backend.h"
@@ -146,10 +155,11 @@ Status plantFault(plan::Plan &p, const std::string &fault) {
 
 struct Options {
   int steps = 3;
-  int perturbations = 3; // P: noisy reference runs
+  int perturbations = 8; // P: noisy reference runs
   double factor = 2;      // K
   double floorUlps = 4;   // F
   std::string plant, device = "cuda";
+  std::vector<std::string> dump; // --dump NAME: the tensor's elements in each run, to see a failure
 };
 
 std::vector<double> valuesOf(const HostTensor &t) { return weights::decodeValues(t.dtype, t.data); }
@@ -193,7 +203,7 @@ struct Verdict {
   double lossRef = NAN, lossTest = NAN;
 };
 
-Verdict judge(const std::vector<HostTensor> &ref, const std::vector<std::vector<HostTensor>> &perturbed,
+Verdict judge(const std::vector<HostTensor> &ref, const std::vector<std::vector<HostTensor>> &noisy,
               const std::vector<HostTensor> &test, const Options &o) {
   Verdict v;
   for (size_t i = 0; i < ref.size(); ++i) {
@@ -203,13 +213,16 @@ Verdict judge(const std::vector<HostTensor> &ref, const std::vector<std::vector<
         v.ok = false, v.intMismatch = r.name;
       continue;
     }
-    const auto rv = valuesOf(r), tv = valuesOf(t);
+    auto rv = valuesOf(r), tv = valuesOf(t);
+    std::vector<std::vector<double>> nv;
+    for (const auto &nk : noisy)
+      nv.push_back(valuesOf(nk[i]));
     double spread = 0;
-    for (const auto &pk : perturbed)
-      spread = std::max(spread, distance(valuesOf(pk[i]), rv));
+    for (const auto &x : nv)
+      spread = std::max(spread, distance(x, rv));
     const double d = distance(tv, rv), n = norm(rv);
     const double allowed = o.factor * spread + o.floorUlps * epsilonOf(r.dtype) * n + 1e-30;
-    const double ratio = d / allowed, fixed = d / std::max(n, 1e-6);
+    const double ratio = d / allowed, fixed = distance(valuesOf(t), rv) / std::max(n, 1e-6);
     if (ratio > v.worstRatio || v.worstName.empty())
       v.worstRatio = ratio, v.worstName = r.name;
     if (fixed > v.worstFixed || v.worstFixedName.empty())
@@ -263,7 +276,16 @@ int checkPlan(const std::string &path, const Options &o, const char *layout) {
   SessionOptions so;
   so.seed = 7;
   auto cpu = Session::create(p, createCpuBackend(), so);
-  auto test = Session::create(underTest, o.device == "cpu" ? createCpuBackend() : createCudaBackend(), so);
+  std::unique_ptr<Backend> backend;
+  if (o.device == "cuda") {
+    backend = createCudaBackend();
+  } else {
+    BackendOptions noisy; // cpu-noisy:S: a correct implementation that rounds differently
+    if (o.device.rfind("cpu-noisy:", 0) == 0)
+      noisy.roundingNoiseSeed = std::strtoull(o.device.c_str() + 10, nullptr, 10);
+    backend = createCpuBackend(noisy);
+  }
+  auto test = Session::create(underTest, std::move(backend), so);
   if (!cpu || !test) {
     std::printf("%s: %s\n", path.c_str(), (!cpu ? cpu.message() : test.message()).c_str());
     return 1;
@@ -330,6 +352,20 @@ int checkPlan(const std::string &path, const Options &o, const char *layout) {
       std::printf("%s: %s\n", path.c_str(), (!r ? r.message() : t.message()).c_str());
       return 1;
     }
+    for (const std::string &want : o.dump)
+      for (size_t i = 0; i < r->size(); ++i)
+        if ((*r)[i].name == want) {
+          auto show = [&](const char *who, const HostTensor &h) {
+            std::printf("  %s step %d %-10s", want.c_str(), step, who);
+            for (double x : valuesOf(h))
+              std::printf(" %+.6e", x);
+            std::printf("\n");
+          };
+          show("reference", (*r)[i]);
+          show(o.device.c_str(), (*t)[i]);
+          for (size_t k = 0; k < rk.size(); ++k)
+            show(("noisy " + std::to_string(k + 1)).c_str(), rk[k][i]);
+        }
     Verdict v = judge(*r, rk, *t, o);
     const double lossErr = std::fabs(v.lossRef - v.lossTest) / std::max(std::fabs(v.lossRef), 1e-6);
     const bool ok = v.ok && lossErr <= lossTol;
@@ -358,6 +394,12 @@ int main(int argc, char **argv) {
       o.plant = argv[++i];
     } else if (a == "--device" && i + 1 < argc) {
       o.device = argv[++i];
+    } else if (a == "--dump" && i + 1 < argc) {
+      o.dump.push_back(argv[++i]);
+    } else if (a == "--references" && i + 1 < argc) {
+      o.perturbations = std::max(1, std::atoi(argv[++i]));
+    } else if (a == "--factor" && i + 1 < argc) {
+      o.factor = std::atof(argv[++i]);
     } else if (fs::is_directory(a)) {
       std::vector<std::string> found;
       for (const auto &e : fs::directory_iterator(a))
@@ -369,13 +411,15 @@ int main(int argc, char **argv) {
       plans.push_back(a);
     }
   }
-  if (plans.empty() || (o.device != "cuda" && o.device != "cpu")) {
-    std::printf("usage: castor_cuda_tests PLAN_OR_DIR... [--steps N] [--plant lr|bn-bias] [--device cuda|cpu]\n"
+  const bool cpuUnderTest = o.device == "cpu" || o.device.rfind("cpu-noisy:", 0) == 0;
+  if (plans.empty() || (o.device != "cuda" && !cpuUnderTest)) {
+    std::printf("usage: castor_cuda_tests PLAN_OR_DIR... [--steps N] [--plant lr|bn-bias] [--device cuda|cpu|cpu-noisy:SEED]\n"
+                "       [--references P] [--factor K]\n"
                 "(scripts/build_gpu.sh compiles test plans)\n");
     return 2;
   }
   int failures = 0;
-  const std::vector<const char *> layouts = o.device == "cpu" ? std::vector<const char *>{"nchw"}
+  const std::vector<const char *> layouts = cpuUnderTest ? std::vector<const char *>{"nchw"}
                                                                : std::vector<const char *>{"nchw", "nhwc"};
   for (const char *layout : layouts)
     for (const auto &p : plans)

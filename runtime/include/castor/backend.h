@@ -31,9 +31,10 @@ struct BackendOptions {
   // so that a plan whose live tensors alias produces NaN instead of silently wrong numbers.
   // Also switched on by the environment variable CASTOR_POISON=1.
   bool poison = false;
-  // The CPU backend only: when nonzero, every element a kernel writes to a float tensor moves by
-  // one ulp of its dtype, in a direction drawn from this seed, the kernel's index and the step
-  // (cpu/rounding_noise.h). The reference's own sensitivity to rounding, for agreement tests.
+  // The CPU backend only: when nonzero, the values each kernel writes to float tensors move as an
+  // implementation that rounds differently would have stored them, drawn from this seed, the
+  // kernel's index and the step (cpu/rounding_noise.h). The reference's own sensitivity to
+  // rounding, the yardstick of agreement tests.
   uint64_t roundingNoiseSeed = 0;
 };
 
