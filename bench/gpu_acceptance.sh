@@ -29,7 +29,11 @@ grep -E "^FAIL|^PASS:|^FAIL:" /tmp/kernels.txt | tail -40 >>"$log"
 grep -E "bn graph|bn ex|bn tuned" /tmp/kernels.txt | grep -c "^PASS" | sed 's/^/batch-norm cases passing under a forced or tuned API: /' >>"$log"
 grep -vE "^(PASS|FAIL)" /tmp/kernels.txt | sort | uniq -c | sort -rn | head -8 >>"$log"
 section "convolutions"; timeout 60 "$bin/castor_conv_tests" 2>&1 | tail -8 >>"$log"
-section "CPU/CUDA agreement"; timeout 150 "$bin/castor_cuda_tests" "$carry/plans" --steps 3 2>&1 | tail -70 >>"$log"
+section "CPU/CUDA agreement"; timeout 240 "$bin/castor_cuda_tests" "$carry/plans" --steps 3 2>&1 | tail -70 >>"$log"
+for fault in lr bn-bias; do # a real bug must fail the same criterion
+  timeout 120 "$bin/castor_cuda_tests" "$carry/plans" --steps 3 --plant "$fault" >/tmp/planted.txt 2>&1
+  echo "planted $fault: exit $? (must be 1), $(grep -c ' FAIL$' /tmp/planted.txt) failing comparisons" >>"$log"
+done
 section "memcheck"
 timeout 120 compute-sanitizer --tool memcheck "$bin/castor-run" train "$carry/plans/tiny_fp16_adamw.plan" \
   --steps 3 --device cuda 2>&1 | tail -12 >>"$log"
