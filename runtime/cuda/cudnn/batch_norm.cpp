@@ -13,7 +13,6 @@
 #include "cuda/cudnn/batch_norm.h"
 #include "cuda/cudnn/builders.h"
 #include "cuda/kernels/builders.h"
-#include "cuda/kernels/elementwise.h"
 
 #include "plan/op_attrs.h"
 

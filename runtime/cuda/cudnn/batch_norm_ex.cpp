@@ -9,7 +9,6 @@
 // (cudnn/batch_norm_graph.cpp) but remained its fastest batch norm for NHWC half data (persistent
 // kernels); the tuner weighs the two per layer. See docs/performance.md.
 #include "cuda/cudnn/batch_norm.h"
-#include "cuda/kernels/elementwise.h"
 
 #include <memory>
 

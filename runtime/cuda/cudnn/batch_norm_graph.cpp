@@ -16,7 +16,6 @@
 // Engines noted DOWN_CONVERT_INPUTS or REDUCED_PRECISION_REDUCTION are never used (statistics in
 // fp32), nor TENSOR_CORE ones for fp32 data (no TF32).
 #include "cuda/cudnn/batch_norm.h"
-#include "cuda/kernels/elementwise.h"
 #include "cuda/kernels/reduce.h"
 #include "cuda/cudnn/cudnn_graph.h"
 #include "cuda/kernels/builders.h"

@@ -1,7 +1,5 @@
 // Loss builders of the own kernels: softmax, softmax cross-entropy and its backward, count_correct.
 #include "cuda/kernels/builders.h"
-#include "cuda/kernels/elementwise.h"
-#include "cuda/kernels/reduce.h"
 #include "cuda/kernels/loss.h"
 
 #include "castor/shape_rules.h"

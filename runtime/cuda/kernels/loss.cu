@@ -1,7 +1,6 @@
 // Softmax, its backward, the softmax cross-entropy loss and its backward, count_correct. A warp
 // per row where the reduced axis is contiguous (the logits [N, C]); row results combine in fp64.
 #include "cuda/kernels/device_common.cuh"
-#include "cuda/kernels/elementwise.h"
 #include "cuda/kernels/loss.h"
 
 namespace castor::cuda {

@@ -5,7 +5,6 @@
 // re-reading every covering window (up to 4 windows of 9 taps per element of ResNet's stem).
 // Channels-last threads walk C fastest, so a warp reads consecutive channels of one position.
 #include "cuda/kernels/device_common.cuh"
-#include "cuda/kernels/elementwise.h"
 #include "cuda/kernels/pooling.h"
 
 #include <type_traits>
