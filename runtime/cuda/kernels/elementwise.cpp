@@ -71,7 +71,7 @@ Expected<RunFn> buildUnary(DeviceContext &ctx, const Kernel &k, const TensorList
   CASTOR_RETURN_IF_ERROR(need(1, 1));
   double lo = -inf, hi = inf;
   const OpId u = opOf(k);
-  if (opOf(k) == OpId::Clip) {
+  if (u == OpId::Clip) {
     auto p = plan::parseClip(k);
     if (!p)
       return p.status();
@@ -93,7 +93,7 @@ Expected<RunFn> buildUnaryBackward(DeviceContext &ctx, const Kernel &k, const Te
   CASTOR_RETURN_IF_ERROR(need(2, 1));
   double lo = -inf, hi = inf;
   const OpId b = opOf(k);
-  if (opOf(k) == OpId::ClipBackward) {
+  if (b == OpId::ClipBackward) {
     auto p = plan::parseClip(k);
     if (!p)
       return p.status();
