@@ -1,5 +1,7 @@
 #include "plan/op_attrs.h"
 
+#include "plan/op_registry.h"
+
 #include <cmath>
 
 namespace castor::plan {
@@ -129,7 +131,7 @@ Expected<Pool2dParams> parsePool2d(const Kernel &k) {
   p.shape.strides = r.ints("strides", {1, 1}); // ONNX default (PyTorch defaults to the kernel)
   p.shape.pads = r.ints("pads", {0, 0, 0, 0});
   p.shape.ceilMode = r.boolean("ceil_mode", false);
-  if (k.op() == "max_pool2d" || k.op() == "max_pool2d_backward") {
+  if (const auto op = opFromName(k.op()); op == OpId::MaxPool2d || op == OpId::MaxPool2dBackward) {
     p.shape.dilations = r.ints("dilations", {1, 1});
   } else {
     p.countIncludePad = r.boolean("count_include_pad", false);

@@ -1,5 +1,7 @@
 #include "train/training_signature.h"
 
+#include "plan/op_registry.h"
+
 #include "data/shape_text.h"
 
 namespace castor::train {
@@ -22,7 +24,8 @@ bool TrainingBindings::batchAgrees() const {
 
 int64_t lossClasses(const PlanIndex &index, uint32_t labelsId) {
   for (const plan::Kernel &k : index.plan().kernels())
-    if ((k.op() == "softmax_cross_entropy" || k.op() == "count_correct") && k.inputs_size() >= 2 &&
+    if (const auto op = plan::opFromName(k.op());
+        (op == plan::OpId::SoftmaxCrossEntropy || op == plan::OpId::CountCorrect) && k.inputs_size() >= 2 &&
         k.inputs(1) == labelsId)
       if (const plan::Tensor *logits = index.tensor(k.inputs(0)))
         if (logits->shape_size() == 2)

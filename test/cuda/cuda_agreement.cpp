@@ -36,6 +36,8 @@
 #include "castor/cuda_backend.h"
 #include "core/session.h"
 #include "plan/plan_io.h"
+#include "train/plan_index.h"
+#include "train/training_signature.h"
 #include "weights/init.h"
 
 #include <algorithm>
@@ -55,24 +57,6 @@ using namespace castor;
 namespace fs = std::filesystem;
 
 namespace {
-
-int64_t classesOf(const plan::Plan &p) {
-  for (const auto &k : p.kernels())
-    if (k.op() == "softmax_cross_entropy" || k.op() == "count_correct")
-      for (const auto &t : p.tensors())
-        if (t.id() == k.inputs(0) && t.shape_size() == 2)
-          return t.shape(1);
-  return 10;
-}
-
-const plan::Tensor *bound(const plan::Plan &p, const std::string &name) {
-  for (const auto &b : p.inputs())
-    if (b.name() == name)
-      for (const auto &t : p.tensors())
-        if (t.id() == b.tensor())
-          return &t;
-  return nullptr;
-}
 
 // The 16-bit float format the plan computes in (f16 or bf16), or nothing for fp32 plans.
 std::optional<plan::DType> lowPrecision(const plan::Plan &p) {
@@ -301,8 +285,10 @@ int checkPlan(const std::string &path, const Options &o, const char *layout) {
     }
     refs.push_back(std::move(*s));
   }
-  const plan::Tensor *images = bound(p, "images"), *labels = bound(p, "labels");
-  const int64_t classes = classesOf(p);
+  const train::PlanIndex index(p);
+  const plan::Tensor *images = index.input("images"), *labels = index.input("labels");
+  const int64_t known = labels ? train::lossClasses(index, labels->id()) : 0;
+  const int64_t classes = known > 0 ? known : 10;
   std::mt19937_64 rng(12345);
   int failures = 0;
   double cpuMs = 0, testMs = 0;

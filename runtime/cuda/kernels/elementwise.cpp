@@ -60,6 +60,19 @@ Expected<RunFn> buildCopy(DeviceContext &ctx, const std::string &op, const Tenso
   });
 }
 
+// The [min, max] of clip and clip_backward (unbounded sides infinite); the other ops of the unary
+// builders take no attributes.
+Expected<std::pair<double, double>> clipBounds(const Kernel &k, bool isClip) {
+  if (!isClip) {
+    CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+    return std::pair{-inf, inf};
+  }
+  auto p = plan::parseClip(k);
+  if (!p)
+    return p.status();
+  return std::pair{p->min ? *p->min : -inf, p->max ? *p->max : inf};
+}
+
 } // namespace
 
 // relu, sigmoid, clip
@@ -69,16 +82,11 @@ Expected<RunFn> buildUnary(DeviceContext &ctx, const Kernel &k, const TensorList
   const cudaStream_t s = ctx.stream;
   const auto need = operandCheck(k.op(), in, out);
   CASTOR_RETURN_IF_ERROR(need(1, 1));
-  double lo = -inf, hi = inf;
   const OpId u = opOf(k);
-  if (u == OpId::Clip) {
-    auto p = plan::parseClip(k);
-    if (!p)
-      return p.status();
-    lo = p->min ? *p->min : -inf, hi = p->max ? *p->max : inf;
-  } else {
-    CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-  }
+  auto bounds = clipBounds(k, u == OpId::Clip);
+  if (!bounds)
+    return bounds.status();
+  const double lo = bounds->first, hi = bounds->second;
   CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], out[0]}));
   const Tensor *x = in[0], *y = out[0];
   return launch([=]() { return unary(u, c->ref(x), c->ref(y), countOf(*y), lo, hi, s); });
@@ -91,16 +99,11 @@ Expected<RunFn> buildUnaryBackward(DeviceContext &ctx, const Kernel &k, const Te
   const cudaStream_t s = ctx.stream;
   const auto need = operandCheck(k.op(), in, out);
   CASTOR_RETURN_IF_ERROR(need(2, 1));
-  double lo = -inf, hi = inf;
   const OpId b = opOf(k);
-  if (b == OpId::ClipBackward) {
-    auto p = plan::parseClip(k);
-    if (!p)
-      return p.status();
-    lo = p->min ? *p->min : -inf, hi = p->max ? *p->max : inf;
-  } else {
-    CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-  }
+  auto bounds = clipBounds(k, b == OpId::ClipBackward);
+  if (!bounds)
+    return bounds.status();
+  const double lo = bounds->first, hi = bounds->second;
   CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], in[1], out[0]}));
   const Tensor *dy = in[0], *sv = in[1], *dx = out[0];
   return launch([=]() { return backward(b, c->ref(dy), c->ref(sv), c->ref(dx), countOf(*dx), lo, hi, s); });
