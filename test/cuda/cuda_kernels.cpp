@@ -5,13 +5,17 @@
 // reshapes across layouts, concat/split, casts, the own batch-norm kernels (dtype combinations
 // cuDNN does not take), cuDNN's batch norm (training forward with its backward, and inference,
 // of f16, bf16 and f32 data with f32 statistics, each run with CASTOR_BN_API=ex, =graph and
-// unset: the Ex API, the graph API and the tuner's choice), the loss, gemm and matmul (cuBLASLt:
-// transposes, the bias epilogue, C of Y's shape, broadcast C; strided, shared-B and broadcast
-// batches, whose matrices are not 16-byte aligned; f32, f16, bf16, some f64). Each backend runs the plan twice (the CUDA backend's second
+// unset: the Ex API, the graph API and the tuner's choice), the fused batch-norm-ReLU forward
+// and backward with and without the residual (cuDNN's fused kernel for f16 NHWC layers with C a
+// multiple of 4, the composed way elsewhere; each also run with CASTOR_FUSED_BN=composed), the
+// loss, gemm and matmul (cuBLASLt: transposes, the bias epilogue, C of Y's shape, broadcast C;
+// strided, shared-B and broadcast batches, whose matrices are not 16-byte aligned; f32, f16,
+// bf16, some f64). Each backend runs the plan twice (the CUDA backend's second
 // run is captured as a CUDA graph). Every output within a norm-wise relative error of 1e-4
 // (fp32) or 1e-2 (plans with f16/bf16 tensors).
 //
 //   castor_cuda_kernel_tests            exit status 0 when every case agrees in both layouts
+//   castor_cuda_kernel_tests TEXT       only the cases whose name contains TEXT
 
 #include "../common/plan_builder.h"
 #include "castor/backend.h"
@@ -54,6 +58,7 @@ plan::Attr str(const std::string &v) {
 struct Case : test::PlanBuilder {
   std::string name;
   bool perBnApi = false; // run once per CASTOR_BN_API value (cuDNN batch norm)
+  bool perFusedBn = false; // run with CASTOR_FUSED_BN unset and =composed (fused batch-norm-ReLU)
   std::map<uint32_t, std::vector<double>> inputs; // given values (else random normal)
   std::vector<uint32_t> outputs;
 
@@ -291,6 +296,73 @@ std::vector<Case> cases() {
              {c.out("y", {4, 32, 6, 5}, F16), c.out("mean", {32}), c.out("inv_std", {32}),
               c.out("new_running_mean", {32}), c.out("new_running_var", {32})});
   });
+  // The fused batch-norm-ReLU, forward and backward in one plan (the backward reads the
+  // forward's y and statistics, as in a training step, and the fused backward the reserve space
+  // its forward filled), with and without the residual z. cuDNN's fused kernel takes the f16
+  // layers with C a multiple of 4 in the nhwc layout; C = 6, bf16, f32, f64 and the nchw layout
+  // run the composed way, as does everything under CASTOR_FUSED_BN=composed.
+  struct FusedLayer {
+    plan::DType dt;
+    std::vector<int64_t> xs;
+  };
+  for (const FusedLayer &l : {FusedLayer{F16, {8, 64, 14, 14}}, FusedLayer{F16, {4, 6, 6, 5}},
+                              FusedLayer{plan::BF16, {4, 32, 6, 5}}, FusedLayer{F32, {4, 32, 6, 5}},
+                              FusedLayer{plan::F64, {2, 6, 3, 5}}}) {
+    for (bool residual : {false, true}) {
+      const int64_t C = l.xs[1];
+      const std::string t = std::string(residual ? " + z " : " ") + plan::dtypeName(l.dt) + " C=" + std::to_string(C);
+      add("batch_norm_relu_training + backward" + t, [&](Case &c) {
+        c.perFusedBn = true;
+        const plan::DType dt = l.dt, pt = dt == plan::F64 ? plan::F64 : F32; // data, per-channel
+        const std::vector<int64_t> xs = l.xs;
+        const std::map<std::string, plan::Attr> eps = {{"epsilon", flt(1e-3)}};
+        const uint32_t x = c.in("x", xs, dt), scale = c.in("scale", {C}, pt), bias = c.in("bias", {C}, pt);
+        const uint32_t y = c.out("y", xs, dt), mean = c.out("mean", {C}, pt), invStd = c.out("inv_std", {C}, pt);
+        std::vector<uint32_t> fwdIn = {x, scale, bias}, bwdOut = {c.out("dx", xs, dt), c.out("dscale", {C}, pt),
+                                                                  c.out("dbias", {C}, pt)};
+        if (residual) {
+          fwdIn.push_back(c.in("z", xs, dt));
+          bwdOut.push_back(c.out("dz", xs, dt));
+        }
+        c.kernel("batch_norm_relu_training", fwdIn, {y, mean, invStd}, eps);
+        c.kernel("batch_norm_relu_training_backward", {c.in("dy", xs, dt), x, y, scale, bias, mean, invStd}, bwdOut,
+                 eps);
+        if (!residual)
+          return;
+        // z kept 0.05 away from -t (t = the batch norm of x): cuDNN's fused kernel adds z to t in
+        // fp32, the reference to t rounded to x's dtype, and where t + z is within that rounding
+        // of 0 the two ReLU masks differ and so do the whole dy values they pass to dx and dz.
+        std::mt19937_64 rng(std::hash<std::string>{}(c.name) ^ 0x5eed);
+        std::normal_distribution<double> normal;
+        auto draw = [&](size_t n, plan::DType type) { // rounded to the dtype, as uploaded
+          std::vector<double> v(n);
+          for (double &e : v)
+            e = normal(rng);
+          return weights::decodeValues(type, weights::encodeValues(type, v));
+        };
+        const size_t N = size_t(xs[0]), HW = size_t(xs[2] * xs[3]), n = N * size_t(C) * HW;
+        std::vector<double> xv = draw(n, dt), sv = draw(size_t(C), pt), bv = draw(size_t(C), pt), zv = draw(n, dt);
+        for (size_t ch = 0; ch < size_t(C); ++ch) {
+          double sum = 0, sq = 0;
+          for (size_t b = 0; b < N; ++b)
+            for (size_t i = 0; i < HW; ++i)
+              sum += xv[(b * size_t(C) + ch) * HW + i];
+          const double mu = sum / double(N * HW);
+          for (size_t b = 0; b < N; ++b)
+            for (size_t i = 0; i < HW; ++i)
+              sq += (xv[(b * size_t(C) + ch) * HW + i] - mu) * (xv[(b * size_t(C) + ch) * HW + i] - mu);
+          const double inv = 1 / std::sqrt(sq / double(N * HW) + 1e-3);
+          for (size_t b = 0; b < N; ++b)
+            for (size_t i = 0; i < HW; ++i) {
+              const size_t at = (b * size_t(C) + ch) * HW + i;
+              if (std::abs((xv[at] - mu) * inv * sv[ch] + bv[ch] + zv[at]) < 0.05)
+                zv[at] += 0.1;
+            }
+        }
+        c.inputs[x] = xv, c.inputs[scale] = sv, c.inputs[bias] = bv, c.inputs[fwdIn[3]] = zv;
+      });
+    }
+  }
   add("softmax_cross_entropy + count_correct", [&](Case &c) {
     const uint32_t x = c.in("logits", {37, 11}), labels = c.in("labels", {37}, I64);
     std::vector<double> l(37);
@@ -390,8 +462,8 @@ bool lowPrecision(const plan::Plan &p) {
 }
 
 // 0 when every output agrees.
-int runCase(const Case &c, const char *layout, const std::string &bnApi) {
-  const std::string where = c.name + " [" + layout + (bnApi.empty() ? "" : ", bn " + bnApi) + "]";
+int runCase(const Case &c, const char *layout, const std::string &variant) {
+  const std::string where = c.name + " [" + layout + (variant.empty() ? "" : ", " + variant) + "]";
   if (Status v = plan::validatePlan(c.plan); !v) {
     std::printf("FAIL %-50s invalid plan: %s\n", where.c_str(), v.message().c_str());
     return 1;
@@ -469,10 +541,26 @@ int runCase(const Case &c, const char *layout, const std::string &bnApi) {
 
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
+  const std::string only = argc > 1 ? argv[1] : "";
   int failures = 0, total = 0;
   for (const char *layout : {"nchw", "nhwc"})
     for (const Case &c : cases()) {
+      if (c.name.find(only) == std::string::npos)
+        continue;
+      if (c.perFusedBn) {
+        // "auto": CASTOR_FUSED_BN unset, the fused kernel where cuDNN takes the layer.
+        for (const char *way : {"auto", "composed"}) {
+          if (std::string(way) == "auto")
+            unsetenv("CASTOR_FUSED_BN");
+          else
+            setenv("CASTOR_FUSED_BN", way, 1);
+          failures += runCase(c, layout, std::string("fused bn ") + way);
+          ++total;
+        }
+        unsetenv("CASTOR_FUSED_BN");
+        continue;
+      }
       if (!c.perBnApi) {
         failures += runCase(c, layout, "");
         ++total;
@@ -484,7 +572,7 @@ int main() {
           unsetenv("CASTOR_BN_API");
         else
           setenv("CASTOR_BN_API", api, 1);
-        failures += runCase(c, layout, api);
+        failures += runCase(c, layout, std::string("bn ") + api);
         ++total;
       }
       unsetenv("CASTOR_BN_API");

@@ -14,5 +14,10 @@ Expected<RunFn> buildConvolution(DeviceContext &ctx, const plan::Kernel &k, cons
 // (batch_norm.cpp).
 Expected<RunFn> buildBatchNorm(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
                                const TensorList &out);
+// batch_norm_relu_training, batch_norm_relu_training_backward: cuDNN's fused batch norm + (add +)
+// ReLU where it takes the layer, else the batch norm above and the own element-wise kernels
+// (batch_norm_relu.cpp).
+Expected<RunFn> buildBatchNormRelu(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
+                                   const TensorList &out);
 
 } // namespace castor::cuda

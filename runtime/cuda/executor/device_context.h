@@ -68,6 +68,12 @@ struct DeviceContext {
   std::unordered_map<uint32_t, std::pair<void *, size_t>> persistent;
   Expected<void *> persistentBuffer(uint32_t key, size_t bytes);
 
+  // What a forward kernel's builder chose that the builder of its backward must follow, keyed by
+  // the id of a tensor both share (the fused batch-norm-ReLU records its way, "fused", "fused+add"
+  // or "composed", under its saved mean: cudnn/batch_norm_relu.cpp). Kernels are built in plan
+  // order, forward first.
+  std::unordered_map<uint32_t, std::string> layerChoices;
+
   // 64 doubles of device scratch for small reductions (gradient clipping, statistics).
   double *scratch = nullptr;
 

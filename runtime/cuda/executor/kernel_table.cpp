@@ -61,6 +61,8 @@ const plan::OpTable<Builder> &cudaKernels() {
       {OpId::ClipGradNorm, own::buildUnscaleGradients},
       {OpId::UpdateLossScale, own::buildUpdateLossScale},
       {OpId::GradientStats, own::buildGradientStats},
+      {OpId::BatchNormReluTraining, buildBatchNormRelu},
+      {OpId::BatchNormReluTrainingBackward, buildBatchNormRelu},
   };
   return table;
 }

@@ -1,0 +1,341 @@
+// The fused batch-norm-ReLU kernels (plan/ops.md, "Fused kernels"): batch_norm_relu_training
+// (x, scale, bias [, z] -> y, mean, inv_std; y = relu(batch_norm(x) [+ z])) and its backward
+// (dy, x, y, scale, bias, mean, inv_std -> dx, dscale, dbias [, dz]), each run one of two ways:
+//
+// - fused: cuDNN's batch-norm Ex API with the ReLU (CUDNN_BATCHNORM_OPS_BN_ACTIVATION, or
+//   CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION with the residual z) in its persistent NHWC kernels:
+//   one kernel forward and one backward where the group runs two or three, each a pass over
+//   the data. The forward fills the reserve space cuDNN asks for (with the residual, about a
+//   bit an element: the ReLU's mask) and the backward reads it: kept for the plan's lifetime
+//   with ctx.persistentBuffer under the saved mean's id, as cudnn/batch_norm_ex.cpp keeps its
+//   own. cuDNN runs these for NHWC fp16 data with fp32 per-channel tensors and C a multiple of 4
+//   only; a layer is checked against those conditions, then against cuDNN's size queries, which
+//   refuse what it cannot run.
+// - composed: the kernels of the group the op replaces, one after another: the batch norm
+//   through buildBatchNorm (cudnn/batch_norm.cpp: cuDNN or the own kernels) into y, then the
+//   own element-wise kernels (the residual added in place, the ReLU in place); backward, the
+//   ReLU's gradient g into dz (or a scratch area) and the batch norm's backward of g. This is
+//   the reference's definition, rounding for rounding.
+//
+// The forward decides (fused where cuDNN takes the layer, else composed) and records its choice
+// in ctx.layerChoices under the saved mean's id; the backward, built later in plan order,
+// follows it (composed when none is recorded): the fused backward needs the reserve space of a
+// fused forward, and a batch norm's Ex backward in the composed way needs that of an Ex forward
+// of its own.
+//
+// Not tuned: the tuner could time the two ways of the forward, but the backward, where the fused
+// kernel saves the most, is built after the forward has committed, and a losing fused candidate
+// would still hold its reserve space. Where cuDNN takes the layer the fused way runs.
+//
+// CASTOR_FUSED_BN=composed forces the composed way (for A/B measurements); CASTOR_BN_API
+// (cudnn/batch_norm.cpp) picks the API of the composed way's batch norm as it does for the
+// unfused batch_norm_training.
+#include "cuda/cudnn/builders.h"
+#include "cuda/kernels/elementwise.h"
+
+#include "plan/op_attrs.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <utility>
+
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+namespace castor::cuda {
+namespace {
+
+using plan::Kernel;
+using plan::OpId;
+using plan::Tensor;
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
+
+// The choices recorded in ctx.layerChoices; the fused ones name the cuDNN ops the forward ran,
+// which its backward must run too (the reserve space is theirs).
+constexpr const char *kFused = "fused";
+constexpr const char *kFusedAdd = "fused+add";
+constexpr const char *kComposed = "composed";
+
+bool composedForced() {
+  const char *v = std::getenv("CASTOR_FUSED_BN");
+  return v && std::strcmp(v, "composed") == 0;
+}
+
+std::string labelOf(const Kernel &k) { return k.name().empty() ? k.op() : k.name(); }
+
+size_t roundUp(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+// Once per process: why a layer runs composed (cuDNN refused it), with the first such layer.
+std::atomic<bool> composedNoted{false};
+void noteComposed(const Kernel &k, const std::string &why) {
+  if (!composedNoted.exchange(true))
+    std::fprintf(stderr,
+                 "castor: %s (%s): cuDNN's fused batch-norm-ReLU does not take it (%s); such layers run composed\n",
+                 k.op().c_str(), labelOf(k).c_str(), why.c_str());
+}
+
+struct Descriptors {
+  cudnnTensorDescriptor_t x = nullptr, params = nullptr;
+  cudnnActivationDescriptor_t relu = nullptr;
+  ~Descriptors() {
+    if (x)
+      cudnnDestroyTensorDescriptor(x);
+    if (params)
+      cudnnDestroyTensorDescriptor(params);
+    if (relu)
+      cudnnDestroyActivationDescriptor(relu);
+  }
+};
+
+// cuDNN's fused kernel for one layer: descriptors (x's serves y, z, dy, dx and dz: one shape,
+// dtype and layout), ops and sizes.
+struct FusedLayer {
+  std::shared_ptr<Descriptors> d;
+  cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
+  size_t forwardWorkspace = 0, backwardWorkspace = 0, reserveBytes = 0;
+};
+
+// The fused kernel for data x with these per-channel tensors (with the residual when `add`), or
+// why cuDNN does not run it.
+Expected<FusedLayer> fusedLayer(DeviceContext &ctx, const Tensor *x, const TensorList &perChannel, bool add) {
+  if (x->shape_size() != 4 || !ctx.channelsLast(x))
+    return Status::error("data not stored NHWC");
+  if (x->dtype() != plan::F16)
+    return Status::error(std::string("data ") + plan::dtypeName(x->dtype()) + ", not f16");
+  for (const Tensor *t : perChannel)
+    if (t->dtype() != plan::F32)
+      return Status::error("per-channel tensors not f32");
+  const Shape s = shapeOf(*x);
+  for (int64_t v : s)
+    if (v > INT32_MAX)
+      return Status::error("a dimension beyond 2^31");
+  if (s[1] % 4 != 0)
+    return Status::error("C = " + std::to_string(s[1]) + ", not a multiple of 4");
+  FusedLayer f;
+  f.d = std::make_shared<Descriptors>();
+  f.ops = add ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
+  Descriptors &d = *f.d;
+  CASTOR_CUDNN(cudnnCreateTensorDescriptor(&d.x));
+  CASTOR_CUDNN(cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, int(s[0]), int(s[1]), int(s[2]),
+                                          int(s[3])));
+  CASTOR_CUDNN(cudnnCreateTensorDescriptor(&d.params));
+  CASTOR_CUDNN(cudnnDeriveBNTensorDescriptor(d.params, d.x, kMode));
+  // NaN propagates, as through the own ReLU.
+  CASTOR_CUDNN(cudnnCreateActivationDescriptor(&d.relu));
+  CASTOR_CUDNN(cudnnSetActivationDescriptor(d.relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
+  cudnnTensorDescriptor_t z = add ? d.x : nullptr;
+  CASTOR_CUDNN(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(ctx.cudnn, kMode, f.ops, d.x, z, d.x, d.params,
+                                                                        d.relu, &f.forwardWorkspace));
+  CASTOR_CUDNN(cudnnGetBatchNormalizationBackwardExWorkspaceSize(ctx.cudnn, kMode, f.ops, d.x, d.x, d.x, z, d.x,
+                                                                 d.params, d.relu, &f.backwardWorkspace));
+  CASTOR_CUDNN(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(ctx.cudnn, kMode, f.ops, d.relu, d.x,
+                                                                    &f.reserveBytes));
+  return f;
+}
+
+// The data's per-channel operands as the fused kernel checks them.
+TensorList forwardPerChannel(const TensorList &in, const TensorList &out) { return {in[1], in[2], out[1], out[2]}; }
+TensorList backwardPerChannel(const TensorList &in, const TensorList &out) {
+  return {in[3], in[4], in[5], in[6], out[1], out[2]};
+}
+
+const float kOne = 1.0f, kZero = 0.0f; // alpha and beta of fp16 data
+
+Expected<RunFn> fusedForward(DeviceContext &ctx, const plan::BatchNormParams &a, const TensorList &in,
+                             const TensorList &out, const FusedLayer &f) {
+  const Tensor *x = in[0], *scale = in[1], *bias = in[2], *z = in.size() == 4 ? in[3] : nullptr;
+  const Tensor *y = out[0], *mean = out[1], *invStd = out[2];
+  auto reserve = ctx.persistentBuffer(mean->id(), f.reserveBytes);
+  if (!reserve)
+    return reserve.status();
+  // Never a null workspace: cuDNN documents a null one of size 0 as the call of the plain batch
+  // norm.
+  ctx.requestWorkspace(std::max<size_t>(f.forwardWorkspace, 1));
+  DeviceContext *c = &ctx; // captured by the RunFn: the context outlives it
+  const auto d = f.d;
+  const cudnnBatchNormOps_t ops = f.ops;
+  const size_t workspaceBytes = f.forwardWorkspace, reserveBytes = f.reserveBytes;
+  void *reservePtr = *reserve;
+  const double eps = a.epsilon, momentum = a.momentum;
+  return RunFn([=]() -> Status {
+    return cudnnStatus(cudnnBatchNormalizationForwardTrainingEx(
+                           c->cudnn, kMode, ops, &kOne, &kZero, d->x, c->ptr(x), z ? d->x : nullptr,
+                           z ? c->ptr(z) : nullptr, d->x, c->ptr(y), d->params, c->ptr(scale), c->ptr(bias), momentum,
+                           nullptr, nullptr, eps, c->ptr(mean), c->ptr(invStd), d->relu, c->workspace, workspaceBytes,
+                           reservePtr, reserveBytes),
+                       "cudnnBatchNormalizationForwardTrainingEx (batch norm + ReLU)");
+  });
+}
+
+// The backward of a fused forward, with the forward's ops. A forward that added a residual
+// whose backward has no dz (the residual needs no gradient) still gets one from cuDNN: into the
+// workspace, behind cuDNN's own. A backward with dz after a forward without a residual (not a
+// pair the compiler emits) computes dz = g with the own kernel.
+Expected<RunFn> fusedBackward(DeviceContext &ctx, const plan::BatchNormParams &a, const TensorList &in,
+                              const TensorList &out, const FusedLayer &f) {
+  const Tensor *dy = in[0], *x = in[1], *y = in[2], *scale = in[3], *bias = in[4], *mean = in[5], *invStd = in[6];
+  const Tensor *dx = out[0], *dscale = out[1], *dbias = out[2], *dz = out.size() == 4 ? out[3] : nullptr;
+  const bool add = f.ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
+  auto reserve = ctx.persistentBuffer(mean->id(), f.reserveBytes);
+  if (!reserve)
+    return reserve.status();
+  const size_t workspaceBytes = f.backwardWorkspace;
+  const size_t dzScratch = add && !dz ? roundUp(std::max<size_t>(workspaceBytes, 1), 256) : 0;
+  ctx.requestWorkspace(dzScratch ? dzScratch + dx->bytes() : std::max<size_t>(workspaceBytes, 1));
+  DeviceContext *c = &ctx; // captured by the RunFn: the context outlives it
+  const auto d = f.d;
+  const cudnnBatchNormOps_t ops = f.ops;
+  const size_t reserveBytes = f.reserveBytes;
+  void *reservePtr = *reserve;
+  const double eps = a.epsilon;
+  const int64_t n = countOf(*dx);
+  return RunFn([=]() -> Status {
+    void *dzPtr = nullptr;
+    if (add)
+      dzPtr = dz ? static_cast<void *>(c->ptr(dz)) : static_cast<uint8_t *>(c->workspace) + dzScratch;
+    CASTOR_RETURN_IF_ERROR(cudnnStatus(
+        cudnnBatchNormalizationBackwardEx(c->cudnn, kMode, ops, &kOne, &kZero, &kOne, &kZero, d->x, c->ptr(x), d->x,
+                                          c->ptr(y), d->x, c->ptr(dy), add ? d->x : nullptr, dzPtr, d->x, c->ptr(dx),
+                                          d->params, c->ptr(scale), c->ptr(bias), c->ptr(dscale), c->ptr(dbias), eps,
+                                          c->ptr(mean), c->ptr(invStd), d->relu, c->workspace, workspaceBytes,
+                                          reservePtr, reserveBytes),
+        "cudnnBatchNormalizationBackwardEx (batch norm + ReLU)"));
+    if (dz && !add)
+      return cudaStatus(backward(OpId::ReluBackward, c->ref(dy), c->ref(y), c->ref(dz), n, -kInf, kInf, c->stream),
+                        "relu_backward");
+    return Status::ok();
+  });
+}
+
+// A kernel of the group the fused kernel replaces, with the fused kernel's name and attributes
+// (epsilon, momentum). Shared: the builders it is given to may keep a reference to it.
+std::shared_ptr<Kernel> stepKernel(const Kernel &fused, OpId op) {
+  auto k = std::make_shared<Kernel>();
+  k->set_op(std::string(plan::opName(op)));
+  k->set_name(labelOf(fused));
+  *k->mutable_attrs() = fused.attrs();
+  return k;
+}
+
+// batch_norm_training into y, then y += z, then y = relu(y), in place.
+Expected<RunFn> composedForward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  const Tensor *y = out[0], *z = in.size() == 4 ? in[3] : nullptr;
+  auto bnKernel = stepKernel(k, OpId::BatchNormTraining);
+  auto bn = buildBatchNorm(ctx, *bnKernel, {in[0], in[1], in[2]}, out);
+  if (!bn)
+    return bn.status().withContext("the batch norm of " + k.op());
+  DeviceContext *c = &ctx; // captured by the RunFn: the context outlives it
+  const int64_t n = countOf(*y);
+  RunFn bnRun = std::move(*bn);
+  return RunFn([=]() -> Status {
+    (void)bnKernel; // lives as long as the batch norm built from it
+    CASTOR_RETURN_IF_ERROR(bnRun());
+    // y and z share shape, dtype and so layout: flat indices (a rank-0 Broadcast).
+    if (z)
+      CASTOR_RETURN_IF_ERROR(
+          cudaStatus(binary(OpId::Add, c->ref(y), c->ref(z), c->ref(y), Broadcast{}, n, c->stream), "add"));
+    return cudaStatus(unary(OpId::Relu, c->ref(y), c->ref(y), n, -kInf, kInf, c->stream), "relu");
+  });
+}
+
+// g = relu_backward(dy, y) into dz, or without dz into a scratch area; then
+// batch_norm_training_backward(g, x, scale, mean, inv_std).
+//
+// The scratch area lies in the shared workspace, behind the batch norm's own workspace (its
+// request is measured apart from what earlier kernels asked for). The batch-norm builder takes
+// g as a tensor, whose bytes are arena + offset: a tensor of dx's shape and dtype whose offset is
+// set when the kernel runs (the workspace is allocated after every kernel is built; the
+// arithmetic is modulo 2^64 when the workspace lies below the arena). While building it points
+// at dx, so that the tuner's timing runs of the batch norm read real memory.
+Expected<RunFn> composedBackward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  const Tensor *dy = in[0], *x = in[1], *y = in[2], *dx = out[0];
+  std::shared_ptr<Tensor> scratch;
+  const Tensor *g = out.size() == 4 ? out[3] : nullptr;
+  if (!g) {
+    scratch = std::make_shared<Tensor>(*dx);
+    scratch->set_name(dx->name() + " (the ReLU's gradient)");
+    g = scratch.get();
+  }
+  auto bnKernel = stepKernel(k, OpId::BatchNormTrainingBackward);
+  const size_t earlier = ctx.workspaceBytes;
+  ctx.workspaceBytes = 0;
+  auto bn = buildBatchNorm(ctx, *bnKernel, {g, x, in[3], in[5], in[6]}, {dx, out[1], out[2]});
+  const size_t bnWorkspace = ctx.workspaceBytes;
+  ctx.workspaceBytes = earlier;
+  ctx.requestWorkspace(bnWorkspace);
+  if (!bn)
+    return bn.status().withContext("the batch norm of " + k.op());
+  const size_t scratchAt = roundUp(bnWorkspace, 256);
+  if (scratch)
+    ctx.requestWorkspace(scratchAt + dx->bytes());
+  DeviceContext *c = &ctx; // captured by the RunFn: the context outlives it
+  const int64_t n = countOf(*dx);
+  RunFn bnRun = std::move(*bn);
+  return RunFn([=]() -> Status {
+    (void)bnKernel; // lives as long as the batch norm built from it
+    if (scratch)
+      scratch->set_offset(uint64_t(reinterpret_cast<uintptr_t>(c->workspace) + scratchAt -
+                                   reinterpret_cast<uintptr_t>(c->arena)));
+    CASTOR_RETURN_IF_ERROR(cudaStatus(
+        backward(OpId::ReluBackward, c->ref(dy), c->ref(y), c->ref(g), n, -kInf, kInf, c->stream), "relu_backward"));
+    return bnRun();
+  });
+}
+
+Expected<RunFn> buildForward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  if (in.size() < 3 || in.size() > 4 || out.size() != 3)
+    return Status::error(k.op() + " needs x, scale, bias [, z] and produces y, batch_mean, batch_inv_std");
+  auto a = plan::parseBatchNorm(k);
+  if (!a)
+    return a.status();
+  const uint32_t layer = out[1]->id();
+  if (!composedForced()) {
+    auto f = fusedLayer(ctx, in[0], forwardPerChannel(in, out), in.size() == 4);
+    if (f) {
+      auto run = fusedForward(ctx, *a, in, out, *f);
+      if (run)
+        ctx.layerChoices[layer] = f->ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? kFusedAdd : kFused;
+      return run;
+    }
+    noteComposed(k, f.message());
+  }
+  ctx.layerChoices[layer] = kComposed;
+  return composedForward(ctx, k, in, out);
+}
+
+Expected<RunFn> buildBackward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  if (in.size() != 7 || out.size() < 3 || out.size() > 4)
+    return Status::error(k.op() + " needs dy, x, y, scale, bias, batch_mean, batch_inv_std and produces dx, dscale, "
+                                  "dbias [, dz]");
+  auto a = plan::parseBatchNorm(k);
+  if (!a)
+    return a.status();
+  auto choice = ctx.layerChoices.find(in[5]->id());
+  if (choice == ctx.layerChoices.end() || choice->second == kComposed)
+    return composedBackward(ctx, k, in, out);
+  // The forward ran cuDNN's fused kernel: so must the backward, with the forward's ops.
+  auto f = fusedLayer(ctx, in[1], backwardPerChannel(in, out), choice->second == kFusedAdd);
+  if (!f)
+    return f.status().withContext("the forward of this layer ran cuDNN's fused batch-norm-ReLU; its backward cannot");
+  return fusedBackward(ctx, *a, in, out, *f);
+}
+
+} // namespace
+
+Expected<RunFn> buildBatchNormRelu(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
+                                   const TensorList &out) {
+  if (opOf(k) == OpId::BatchNormReluTraining)
+    return buildForward(ctx, k, in, out);
+  if (opOf(k) == OpId::BatchNormReluTrainingBackward)
+    return buildBackward(ctx, k, in, out);
+  return Status::error("no batch-norm-ReLU kernel '" + k.op() + "'");
+}
+
+} // namespace castor::cuda
