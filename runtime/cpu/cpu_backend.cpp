@@ -955,7 +955,10 @@ const KernelTable &forwardKernels() {
 } // namespace
 
 const KernelTable &cpuKernels() {
-  static const KernelTable table = KernelTable(forwardKernels()).merge(trainingKernels()).merge(mixedPrecisionKernels());
+  static const KernelTable table = KernelTable(forwardKernels())
+                                         .merge(trainingKernels())
+                                         .merge(mixedPrecisionKernels())
+                                         .merge(fusedKernels());
   return table;
 }
 

@@ -82,7 +82,10 @@ const KernelTable &trainingKernels();
 // overflow flag: mixed_precision_kernels.cpp.
 const KernelTable &mixedPrecisionKernels();
 
-// Every kernel of the CPU backend: the forward kernels of cpu_backend.cpp and the two tables
+// The fused kernels, each composed of the kernels of the group it replaces: fused_kernels.cpp.
+const KernelTable &fusedKernels();
+
+// Every kernel of the CPU backend: the forward kernels of cpu_backend.cpp and the three tables
 // above (an op has one entry in one of them).
 const KernelTable &cpuKernels();
 

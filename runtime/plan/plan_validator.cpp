@@ -584,6 +584,41 @@ const OpTable<OpRule> &rules() {
                                  " " + shapeString(y));
           return Status::ok();
         }}},
+
+      // --- Fused ops: the rules of the ops each replaces.
+      {OpId::BatchNormReluTraining, // x, scale, bias [, z] -> y, batch_mean, batch_inv_std.
+       {nullptr, {3, 4, 3, 3}, kFloat, attrs<parseBatchNorm>,
+        [](const KernelView &k) -> Status {
+          std::vector<const Tensor *> data{k.in[0], k.out[0]};
+          if (k.in.size() == 4) {
+            CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[3], *k.in[0], "residual"));
+            data.push_back(k.in[3]);
+          }
+          CASTOR_RETURN_IF_ERROR(batchNormTypes(data, {k.in[1], k.in[2], k.out[1], k.out[2]}));
+          auto r = shape::batchNorm(shapeOf(*k.in[0]), {shapeOf(*k.in[1]), shapeOf(*k.in[2])});
+          CASTOR_RETURN_IF_ERROR(expectShape(*k.out[0], r, "output"));
+          CASTOR_RETURN_IF_ERROR(expectSameShape(*k.out[1], *k.in[1], "batch_mean"));
+          return expectSameShape(*k.out[2], *k.in[1], "batch_inv_std");
+        }}},
+      {OpId::BatchNormReluTrainingBackward,
+       // dy, x, y, scale, bias, batch_mean, batch_inv_std -> dx, dscale, dbias [, dz].
+       {nullptr, {7, 7, 3, 4}, kFloat, attrs<parseBatchNorm>,
+        [](const KernelView &k) -> Status {
+          std::vector<const Tensor *> data{k.in[0], k.in[1], k.in[2], k.out[0]};
+          if (k.out.size() == 4)
+            data.push_back(k.out[3]);
+          CASTOR_RETURN_IF_ERROR(
+              batchNormTypes(data, {k.in[3], k.in[4], k.in[5], k.in[6], k.out[1], k.out[2]}));
+          auto r = shape::batchNorm(shapeOf(*k.in[1]),
+                                    {shapeOf(*k.in[3]), shapeOf(*k.in[4]), shapeOf(*k.in[5]), shapeOf(*k.in[6])});
+          CASTOR_RETURN_IF_ERROR(expectShape(*k.in[0], r, "dy"));
+          CASTOR_RETURN_IF_ERROR(expectShape(*k.in[2], r, "y"));
+          CASTOR_RETURN_IF_ERROR(expectShape(*k.out[0], r, "dx"));
+          if (k.out.size() == 4)
+            CASTOR_RETURN_IF_ERROR(expectShape(*k.out[3], r, "dz"));
+          CASTOR_RETURN_IF_ERROR(expectSameShape(*k.out[1], *k.in[3], "dscale"));
+          return expectSameShape(*k.out[2], *k.in[3], "dbias");
+        }}},
   };
   return table;
 }

@@ -71,6 +71,10 @@ cl::opt<std::string> precision("precision", cl::desc("fp32, fp16 or bf16 (mixed 
                                cl::init("fp32"), cl::sub(compileCommand));
 cl::opt<std::string> precisionPolicy("precision-policy", cl::desc("JSON file of per-op and per-layer precision overrides"),
                                      cl::sub(compileCommand));
+cl::opt<std::string> fuse("fuse",
+                          cl::desc("auto: fuse batch norm, residual add and relu, forward and backward, where the "
+                                   "pattern holds (castor-fuse-batch-norm-relu); none: no fusion"),
+                          cl::init("auto"), cl::sub(compileCommand));
 cl::opt<std::string> lossScale("loss-scale",
                                cl::desc("dynamic, static:S or none (default: dynamic for fp16, none otherwise)"),
                                cl::sub(compileCommand));
@@ -154,6 +158,10 @@ int runCompile() {
     return 1;
   }
   bool mixed = precision != "fp32";
+  if (fuse != "auto" && fuse != "none") {
+    llvm::errs() << "error: --fuse must be auto or none\n";
+    return 1;
+  }
   if (train) {
     pm.addPass(createCastorAttachLoss(CastorAttachLossOptions{labelSmoothing}));
     if (mixed)
@@ -198,6 +206,8 @@ int runCompile() {
     pm.addPass(createCastorLossScale(scaling));
     if (gradStats)
       pm.addPass(createCastorGradientStats());
+    if (fuse == "auto")
+      pm.nest<mlir::func::FuncOp>().addPass(createCastorFuseBatchNormRelu());
   } else {
     if (eval)
       pm.addPass(createCastorInferenceForm());

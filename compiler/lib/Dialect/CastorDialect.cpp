@@ -23,6 +23,7 @@ void CastorDialect::initialize() {
   registerTensorOps();
   registerBackwardOps();
   registerOptimizerOps();
+  registerFusedOps();
 }
 
 Operation *CastorDialect::materializeConstant(OpBuilder &builder, Attribute value, Type type, Location loc) {

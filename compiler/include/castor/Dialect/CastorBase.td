@@ -30,6 +30,7 @@ def Castor_Dialect : Dialect {
     void registerTensorOps();
     void registerBackwardOps();
     void registerOptimizerOps();
+    void registerFusedOps();
   }];
 }
 

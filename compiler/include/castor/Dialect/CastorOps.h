@@ -11,3 +11,5 @@
 #include "castor/Dialect/BackwardOps.h.inc"
 #define GET_OP_CLASSES
 #include "castor/Dialect/OptimizerOps.h.inc"
+#define GET_OP_CLASSES
+#include "castor/Dialect/FusedOps.h.inc"

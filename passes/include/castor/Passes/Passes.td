@@ -150,4 +150,22 @@ def CastorGradientStats : Pass<"castor-gradient-stats", "mlir::ModuleOp"> {
   let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
 }
 
+def CastorFuseBatchNormRelu : Pass<"castor-fuse-batch-norm-relu"> {
+  let summary = "Fuses batch_norm_training, the residual add and relu, forward and backward";
+  let description = [{
+    Runs on train_step after autodiff and loss scaling. Each
+    `relu(batch_norm_training(x) [+ z])` whose relu_backward feeds the batch norm's
+    batch_norm_training_backward becomes `batch_norm_relu_training` and, where relu_backward
+    was, `batch_norm_relu_training_backward` (its fourth result, the masked gradient, replaces
+    relu_backward's result for every other user: the residual's gradient). The fused ops compute
+    what the group computes (runtime/plan/ops.md); the runtime runs each as one fused kernel
+    where the GPU library has one, else as the group's kernels.
+
+    It does not fire on f32 batch norms (a layer the precision policy keeps in fp32: no fused
+    kernel exists for it), on a normalised value with another user, on an add that broadcasts,
+    on inference-form batch norm, or on a forward without its backward.
+  }];
+  let dependentDialects = ["::castor::CastorDialect"];
+}
+
 #endif // CASTOR_PASSES_TD

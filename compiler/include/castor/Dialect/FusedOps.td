@@ -1,0 +1,74 @@
+//===- FusedOps.td - castor ops that stand for a group of ops --------------===//
+//
+// The fusion pass (castor-fuse-batch-norm-relu) replaces groups of training-step ops by these:
+// each computes what its group computes, so the runtime may run it as one fused kernel or as the
+// group's kernels (runtime/plan/ops.md, "Fused kernels"). They appear after autodiff and have no
+// VJP of their own. Types follow batch_norm_training's rule (castor/shape_rules.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef CASTOR_FUSED_OPS_TD
+#define CASTOR_FUSED_OPS_TD
+
+include "castor/Dialect/CastorEnums.td"
+include "castor/Dialect/CastorInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Castor_BatchNormReluTrainingOp : Castor_Op<"batch_norm_relu_training",
+    [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
+  let summary = "batch_norm_training, an optional residual add, then relu";
+  let description = [{
+    `relu(batch_norm_training(input, scale, bias).output [+ residual])`, with the batch mean
+    and inverse standard deviation as batch_norm_training returns them. The normalised value
+    is rounded to the input's element type before the add, as in the unfused ops. `residual`
+    has the input's type.
+
+    ```mlir
+    %y, %mean, %invstd = castor.batch_norm_relu_training %x, %gamma, %beta residual(%z)
+        : (tensor<8x64x56x56xf16>, tensor<64xf32>, tensor<64xf32>, tensor<8x64x56x56xf16>)
+        -> (tensor<8x64x56x56xf16>, tensor<64xf32>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$input, Castor_FloatTensor:$scale, Castor_FloatTensor:$bias,
+                       Optional<Castor_FloatTensor>:$residual,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon,
+                       DefaultValuedAttr<F64Attr, "0.1">:$momentum);
+  let results = (outs Castor_FloatTensor:$output, Castor_FloatTensor:$batch_mean,
+                      Castor_FloatTensor:$batch_inv_std);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $bias (`residual` `(` $residual^ `)`)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Castor_BatchNormReluTrainingBackwardOp : Castor_Op<"batch_norm_relu_training_backward",
+    [Pure, Castor_KernelOpInterface]> {
+  let summary = "gradients of batch_norm_relu_training";
+  let description = [{
+    `g = relu_backward(output_grad, output)`, then batch_norm_training_backward of `g`: the
+    gradients of input, scale and bias; with the optional fourth result, `g` itself, the
+    gradient of the forward's residual. `bias` is not needed by the definition; GPU kernels
+    that recompute the pre-activation read it.
+
+    ```mlir
+    %dx, %dg, %db, %dz = castor.batch_norm_relu_training_backward %dy, %x, %y, %g, %b, %mean, %invstd
+        : (tensor<8x64x4x4xf16>, tensor<8x64x4x4xf16>, tensor<8x64x4x4xf16>, tensor<64xf32>,
+           tensor<64xf32>, tensor<64xf32>, tensor<64xf32>)
+        -> (tensor<8x64x4x4xf16>, tensor<64xf32>, tensor<64xf32>, tensor<8x64x4x4xf16>)
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$input, Castor_FloatTensor:$output,
+                       Castor_FloatTensor:$scale, Castor_FloatTensor:$bias, Castor_FloatTensor:$batch_mean,
+                       Castor_FloatTensor:$batch_inv_std,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon,
+                       DefaultValuedAttr<F64Attr, "0.1">:$momentum);
+  let results = (outs Castor_FloatTensor:$input_grad, Castor_FloatTensor:$scale_grad,
+                      Castor_FloatTensor:$bias_grad, Optional<Castor_FloatTensor>:$residual_grad);
+  let assemblyFormat = [{
+    $output_grad `,` $input `,` $output `,` $scale `,` $bias `,` $batch_mean `,` $batch_inv_std attr-dict
+    `:` functional-type(operands, results)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // CASTOR_FUSED_OPS_TD

@@ -1,0 +1,60 @@
+// Inference and verifiers of the ops in FusedOps.td, by batch_norm_training's shared rules.
+#include "castor/Dialect/CastorOps.h"
+#include "castor/Dialect/ShapeInference.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+
+using namespace mlir;
+using namespace castor;
+
+LogicalResult BatchNormReluTrainingOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                                        SmallVectorImpl<Type> &inferred) {
+  SmallVector<Value> data{op.getInput()};
+  if (op.getResidual()) {
+    if (op.getResidual().getType() != op.getInput().getType())
+      return emitOptionalError(loc, "residual must have the input's type, got ", op.getResidual().getType(), " and ",
+                               op.getInput().getType());
+    data.push_back(op.getResidual());
+  }
+  if (failed(checkRule(loc, shape::batchNormTypes(elementTypesOf(data), elementTypesOf({op.getScale(), op.getBias()})))))
+    return failure();
+  auto rule = shape::batchNorm(shapeOf(op.getInput()), {shapeOf(op.getScale()), shapeOf(op.getBias())});
+  if (failed(appendInferred(loc, rule, getElementTypeOrSelf(op.getInput().getType()), inferred)))
+    return failure();
+  auto perChannel = shape::ShapeResult::ok(shapeOf(op.getScale()));
+  Type statType = getElementTypeOrSelf(op.getScale().getType());
+  (void)appendInferred(loc, perChannel, statType, inferred);
+  return appendInferred(loc, perChannel, statType, inferred);
+}
+
+LogicalResult BatchNormReluTrainingBackwardOp::verify() {
+  SmallVector<Value> data{getOutputGrad(), getInput(), getOutput(), getInputGrad()};
+  if (getResidualGrad())
+    data.push_back(getResidualGrad());
+  for (Value v : data)
+    if (v.getType() != getInput().getType())
+      return emitOpError("output_grad, output and the data gradients must have the input's type");
+  if (failed(checkRule(getLoc(), shape::batchNormTypes(elementTypesOf(data),
+                                                       elementTypesOf({getScale(), getBias(), getBatchMean(),
+                                                                       getBatchInvStd(), getScaleGrad(),
+                                                                       getBiasGrad()})))))
+    return failure();
+  auto rule = shape::batchNorm(shapeOf(getInput()), {shapeOf(getScale()), shapeOf(getBias()), shapeOf(getBatchMean()),
+                                                     shapeOf(getBatchInvStd())});
+  if (!rule)
+    return emitOpError(rule.error);
+  if (getScaleGrad().getType() != getScale().getType() || getBiasGrad().getType() != getScale().getType())
+    return emitOpError("scale and bias gradients must have the scale's type");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "castor/Dialect/FusedOps.cpp.inc"
+
+void CastorDialect::registerFusedOps() {
+  addOperations<
+#define GET_OP_LIST
+#include "castor/Dialect/FusedOps.cpp.inc"
+      >();
+}
