@@ -405,3 +405,24 @@ func.func @constant_type() {
   %c = "castor.constant"() {value = dense<1.0> : tensor<2xf32>} : () -> tensor<3xf32>
   return
 }
+
+// -----
+
+func.func @fused_residual_type(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor<4xf32>, %z: tensor<2x4x3x3xf32>) {
+  // expected-error @+2 {{residual must have the input's type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y, %m, %s = castor.batch_norm_relu_training %x, %g, %b residual(%z)
+      : (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<2x4x3x3xf32>)
+      -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @fused_backward_gradient_type(%dy: tensor<2x4x3x3xf16>, %x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{output_grad, output and the data gradients must have the input's type}}
+  %dx, %dg, %db = castor.batch_norm_relu_training_backward %dy, %x, %x, %g, %g, %g, %g
+      : (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>,
+         tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
+  return
+}

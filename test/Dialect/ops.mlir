@@ -142,3 +142,19 @@ func.func @sources() -> (tensor<2xf32>, tensor<3xi64>, tensor<4xf32>) {
   %v = castor.parameter "bn.running_var" {init = #castor.init<ones>} : tensor<4xf32>
   return %c, %s, %v : tensor<2xf32>, tensor<3xi64>, tensor<4xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func @fused_batch_norm_relu
+func.func @fused_batch_norm_relu(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor<4xf32>, %z: tensor<2x4x3x3xf16>)
+    -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<2x4x3x3xf16>) {
+  // CHECK: castor.batch_norm_relu_training %{{.*}}, %{{.*}}, %{{.*}} residual(%{{.*}})
+  %y, %m, %s = castor.batch_norm_relu_training %x, %g, %b residual(%z)
+      : (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<2x4x3x3xf16>)
+      -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>)
+  // CHECK: castor.batch_norm_relu_training_backward
+  %dx, %dg, %db, %dz = castor.batch_norm_relu_training_backward %z, %x, %y, %g, %b, %m, %s
+      : (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>,
+         tensor<4xf32>) -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<2x4x3x3xf16>)
+  return %dx, %dg, %db, %dz : tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<2x4x3x3xf16>
+}

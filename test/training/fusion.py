@@ -1,0 +1,85 @@
+"""Fused and unfused plans of one model train identically on the CPU reference: the fused kernels
+(batch_norm_relu_training and its backward) are defined as the groups they replace, so after N
+AdamW steps every state tensor (parameters, moments, running statistics, loss scaler) must be
+bit-identical. Also checks that `--fuse auto` fused something and `--fuse none` nothing, so the
+comparison cannot pass vacuously.
+
+Usage: fusion.py --bin BUILD/bin --models MODELS_DIR --work DIR
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from mlp_runs import read_state  # noqa: E402
+
+FUSED_OPS = ("batch_norm_relu_training", "batch_norm_relu_training_backward")
+
+# (name, resnet.py arch, precision, batch, steps)
+CASES = [
+    ("tiny_fp16", "tiny", "fp16", 8, 50),
+    ("tiny_bf16", "tiny", "bf16", 8, 50),
+    ("resnet18_fp16", "resnet18", "fp16", 4, 6),
+]
+
+
+def run(cmd):
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def op_counts(bin_dir, plan):
+    out = subprocess.run([os.path.join(bin_dir, "castor-run"), "inspect", "--json", plan], check=True,
+                         capture_output=True, text=True).stdout
+    counts = {}
+    for k in json.loads(out)["plan"]["kernels"]:
+        counts[k["op"]] = counts.get(k["op"], 0) + 1
+    return counts
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--models", required=True)
+    ap.add_argument("--work", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    failures = 0
+    for name, arch, precision, batch, steps in CASES:
+        model = os.path.join(args.work, arch + ".onnx")
+        if not os.path.exists(model):
+            run([sys.executable, os.path.join(args.models, "resnet.py"), "--arch", arch, "--weights", "none",
+                 "--image-size", "32", "--num-classes", "10", "-o", model])
+        states, counts = {}, {}
+        for fuse in ("auto", "none"):
+            plan = os.path.join(args.work, f"{name}_{fuse}.plan")
+            state = os.path.join(args.work, f"{name}_{fuse}.safetensors")
+            run([os.path.join(args.bin, "castor"), "compile", model, "--init", "kaiming", "--batch", str(batch),
+                 "--train", "--precision", precision, "--optimizer", "adamw", "--lr", "1e-3", "--fuse", fuse,
+                 "-o", plan])
+            counts[fuse] = op_counts(args.bin, plan)
+            run([os.path.join(args.bin, "castor-run"), "train", plan, "--device", "cpu", "--steps", str(steps),
+                 "--data", "synthetic", "--seed", "7", "--save", state])
+            states[fuse] = read_state(state)
+        fused = sum(counts["auto"].get(op, 0) for op in FUSED_OPS)
+        unfused_has = sum(counts["none"].get(op, 0) for op in FUSED_OPS)
+        a, b = states["auto"], states["none"]
+        differing = sorted(n for n in a if n not in b or a[n].tobytes() != b[n].tobytes())
+        missing = sorted(set(b) - set(a))
+        ok = fused > 0 and unfused_has == 0 and not differing and not missing
+        failures += not ok
+        print(f"{name}: {fused} fused kernels (unfused plan: {unfused_has}), {steps} steps, {len(a)} state tensors, "
+              f"{len(differing) + len(missing)} differ: {'ok' if ok else 'FAILED'}"
+              + (f" ({', '.join((differing + missing)[:5])})" if differing or missing else ""))
+        finite = all(np.all(np.isfinite(v.astype(np.float64))) for n, v in a.items() if v.dtype != np.uint16)
+        if not finite:  # identical NaNs would be a broken run on both sides, not agreement
+            print(f"{name}: non-finite state: FAILED")
+            failures += 1
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
