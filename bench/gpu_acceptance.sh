@@ -7,9 +7,9 @@
 #
 #   bench/gpu_acceptance.sh [OUT_DIR]      # default $OUT
 #
-# Each part has a time limit (about 9 minutes in all) and the next runs whatever the last gave. Results (8 files):
+# Each part has a time limit (about 9 minutes in all) and the next runs whatever the last gave. Results (9 files):
 # OUT_DIR/tests.txt (tests, memcheck, logs), OUT_DIR/bench/{gpu.txt,castor.jsonl,torch.jsonl,
-# summary.md}, OUT_DIR/amp/amp_resnet50.{json,txt,log}.
+# summary.md,fusion.jsonl}, OUT_DIR/amp/amp_resnet50.{json,txt,log}.
 set -u
 out="${1:-$OUT}"
 carry=gpu-carry
@@ -46,6 +46,23 @@ python3 bench/summarize.py "$out/bench/castor.jsonl" "$out/bench/torch.jsonl" "$
   >"$out/bench/summary.md" 2>&1
 echo "batch-norm layers in the tuning cache, by chosen API:" >>"$log"
 grep "^batch_norm" "$CASTOR_TUNING_CACHE"/*.txt | cut -f2 | sed 's/:.*//' | sort | uniq -c >>"$log"
+section "fusion: fused and unfused ResNet-50 plans, alternately (median img/s of two runs each)"
+for p in fp16 bf16; do
+  for plan in r50_${p}_b256 r50_${p}_b256_nofuse r50_${p}_b256 r50_${p}_b256_nofuse; do
+    timeout 60 "$bin/castor-run" bench "$carry/plans/$plan.plan" --device cuda --steps 20 --warmup 5 --json 2>/dev/null |
+      tail -1 | sed "s|^{|{\"plan\": \"$plan\", |" >>"$out/bench/fusion.jsonl"
+  done
+done
+python3 - "$out/bench/fusion.jsonl" >>"$log" <<'PY'
+import json, statistics, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')]
+for p in ('fp16', 'bf16'):
+    f = [r['img_per_s'] for r in rows if r['plan'] == f'r50_{p}_b256']
+    u = [r['img_per_s'] for r in rows if r['plan'] == f'r50_{p}_b256_nofuse']
+    if f and u:
+        print(f"{p}: fused {statistics.median(f):.0f} img/s, unfused {statistics.median(u):.0f}: "
+              f"fused/unfused {statistics.median(f) / statistics.median(u):.3f}")
+PY
 section "amp comparison"
 WORK=/tmp/amp timeout "${AMP_LIMIT:-150}" test/torch_reference/run_amp_comparison.sh "$carry" "$out/amp" \
   >/tmp/amp.log 2>&1

@@ -40,6 +40,11 @@ if [ -x "$castor" ]; then
     "$castor" compile "$root/models/resnet50.onnx" --init kaiming --batch 256 --train --precision "$p" \
       --optimizer adamw --lr 1e-3 --weight-decay 0.01 -o "$carry/plans/r50_${p}_b256.plan" >/dev/null
   done
+  # The same fp16 and bf16 steps unfused, for the fused-vs-unfused comparison of gpu_acceptance.sh.
+  for p in fp16 bf16; do
+    "$castor" compile "$root/models/resnet50.onnx" --init kaiming --batch 256 --train --precision "$p" \
+      --optimizer adamw --lr 1e-3 --weight-decay 0.01 --fuse none -o "$carry/plans/r50_${p}_b256_nofuse.plan" >/dev/null
+  done
   cp "$root/../shared/bench/torch_resnet50.py" "$carry/" 2>/dev/null || true
 fi
 ls -la "$carry/bin" "$carry/plans"
