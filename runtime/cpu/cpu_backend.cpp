@@ -313,6 +313,11 @@ public:
 
   std::string name() const override { return "cpu"; }
 
+  // Every kernel, fused ones included, runs its reference definition.
+  std::vector<KernelChoice> kernelChoices() const override {
+    return std::vector<KernelChoice>(kernels_.size(), KernelChoice{"reference", ""});
+  }
+
   Status load(const plan::Plan &p) override {
     plan_ = p;
     tensors_.clear();

@@ -48,6 +48,8 @@ std::string_view categoryName(OpCategory category) {
   return "other";
 }
 
+bool isFusedOp(OpId op) { return op == OpId::BatchNormReluTraining || op == OpId::BatchNormReluTrainingBackward; }
+
 std::vector<OpId> allOps() {
   std::vector<OpId> ops;
   for (size_t i = 0; i < kOpCount; ++i)

@@ -39,6 +39,8 @@ std::string_view opName(OpId op);
 OpCategory opCategory(OpId op);
 // "conv", "batch_norm", "matmul", "elementwise", "optimizer", "scaler", "other".
 std::string_view categoryName(OpCategory category);
+// Whether `op` is one of the fused ops (ops.def's last section: each replaces a group of ops).
+bool isFusedOp(OpId op);
 // Every op, in the order of ops.def.
 std::vector<OpId> allOps();
 

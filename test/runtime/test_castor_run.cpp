@@ -1,9 +1,12 @@
-// castor-run end to end: inspect and infer on a plan written here, and its refusals.
+// castor-run end to end: inspect and infer on a plan written here, and its refusals; bench's
+// report of how the backend runs a fused training plan.
 #include "plan_builder.h"
 #include "test_helpers.h"
+#include "training_fixtures.h"
 
 #include "data/npy.h"
 #include "plan/plan_io.h"
+#include "plan/plan_validator.h"
 #include "weights/init.h"
 #include "weights/safetensors.h"
 
@@ -54,6 +57,49 @@ castor::test::PlanBuilder classifier() {
   b.parameter("fc.weight", fw, plan::Parameter::LINEAR_UNIFORM, 3, 5);
   b.parameter("fc.bias", fb, plan::Parameter::LINEAR_UNIFORM, 3, 5);
   return b;
+}
+
+// The line of `text` that holds bench's JSON (the others: notes on stderr), or "".
+std::string benchJsonLine(const std::string &text) {
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);)
+    if (line.rfind("{\"plan\": ", 0) == 0)
+      return line;
+  return "";
+}
+
+// Whether the braces and brackets of `json` outside its strings nest and close.
+bool bracketsBalance(const std::string &json) {
+  std::string open;
+  bool inString = false;
+  for (size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (inString) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        inString = false;
+    } else if (c == '"') {
+      inString = true;
+    } else if (c == '{' || c == '[') {
+      open.push_back(c == '{' ? '}' : ']');
+    } else if (c == '}' || c == ']') {
+      if (open.empty() || open.back() != c)
+        return false;
+      open.pop_back();
+    }
+  }
+  return open.empty() && !inString;
+}
+
+// The raw value of the JSON member `"key": ` in `json`, up to the next ',' or '}'.
+std::string member(const std::string &json, const std::string &key) {
+  const std::string tag = "\"" + key + "\": ";
+  const size_t at = json.find(tag);
+  if (at == std::string::npos)
+    return "";
+  const size_t from = at + tag.size();
+  return json.substr(from, json.find_first_of(",}", from) - from);
 }
 
 } // namespace
@@ -144,5 +190,58 @@ TEST_CASE("castor-run inspect and infer", "[castor-run]") {
   CHECK_THAT(vitext, Contains("validation: tensor"));
 
   for (const auto &p : {planPath, in, out, out2, out3, w})
+    std::remove(p.c_str());
+}
+
+TEST_CASE("castor-run bench reports how the backend runs fused kernels", "[castor-run]") {
+  const std::string fusedPath = tempPath("bench_fused.plan"), plainPath = tempPath("bench_plain.plan");
+  const plan::Plan fused = castor::test::trainingPlan(4, true), plain = castor::test::trainingPlan(4, false);
+  REQUIRE(plan::validatePlan(fused).isOk());
+  std::vector<int> fusedAt;
+  for (int i = 0; i < fused.kernels_size(); ++i)
+    if (fused.kernels(i).op().rfind("batch_norm_relu_training", 0) == 0)
+      fusedAt.push_back(i);
+  REQUIRE(fusedAt.size() == 2);
+  REQUIRE(plan::writePlanFile(fused, fusedPath).isOk());
+  REQUIRE(plan::writePlanFile(plain, plainPath).isOk());
+
+  auto [rc, text] = castorRun("bench " + fusedPath + " --device cpu --steps 2 --warmup 1 --json");
+  INFO(text);
+  REQUIRE(rc == 0);
+  const std::string json = benchJsonLine(text);
+  REQUIRE(!json.empty());
+  CHECK(bracketsBalance(json));
+  // Every fused kernel, forward and backward, in plan order with the cpu backend's way.
+  CHECK_THAT(json, Contains("\"fusion\": {\"fused_kernels\": 2, \"ways\": {\"reference\": 2}, \"layers\": [{\"kernel\": " +
+                            std::to_string(fusedAt[0]) +
+                            ", \"name\": \"bn + relu\", \"op\": \"batch_norm_relu_training\", \"way\": \"reference\"}, "
+                            "{\"kernel\": " +
+                            std::to_string(fusedAt[1]) +
+                            ", \"name\": \"bn + relu\", \"op\": \"batch_norm_relu_training_backward\", \"way\": "
+                            "\"reference\"}]}"));
+  // The cpu backend has no tuner.
+  CHECK_THAT(json, Contains("\"tuning\": []"));
+
+  auto [prc, ptext] = castorRun("bench " + plainPath + " --device cpu --steps 2 --warmup 1 --json");
+  INFO(ptext);
+  REQUIRE(prc == 0);
+  const std::string plainJson = benchJsonLine(ptext);
+  REQUIRE(!plainJson.empty());
+  CHECK(bracketsBalance(plainJson));
+  CHECK_THAT(plainJson, Contains("\"fusion\": {\"fused_kernels\": 0, \"ways\": {}, \"layers\": []}"));
+  // A fused kernel computes its group's definition: the same losses, to the digit.
+  CHECK(!member(json, "loss_last").empty());
+  CHECK(member(json, "loss_first") == member(plainJson, "loss_first"));
+  CHECK(member(json, "loss_last") == member(plainJson, "loss_last"));
+
+  auto [trc, summary] = castorRun("bench " + fusedPath + " --device cpu --steps 1 --warmup 0");
+  REQUIRE(trc == 0);
+  CHECK_THAT(summary, Contains("fused kernels 2 by way: reference 2"));
+  CHECK_THAT(summary, Contains("tuned kernels: none"));
+  auto [ptrc, plainSummary] = castorRun("bench " + plainPath + " --device cpu --steps 1 --warmup 0");
+  REQUIRE(ptrc == 0);
+  CHECK_THAT(plainSummary, Contains("fused kernels: none"));
+
+  for (const auto &p : {fusedPath, plainPath})
     std::remove(p.c_str());
 }

@@ -11,6 +11,7 @@
 #include "castor/cuda_backend.h"
 #endif
 
+#include <algorithm>
 #include <set>
 #include <string>
 
@@ -47,6 +48,21 @@ TEST_CASE("every op of the registry has one name that maps back to it", "[op-reg
   CHECK_FALSE(plan::opFromName("").has_value());
   CHECK_FALSE(plan::opFromName("Relu").has_value()); // names are case-sensitive
   CHECK_FALSE(plan::opFromName("relu ").has_value());
+}
+
+// The fused ops are ops.def's last section: isFusedOp holds from the first of them to the end,
+// so that a fused op added there is one isFusedOp names (castor-run bench reports them).
+TEST_CASE("the fused ops are the registry's last section", "[op-registry]") {
+  const std::vector<plan::OpId> ops = plan::allOps();
+  const auto first = std::find_if(ops.begin(), ops.end(), plan::isFusedOp);
+  REQUIRE(first != ops.end());
+  CHECK(*first == plan::OpId::BatchNormReluTraining);
+  for (auto it = ops.begin(); it != ops.end(); ++it) {
+    INFO(plan::opName(*it));
+    CHECK(plan::isFusedOp(*it) == (it >= first));
+  }
+  CHECK(plan::isFusedOp(plan::OpId::BatchNormReluTrainingBackward));
+  CHECK_FALSE(plan::isFusedOp(plan::OpId::BatchNormTraining));
 }
 
 TEST_CASE("the validator has a rule for every op of the registry", "[op-registry]") {

@@ -13,8 +13,9 @@ using K = plan::Tensor;
 // A small CNN's training step, as the compiler emits it: conv (stride 2) -> batch norm -> relu ->
 // max pool -> flatten -> dropout -> linear -> cross-entropy; backward; SGD (Nesterov momentum,
 // weight decay) on the conv and BN parameters, AdamW on the linear layer, a cosine schedule,
-// running statistics, the counters.
-plan::Plan trainingPlan(int64_t batch) {
+// running statistics, the counters. With `fused`, the batch norm and relu (forward and backward)
+// are one fused kernel each.
+plan::Plan trainingPlan(int64_t batch, bool fused) {
   castor::test::PlanBuilder b;
   auto add = [&](const std::string &name, std::vector<int64_t> shape, K::Kind kind, plan::DType dt = plan::F32) {
     return b.tensor(name, shape, kind, dt);
@@ -55,13 +56,17 @@ plan::Plan trainingPlan(int64_t batch) {
   std::map<std::string, plan::Attr> pool{{"kernel", plan::intsAttr({2, 2})}, {"strides", plan::intsAttr({2, 2})}};
   std::map<std::string, plan::Attr> drop{
       {"ratio", plan::floatAttr(0.25)}, {"seed", plan::intAttr(3)}, {"salt", plan::intAttr(1)}};
-  auto c = act("conv_out", {N, 2, 14, 14}), y = act("bn_out", {N, 2, 14, 14}), mean = act("bn_mean", {2}),
+  auto c = act("conv_out", {N, 2, 14, 14}), y = fused ? 0u : act("bn_out", {N, 2, 14, 14}), mean = act("bn_mean", {2}),
        inv = act("bn_inv_std", {2}), r = act("relu_out", {N, 2, 14, 14}), p = act("pool_out", {N, 2, 7, 7}),
        f = act("flat", {N, 98}), d = act("drop", {N, 98}), logits = act("logits", {N, 10});
   auto loss = add("loss", {}, K::OUTPUT), correct = add("correct", {}, K::OUTPUT, plan::I64);
   b.kernel("conv2d", {images, cw}, {c}, conv);
-  b.kernel("batch_norm_training", {c, g, be, rm, rv}, {y, mean, inv});
-  b.kernel("relu", {y}, {r});
+  if (fused) {
+    b.kernel("batch_norm_relu_training", {c, g, be}, {r, mean, inv}).set_name("bn + relu");
+  } else {
+    b.kernel("batch_norm_training", {c, g, be, rm, rv}, {y, mean, inv});
+    b.kernel("relu", {y}, {r});
+  }
   b.kernel("max_pool2d", {r}, {p}, pool);
   b.kernel("flatten", {p}, {f});
   b.kernel("dropout", {f, it}, {d}, drop);
@@ -71,7 +76,7 @@ plan::Plan trainingPlan(int64_t batch) {
   // Backward.
   auto one = act("dloss", {}), dlogits = act("dlogits", {N, 10}), dfw = act("fc.weight.grad", {10, 98}),
        dfb = act("fc.bias.grad", {10}), dd = act("ddrop", {N, 98}), df = act("dflat", {N, 98}),
-       dp = act("dpool", {N, 2, 7, 7}), dr = act("drelu", {N, 2, 14, 14}), dy = act("dbn", {N, 2, 14, 14}),
+       dp = act("dpool", {N, 2, 7, 7}), dr = act("drelu", {N, 2, 14, 14}), dy = fused ? 0u : act("dbn", {N, 2, 14, 14}),
        dc = act("dconv", {N, 2, 14, 14}), dg = act("bn.weight.grad", {2}), db = act("bn.bias.grad", {2}),
        dcw = act("conv.weight.grad", {2, 1, 3, 3});
   b.kernel("fill", {}, {one}, {{"value", plan::floatAttr(1.0)}});
@@ -82,8 +87,12 @@ plan::Plan trainingPlan(int64_t batch) {
   b.kernel("dropout_backward", {dd, it}, {df}, drop);
   b.kernel("reshape", {df}, {dp});
   b.kernel("max_pool2d_backward", {dp, r}, {dr}, pool);
-  b.kernel("relu_backward", {dr, r}, {dy});
-  b.kernel("batch_norm_training_backward", {dy, c, g, mean, inv}, {dc, dg, db});
+  if (fused) {
+    b.kernel("batch_norm_relu_training_backward", {dr, c, r, g, be, mean, inv}, {dc, dg, db}).set_name("bn + relu");
+  } else {
+    b.kernel("relu_backward", {dr, r}, {dy});
+    b.kernel("batch_norm_training_backward", {dy, c, g, mean, inv}, {dc, dg, db});
+  }
   b.kernel("conv2d_backward_filter", {images, dc}, {dcw}, conv);
   // Optimizer.
   auto lr = act("lr", {});

@@ -11,7 +11,9 @@ namespace castor::test {
 
 // conv (stride 2) -> batch norm -> relu -> max pool -> flatten -> dropout -> linear ->
 // cross-entropy on images [batch, 1, 28, 28]; backward; SGD and AdamW; outputs loss, correct.
-plan::Plan trainingPlan(int64_t batch = 4);
+// With `fused`, as the compiler's fusion pass leaves it: batch norm and relu as one
+// batch_norm_relu_training, their backwards as one batch_norm_relu_training_backward.
+plan::Plan trainingPlan(int64_t batch = 4, bool fused = false);
 // The same model's inference form: images [N, 1, 28, 28] -> logits "output" [N, 10].
 plan::Plan forwardPlan(int64_t N);
 // "<prefix>-images-idx3-ubyte" and "<prefix>-labels-idx1-ubyte" (".gz" when gz) in `dir`:

@@ -3,7 +3,9 @@
 // eagerly and the second captures the step as a CUDA graph), --steps steps are timed one by one
 // (CUDA events on cuda) and the median gives img/s. One more step runs kernel by kernel to time
 // each kernel category. Peak memory is what the backend allocated (arena, workspaces, buffers),
-// not the driver's context: comparable to torch.cuda.max_memory_allocated.
+// not the driver's context: comparable to torch.cuda.max_memory_allocated. The backend's
+// kernelChoices give the way of each fused kernel and the tuner's choice of each tuned kernel
+// (README.md, "bench").
 #include "cli_output.h"
 #include "commands.h"
 #include "device.h"
@@ -22,6 +24,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <vector>
 
 namespace castor::run {
@@ -29,6 +32,73 @@ namespace {
 
 // bench's errors name the command.
 int benchFail(const std::string &message) { return fail(message, "castor-run bench"); }
+
+// One kernel in the report of how the backend runs the plan: its index, name and op, and the
+// way or the tuner's choice.
+struct KernelNote {
+  int kernel = 0;
+  std::string name, op, value;
+};
+
+// How the backend runs the plan (Backend::kernelChoices): the way of every fused kernel and the
+// kernels with a tuner's choice.
+struct ChoiceReport {
+  std::vector<KernelNote> fused, tuned;
+  std::map<std::string, int> ways;     // way -> fused kernels
+  std::map<std::string, int> families; // the tuner's choices by the name's part before ':'
+};
+
+ChoiceReport reportChoices(const plan::Plan &p, const Backend &b) {
+  const std::vector<KernelChoice> choices = b.kernelChoices();
+  ChoiceReport r;
+  for (int i = 0; i < p.kernels_size(); ++i) {
+    const plan::Kernel &k = p.kernels(i);
+    const KernelChoice c = size_t(i) < choices.size() ? choices[size_t(i)] : KernelChoice{};
+    const auto op = plan::opFromName(k.op());
+    if (op && plan::isFusedOp(*op)) {
+      const std::string way = c.way.empty() ? "unknown" : c.way;
+      r.fused.push_back({i, k.name(), k.op(), way});
+      ++r.ways[way];
+    }
+    if (!c.tuned.empty()) {
+      r.tuned.push_back({i, k.name(), k.op(), c.tuned});
+      for (size_t from = 0; from <= c.tuned.size();) {
+        size_t to = c.tuned.find(", ", from);
+        if (to == std::string::npos)
+          to = c.tuned.size();
+        const std::string one = c.tuned.substr(from, to - from);
+        ++r.families[one.substr(0, one.find(':'))];
+        from = to + 2;
+      }
+    }
+  }
+  return r;
+}
+
+// "a 3, b 1" of counts by name.
+std::string countList(const std::map<std::string, int> &counts) {
+  std::string out;
+  for (const auto &[name, n] : counts)
+    out += fmt::format("{}{} {}", out.empty() ? "" : ", ", name, n);
+  return out;
+}
+
+// The report's JSON members: "fusion": {...}, "tuning": [...].
+std::string choicesJson(const ChoiceReport &r) {
+  std::string ways, layers, tuned;
+  for (const auto &[way, n] : r.ways)
+    ways += fmt::format("{}{}: {}", ways.empty() ? "" : ", ", jsonString(way), n);
+  auto entry = [](const KernelNote &n, const char *key) {
+    return fmt::format("{{\"kernel\": {}, \"name\": {}, \"op\": {}, \"{}\": {}}}", n.kernel, jsonString(n.name),
+                       jsonString(n.op), key, jsonString(n.value));
+  };
+  for (const KernelNote &n : r.fused)
+    layers += (layers.empty() ? "" : ", ") + entry(n, "way");
+  for (const KernelNote &n : r.tuned)
+    tuned += (tuned.empty() ? "" : ", ") + entry(n, "choice");
+  return fmt::format("\"fusion\": {{\"fused_kernels\": {}, \"ways\": {{{}}}, \"layers\": [{}]}}, \"tuning\": [{}]",
+                     r.fused.size(), ways, layers, tuned);
+}
 
 } // namespace
 
@@ -74,6 +144,7 @@ int bench(const BenchOptions &o) {
     return benchFail(st.message());
 
   Backend &b = s.backend();
+  const ChoiceReport choices = reportChoices(s.plan(), b);
   for (int64_t i = 0; i < o.warmup; ++i)
     if (Status st = b.run(); !st)
       return benchFail(st.withContext(fmt::format("warm-up step {}", i + 1)).message());
@@ -124,10 +195,10 @@ int bench(const BenchOptions &o) {
                "\"min_ms\": {:.3f}, \"max_ms\": {:.3f}, \"img_per_s\": {:.1f}, \"peak_bytes\": {}, "
                "\"peak_gib\": {:.3f}, \"kernel_ms\": {{{}}}, \"op_ms\": {{{}}}, \"kernel_total_ms\": {:.3f}, "
                "\"loss_first\": {}, "
-               "\"loss_last\": {}}}\n",
+               "\"loss_last\": {}, {}}}\n",
                o.plan, b.name(), batch, o.steps, median, sorted.front(), sorted.back(), imgPerS, peak, gib, cats, ops,
                kernelTotal, std::isfinite(*firstLoss) ? fmt::format("{:.6g}", *firstLoss) : "null",
-               std::isfinite(*lastLoss) ? fmt::format("{:.6g}", *lastLoss) : "null");
+               std::isfinite(*lastLoss) ? fmt::format("{:.6g}", *lastLoss) : "null", choicesJson(choices));
     return 0;
   }
   fmt::print("{} on {}: batch {}, {} timed steps after {} warm-up\n", o.plan, b.name(), batch, o.steps, o.warmup);
@@ -135,6 +206,14 @@ int bench(const BenchOptions &o) {
   fmt::print("  throughput {:.1f} img/s\n", imgPerS);
   fmt::print("  peak device memory {:.3f} GiB ({} bytes allocated by the backend)\n", gib, peak);
   fmt::print("  loss {:.6g} after warm-up, {:.6g} at the end\n", *firstLoss, *lastLoss);
+  if (choices.fused.empty())
+    fmt::print("  fused kernels: none\n");
+  else
+    fmt::print("  fused kernels {} by way: {}\n", choices.fused.size(), countList(choices.ways));
+  if (choices.tuned.empty())
+    fmt::print("  tuned kernels: none\n");
+  else
+    fmt::print("  tuned kernels {} (choices: {})\n", choices.tuned.size(), countList(choices.families));
   if (!profileNote.empty())
     fmt::print("  kernel times: {}\n", profileNote);
   else {

@@ -36,6 +36,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -185,12 +186,15 @@ public:
       const cuda::Builder *build = op ? cuda::cudaKernels().find(*op) : nullptr;
       if (!build)
         return Status::error(where + ": the cuda backend has no kernel '" + k.op() + "'");
+      ctx_.buildingKernel = i; // tuning::choose notes its choices under it (kernelChoices)
       auto fn = (*build)(ctx_, k, in, out);
+      ctx_.buildingKernel = -1;
       if (!fn)
         return fn.status().withContext(where);
       kernels_.push_back(std::move(*fn));
       categories_.push_back(plan::opCategory(*op));
     }
+    noteChoices();
     if (ctx_.workspaceBytes > 0)
       CASTOR_CUDA(allocate(&ctx_.workspace, ctx_.workspaceBytes));
     for (auto &[key, buffer] : ctx_.persistent)
@@ -303,7 +307,31 @@ public:
     return std::vector<std::pair<std::string, double>>(byCategory.begin(), byCategory.end());
   }
 
+  std::vector<KernelChoice> kernelChoices() const override { return choices_; }
+
 private:
+  // What kernelChoices reports, once every kernel is built: the tuner's choices, and for the
+  // fused batch-norm-ReLU kernels the way their forward's builder recorded in ctx_.layerChoices
+  // under the saved mean (the forward's output 1, the backward's input 5).
+  void noteChoices() {
+    choices_.assign(size_t(plan_.kernels_size()), KernelChoice{});
+    for (int i = 0; i < plan_.kernels_size(); ++i) {
+      const Kernel &k = plan_.kernels(i);
+      KernelChoice &c = choices_[size_t(i)];
+      if (auto tuned = ctx_.tunedChoices.find(i); tuned != ctx_.tunedChoices.end())
+        c.tuned = tuned->second;
+      const auto op = plan::opFromName(k.op());
+      std::optional<uint32_t> mean;
+      if (op == plan::OpId::BatchNormReluTraining && k.outputs_size() > 1)
+        mean = k.outputs(1);
+      else if (op == plan::OpId::BatchNormReluTrainingBackward && k.inputs_size() > 5)
+        mean = k.inputs(5);
+      if (mean)
+        if (auto way = ctx_.layerChoices.find(*mean); way != ctx_.layerChoices.end())
+          c.way = way->second;
+    }
+  }
+
   template <typename T> cudaError_t allocate(T **p, size_t bytes) {
     cudaError_t e = cudaMalloc(reinterpret_cast<void **>(p), bytes);
     if (e == cudaSuccess)
@@ -408,6 +436,7 @@ private:
   std::unordered_map<uint32_t, const Tensor *> tensors_;
   std::vector<RunFn> kernels_;
   std::vector<plan::OpCategory> categories_;
+  std::vector<KernelChoice> choices_; // kernelChoices, one per kernel
   std::vector<std::vector<const Tensor *>> poisonAfter_;
   void *staging_ = nullptr;         // channels-last tensors pass through here on upload/download
   uint64_t allocated_ = 0;

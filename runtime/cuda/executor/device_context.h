@@ -74,6 +74,19 @@ struct DeviceContext {
   // order, forward first.
   std::unordered_map<uint32_t, std::string> layerChoices;
 
+  // What the per-layer tuner chose for each kernel, for the backend's report (kernelChoices):
+  // the backend sets buildingKernel to the plan index of the kernel it is building (-1
+  // otherwise) and tuning::choose notes each choice under it; a kernel built of several tuned
+  // layers (a composed fused kernel's batch norm beside its own) gets them joined by ", ".
+  int buildingKernel = -1;
+  std::unordered_map<int, std::string> tunedChoices;
+  void noteTunedChoice(const std::string &candidate) {
+    if (buildingKernel < 0)
+      return;
+    std::string &note = tunedChoices[buildingKernel];
+    note += (note.empty() ? "" : ", ") + candidate;
+  }
+
   // 64 doubles of device scratch for small reductions (gradient clipping, statistics).
   double *scratch = nullptr;
 

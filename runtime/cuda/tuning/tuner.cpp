@@ -75,9 +75,9 @@ Expected<float> timeCandidate(DeviceContext &ctx, const Executable &e, void *wor
   return times[kTimedRuns / 2];
 }
 
-} // namespace
-
-Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const std::vector<Candidate> &candidates) {
+// choose() before its choice is noted under the kernel being built.
+Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &layerKey,
+                                 const std::vector<Candidate> &candidates) {
   if (candidates.empty())
     return Status::error("no candidates for " + layerKey);
   {
@@ -180,6 +180,15 @@ Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const s
   choice.executable = best->executable;
   choice.ms = bestMs;
   choice.timedCandidates = timed;
+  return choice;
+}
+
+} // namespace
+
+Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const std::vector<Candidate> &candidates) {
+  auto choice = chooseCandidate(ctx, layerKey, candidates);
+  if (choice)
+    ctx.noteTunedChoice(choice->name); // under the kernel being built (the backend's report)
   return choice;
 }
 

@@ -56,6 +56,7 @@ struct Choice {
 // builds, the first of them that compiles is the one kept: a layer must not cost seconds of
 // compilation per engine on its first load. Fails when
 // no candidate builds and runs.
+// The chosen candidate's name is noted under the kernel being built (ctx.noteTunedChoice).
 // Synchronises ctx.stream (load time only); the caller requests the chosen workspace.
 Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const std::vector<Candidate> &candidates);
 

@@ -38,6 +38,19 @@ struct BackendOptions {
   uint64_t roundingNoiseSeed = 0;
 };
 
+// How a backend runs one kernel of the loaded plan (castor-run bench's per-layer report). The
+// strings are the backend's own and opaque to the caller; "" when it has nothing to say.
+struct KernelChoice {
+  // The way it runs the kernel where it has more than one: for the fused ops (plan/ops.md, "Fused
+  // kernels") the cuda backend's "fused", "fused+add" (cuDNN's fused kernel, with the residual)
+  // or "composed" (the group's kernels one after another); the cpu backend says "reference".
+  std::string way;
+  // The candidate a per-layer tuner chose for the kernel (the cuda backend's "ex",
+  // "graph:<engine>", "cudnn:<engine>"); several, joined by ", ", when the kernel was built of
+  // more than one tuned layer.
+  std::string tuned;
+};
+
 class Backend {
 public:
   virtual ~Backend() = default;
@@ -68,6 +81,9 @@ public:
   virtual Expected<std::vector<std::pair<std::string, double>>> profileRun() {
     return Status::error("the " + name() + " backend cannot time kernels");
   }
+  // How each kernel of the loaded plan runs: one entry per kernel, in plan order, or none when
+  // the backend reports nothing (the default) or has no plan loaded.
+  virtual std::vector<KernelChoice> kernelChoices() const { return {}; }
 };
 
 // The CPU reference backend: plain loops, fp64 accumulation, exact fp16/bf16 rounding,
