@@ -250,10 +250,8 @@ Expected<RunFn> composedForward(DeviceContext &ctx, const Kernel &k, const Tenso
 //
 // The scratch area lies in the shared workspace, behind the batch norm's own workspace (its
 // request is measured apart from what earlier kernels asked for). The batch-norm builder takes
-// g as a tensor, whose bytes are arena + offset: a tensor of dx's shape and dtype whose offset is
-// set when the kernel runs (the workspace is allocated after every kernel is built; the
-// arithmetic is modulo 2^64 when the workspace lies below the arena). While building it points
-// at dx, so that the tuner's timing runs of the batch norm read real memory.
+// g as a tensor: a copy of dx's, registered in ctx.workspaceTensors, so that it reads dx's
+// bytes while the batch norm is built and tuned and the scratch area once the workspace exists.
 Expected<RunFn> composedBackward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
   const Tensor *dy = in[0], *x = in[1], *y = in[2], *dx = out[0];
   std::shared_ptr<Tensor> scratch;
@@ -273,16 +271,16 @@ Expected<RunFn> composedBackward(DeviceContext &ctx, const Kernel &k, const Tens
   if (!bn)
     return bn.status().withContext("the batch norm of " + k.op());
   const size_t scratchAt = roundUp(bnWorkspace, 256);
-  if (scratch)
+  if (scratch) {
     ctx.requestWorkspace(scratchAt + dx->bytes());
+    ctx.workspaceTensors[scratch.get()] = scratchAt;
+  }
   DeviceContext *c = &ctx; // captured by the RunFn: the context outlives it
   const int64_t n = countOf(*dx);
   RunFn bnRun = std::move(*bn);
   return RunFn([=]() -> Status {
     (void)bnKernel; // lives as long as the batch norm built from it
-    if (scratch)
-      scratch->set_offset(uint64_t(reinterpret_cast<uintptr_t>(c->workspace) + scratchAt -
-                                   reinterpret_cast<uintptr_t>(c->arena)));
+    (void)scratch;  // and so does g's tensor, which ctx.workspaceTensors names
     CASTOR_RETURN_IF_ERROR(cudaStatus(
         backward(OpId::ReluBackward, c->ref(dy), c->ref(y), c->ref(g), n, -kInf, kInf, c->stream), "relu_backward"));
     return bnRun();

@@ -90,7 +90,19 @@ struct DeviceContext {
   // 64 doubles of device scratch for small reductions (gradient clipping, statistics).
   double *scratch = nullptr;
 
-  uint8_t *ptr(const plan::Tensor *t) const { return arena + t->offset(); }
+  // Tensors a builder made that live in the shared workspace, not the arena (a fused kernel's
+  // scratch), at a byte offset in it. Until the workspace is allocated (while kernels are built and
+  // tuned) such a tensor reads its own arena offset: that of the plan tensor it was copied from.
+  std::unordered_map<const plan::Tensor *, size_t> workspaceTensors;
+
+  uint8_t *ptr(const plan::Tensor *t) const {
+    if (workspace && !workspaceTensors.empty()) {
+      auto it = workspaceTensors.find(t);
+      if (it != workspaceTensors.end())
+        return static_cast<uint8_t *>(workspace) + it->second;
+    }
+    return arena + t->offset();
+  }
   Ref ref(const plan::Tensor *t) const { return Ref{ptr(t), int(t->dtype())}; }
   int64_t *ints(const plan::Tensor *t) const { return reinterpret_cast<int64_t *>(ptr(t)); }
 
