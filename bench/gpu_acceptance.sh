@@ -7,7 +7,7 @@
 #
 #   bench/gpu_acceptance.sh [OUT_DIR]      # default $OUT
 #
-# Each part has a time limit (about 9 minutes in all) and the next runs whatever the last gave. Results (9 files):
+# Each part has a time limit (about 10 minutes in all) and the next runs whatever the last gave. Results (9 files):
 # OUT_DIR/tests.txt (tests, memcheck, logs), OUT_DIR/bench/{gpu.txt,castor.jsonl,torch.jsonl,
 # summary.md,fusion.jsonl}, OUT_DIR/amp/amp_resnet50.{json,txt,log}.
 set -u
