@@ -7,31 +7,30 @@
 //   one kernel forward and one backward where the group runs two or three, each a pass over
 //   the data. The forward fills the reserve space cuDNN asks for (with the residual, about a
 //   bit an element: the ReLU's mask) and the backward reads it: kept for the plan's lifetime
-//   with ctx.persistentBuffer under the saved mean's id, as cudnn/batch_norm_ex.cpp keeps its
-//   own. cuDNN runs these for NHWC fp16 data with fp32 per-channel tensors and C a multiple of 4
-//   only; a layer is checked against those conditions, then against cuDNN's size queries, which
-//   refuse what it cannot run.
+//   with ctx.persistentBuffer under the saved inverse std's id (cudnn/batch_norm_ex.cpp keeps
+//   its own under the saved mean's: the composed way's batch norm). cuDNN runs these for NHWC
+//   fp16 data with fp32 per-channel tensors and C a multiple of 4 only; a layer is checked
+//   against those conditions, then against cuDNN's size queries, which refuse what it cannot run.
 // - composed: the kernels of the group the op replaces, one after another: the batch norm
 //   through buildBatchNorm (cudnn/batch_norm.cpp: cuDNN or the own kernels) into y, then the
 //   own element-wise kernels (the residual added in place, the ReLU in place); backward, the
 //   ReLU's gradient g into dz (or a scratch area) and the batch norm's backward of g. This is
 //   the reference's definition, rounding for rounding.
 //
-// The forward decides (fused where cuDNN takes the layer, else composed) and records its choice
-// in ctx.layerChoices under the saved mean's id; the backward, built later in plan order,
-// follows it (composed when none is recorded): the fused backward needs the reserve space of a
-// fused forward, and a batch norm's Ex backward in the composed way needs that of an Ex forward
-// of its own.
+// The forward decides and records its way in ctx.layerChoices under the saved mean's id; the
+// backward, built later in plan order, follows it (composed when none is recorded): the fused
+// backward needs the reserve space of a fused forward, and a batch norm's Ex backward in the
+// composed way needs that of an Ex forward of its own. Where cuDNN takes the layer, the tuner
+// decides: the forward and its backward (found in the plan) timed together, fused against
+// composed, once per layer signature and GPU, the choice kept in the tuning cache.
 //
-// Not tuned: the tuner could time the two ways of the forward, but the backward, where the fused
-// kernel saves the most, is built after the forward has committed, and a losing fused candidate
-// would still hold its reserve space. Where cuDNN takes the layer the fused way runs.
-//
-// CASTOR_FUSED_BN=composed forces the composed way (for A/B measurements); CASTOR_BN_API
+// CASTOR_FUSED_BN=composed forces the composed way, =fused the fused way where cuDNN takes the
+// layer (for A/B measurements); CASTOR_BN_API
 // (cudnn/batch_norm.cpp) picks the API of the composed way's batch norm as it does for the
 // unfused batch_norm_training.
 #include "cuda/cudnn/builders.h"
 #include "cuda/kernels/elementwise.h"
+#include "cuda/tuning/tuner.h"
 
 #include "plan/op_attrs.h"
 
@@ -43,6 +42,9 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
 #include <utility>
 
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
@@ -66,6 +68,10 @@ constexpr const char *kComposed = "composed";
 bool composedForced() {
   const char *v = std::getenv("CASTOR_FUSED_BN");
   return v && std::strcmp(v, "composed") == 0;
+}
+bool fusedForced() {
+  const char *v = std::getenv("CASTOR_FUSED_BN");
+  return v && std::strcmp(v, "fused") == 0;
 }
 
 std::string labelOf(const Kernel &k) { return k.name().empty() ? k.op() : k.name(); }
@@ -152,7 +158,7 @@ Expected<RunFn> fusedForward(DeviceContext &ctx, const plan::BatchNormParams &a,
                              const TensorList &out, const FusedLayer &f) {
   const Tensor *x = in[0], *scale = in[1], *bias = in[2], *z = in.size() == 4 ? in[3] : nullptr;
   const Tensor *y = out[0], *mean = out[1], *invStd = out[2];
-  auto reserve = ctx.persistentBuffer(mean->id(), f.reserveBytes);
+  auto reserve = ctx.persistentBuffer(invStd->id(), f.reserveBytes);
   if (!reserve)
     return reserve.status();
   // Never a null workspace: cuDNN documents a null one of size 0 as the call of the plain batch
@@ -183,7 +189,7 @@ Expected<RunFn> fusedBackward(DeviceContext &ctx, const plan::BatchNormParams &a
   const Tensor *dy = in[0], *x = in[1], *y = in[2], *scale = in[3], *bias = in[4], *mean = in[5], *invStd = in[6];
   const Tensor *dx = out[0], *dscale = out[1], *dbias = out[2], *dz = out.size() == 4 ? out[3] : nullptr;
   const bool add = f.ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION;
-  auto reserve = ctx.persistentBuffer(mean->id(), f.reserveBytes);
+  auto reserve = ctx.persistentBuffer(invStd->id(), f.reserveBytes);
   if (!reserve)
     return reserve.status();
   const size_t workspaceBytes = f.backwardWorkspace;
@@ -287,6 +293,105 @@ Expected<RunFn> composedBackward(DeviceContext &ctx, const Kernel &k, const Tens
   });
 }
 
+// The backward kernel of the forward whose saved mean is `mean`, and its operands, from the plan.
+struct BackwardKernel {
+  const Kernel *kernel = nullptr;
+  TensorList in, out;
+};
+std::optional<BackwardKernel> backwardOf(const DeviceContext &ctx, const Tensor *mean) {
+  if (!ctx.plan || !ctx.tensorsById)
+    return std::nullopt;
+  for (const Kernel &k : ctx.plan->kernels()) {
+    if (opOf(k) != OpId::BatchNormReluTrainingBackward || k.inputs_size() != 7 || k.inputs(5) != mean->id())
+      continue;
+    BackwardKernel b{&k, {}, {}};
+    for (auto [ids, list] : {std::pair{&k.inputs(), &b.in}, std::pair{&k.outputs(), &b.out}})
+      for (uint32_t id : *ids) {
+        auto t = ctx.tensorsById->find(id);
+        if (t == ctx.tensorsById->end())
+          return std::nullopt;
+        list->push_back(t->second);
+      }
+    return b;
+  }
+  return std::nullopt;
+}
+
+std::string dimsOf(const Tensor &t) {
+  std::string s;
+  for (int64_t d : t.shape())
+    s += (s.empty() ? "" : ",") + std::to_string(d);
+  return s;
+}
+
+// The way of a layer that cuDNN's fused kernel takes, chosen by the tuner: the forward and its
+// backward (found in the plan) timed together, fused against composed, on the real buffers, the
+// choice cached per layer signature with the other tuning choices. Each candidate builds both
+// kernels; the winner's forward is returned, its backward is built again when the plan reaches it
+// (following the recorded way). What only the loser needed is given back: its reserve space
+// (the fused kernels keep theirs under the saved inverse std, the Ex batch norm of the composed
+// way under the saved mean), its workspace requests, its scratch tensors.
+Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::BatchNormParams &a,
+                             const TensorList &in, const TensorList &out, const FusedLayer &f,
+                             const BackwardKernel &bwd) {
+  struct Built {
+    RunFn forward;
+    size_t forwardWorkspace = 0;
+  };
+  auto built = std::make_shared<std::unordered_map<std::string, Built>>();
+  const size_t workspaceBefore = ctx.workspaceBytes;
+  std::unordered_map<const Tensor *, size_t> scratchBefore = ctx.workspaceTensors;
+  DeviceContext *c = &ctx;
+  auto candidate = [&](const std::string &name, bool fused) {
+    tuning::Candidate cand;
+    cand.name = name;
+    cand.build = [c, &k, a, in, out, f, bwd, fused, name, built]() -> Expected<tuning::Executable> {
+      c->workspaceBytes = 0;
+      auto fwd = fused ? fusedForward(*c, a, in, out, f) : composedForward(*c, k, in, out);
+      const size_t forwardWorkspace = c->workspaceBytes;
+      if (!fwd)
+        return fwd.status();
+      c->workspaceBytes = 0;
+      auto back = fused ? fusedBackward(*c, a, bwd.in, bwd.out, f) : composedBackward(*c, *bwd.kernel, bwd.in, bwd.out);
+      const size_t pairWorkspace = std::max(forwardWorkspace, c->workspaceBytes);
+      if (!back)
+        return back.status();
+      (*built)[name] = Built{*fwd, forwardWorkspace};
+      tuning::Executable e;
+      e.workspaceBytes = pairWorkspace;
+      RunFn forward = *fwd, backward = std::move(*back);
+      // The kernels read ctx.workspace when they run: the tuner's buffer while it times them.
+      e.run = [c, forward, backward](void *ws) -> Status {
+        void *shared = c->workspace;
+        c->workspace = ws;
+        Status s = forward();
+        if (s.isOk())
+          s = backward();
+        c->workspace = shared;
+        return s;
+      };
+      return e;
+    };
+    return cand;
+  };
+  const std::string key = std::string("batch_norm_relu.pair|x:") + plan::dtypeName(in[0]->dtype()) +
+                          (ctx.channelsLast(in[0]) ? "|nhwc=" : "|nchw=") + dimsOf(*in[0]) +
+                          (in.size() == 4 ? "|add" : "") + (bwd.out.size() == 4 ? "|dz" : "");
+  auto choice = tuning::choose(ctx, key, {candidate(kFused, true), candidate(kComposed, false)});
+  ctx.workspaceBytes = workspaceBefore;
+  for (auto it = ctx.workspaceTensors.begin(); it != ctx.workspaceTensors.end();)
+    it = scratchBefore.count(it->first) ? std::next(it) : ctx.workspaceTensors.erase(it);
+  if (!choice)
+    return choice.status();
+  const bool fused = choice->name == kFused;
+  ctx.releasePersistentBuffer(fused ? out[1]->id() : out[2]->id());
+  const Built &winner = built->at(choice->name);
+  ctx.requestWorkspace(winner.forwardWorkspace);
+  ctx.layerChoices[out[1]->id()] = fused ? (f.ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? kFusedAdd : kFused)
+                                         : kComposed;
+  return winner.forward;
+}
+
 Expected<RunFn> buildForward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
   if (in.size() < 3 || in.size() > 4 || out.size() != 3)
     return Status::error(k.op() + " needs x, scale, bias [, z] and produces y, batch_mean, batch_inv_std");
@@ -296,6 +401,9 @@ Expected<RunFn> buildForward(DeviceContext &ctx, const Kernel &k, const TensorLi
   const uint32_t layer = out[1]->id();
   if (!composedForced()) {
     auto f = fusedLayer(ctx, in[0], forwardPerChannel(in, out), in.size() == 4);
+    auto bwd = f ? backwardOf(ctx, out[1]) : std::nullopt;
+    if (f && bwd && !fusedForced())
+      return tunedForward(ctx, k, *a, in, out, *f, *bwd);
     if (f) {
       auto run = fusedForward(ctx, *a, in, out, *f);
       if (run)

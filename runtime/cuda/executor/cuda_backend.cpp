@@ -171,6 +171,8 @@ public:
     CASTOR_CUDA(cudaEventCreate(&stop_));
     cuda::configureDevice(ctx_.smCount); // the own kernels size their grids for this GPU
 
+    ctx_.plan = &plan_;
+    ctx_.tensorsById = &tensors_;
     for (int i = 0; i < plan_.kernels_size(); ++i) {
       const Kernel &k = plan_.kernels(i);
       const std::string where = plan::describeKernel(plan_, i) + " on cuda";

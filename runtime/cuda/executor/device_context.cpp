@@ -35,6 +35,14 @@ Expected<void *> DeviceContext::persistentBuffer(uint32_t key, size_t bytes) {
   return p;
 }
 
+void DeviceContext::releasePersistentBuffer(uint32_t key) {
+  auto it = persistent.find(key);
+  if (it == persistent.end())
+    return;
+  cudaFree(it->second.first);
+  persistent.erase(it);
+}
+
 Status DeviceContext::copyUnlessSame(const plan::Tensor *from, const plan::Tensor *to) const {
   if (from->offset() == to->offset())
     return Status::ok();

@@ -67,6 +67,13 @@ struct DeviceContext {
   // id of a tensor both kernels share; freed by the backend. Counted in peak memory.
   std::unordered_map<uint32_t, std::pair<void *, size_t>> persistent;
   Expected<void *> persistentBuffer(uint32_t key, size_t bytes);
+  // Frees the buffer of `key`, if any (a tuning candidate that lost).
+  void releasePersistentBuffer(uint32_t key);
+
+  // The plan being built and its tensors by id, for a builder that looks at another kernel (the
+  // fused batch norm times its forward together with its backward).
+  const plan::Plan *plan = nullptr;
+  const std::unordered_map<uint32_t, const plan::Tensor *> *tensorsById = nullptr;
 
   // What a forward kernel's builder chose that the builder of its backward must follow, keyed by
   // the id of a tensor both share (the fused batch-norm-ReLU records its way, "fused", "fused+add"
