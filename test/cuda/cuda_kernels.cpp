@@ -6,8 +6,8 @@
 // cuDNN does not take), cuDNN's batch norm (training forward with its backward, and inference,
 // of f16, bf16 and f32 data with f32 statistics, each run with CASTOR_BN_API=ex, =graph and
 // unset: the Ex API, the graph API and the tuner's choice), the fused batch-norm-ReLU forward
-// and backward with and without the residual (cuDNN's fused kernel for f16 NHWC layers with C a
-// multiple of 4, the composed way elsewhere; each also run with CASTOR_FUSED_BN=composed), the
+// and backward with and without the residual (the tuner's choice and each way forced: cuDNN's
+// fused kernel, Castor's own fused kernels, the composed group), the
 // loss, gemm and matmul (cuBLASLt: transposes, the bias epilogue, C of Y's shape, broadcast C;
 // strided, shared-B and broadcast batches, whose matrices are not 16-byte aligned; f32, f16,
 // bf16, some f64). Each backend runs the plan twice (the CUDA backend's second
@@ -58,7 +58,7 @@ plan::Attr str(const std::string &v) {
 struct Case : test::PlanBuilder {
   std::string name;
   bool perBnApi = false; // run once per CASTOR_BN_API value (cuDNN batch norm)
-  bool perFusedBn = false; // run with CASTOR_FUSED_BN unset and =composed (fused batch-norm-ReLU)
+  bool perFusedBn = false; // run with CASTOR_FUSED_BN unset and =fused, =own, =composed
   std::map<uint32_t, std::vector<double>> inputs; // given values (else random normal)
   std::vector<uint32_t> outputs;
 
@@ -299,8 +299,9 @@ std::vector<Case> cases() {
   // The fused batch-norm-ReLU, forward and backward in one plan (the backward reads the
   // forward's y and statistics, as in a training step, and the fused backward the reserve space
   // its forward filled), with and without the residual z. cuDNN's fused kernel takes the f16
-  // layers with C a multiple of 4 in the nhwc layout; C = 6, bf16, f32, f64 and the nchw layout
-  // run the composed way, as does everything under CASTOR_FUSED_BN=composed.
+  // layers with C a multiple of 4 in the nhwc layout, Castor's own fused kernels every f32, f16
+  // and bf16 layer in nhwc; f64 and the nchw layout run the composed way. Each case runs with
+  // CASTOR_FUSED_BN unset (the tuner's choice) and set to each way.
   struct FusedLayer {
     plan::DType dt;
     std::vector<int64_t> xs;
@@ -549,8 +550,9 @@ int main(int argc, char **argv) {
       if (c.name.find(only) == std::string::npos)
         continue;
       if (c.perFusedBn) {
-        // "auto": CASTOR_FUSED_BN unset, the fused kernel where cuDNN takes the layer.
-        for (const char *way : {"auto", "composed"}) {
+        // "auto": CASTOR_FUSED_BN unset, the tuner's choice among the ways that take the layer;
+        // then each way forced (where it does not take the layer, the composed one runs).
+        for (const char *way : {"auto", "fused", "own", "composed"}) {
           if (std::string(way) == "auto")
             unsetenv("CASTOR_FUSED_BN");
           else

@@ -11,6 +11,10 @@
 //   its own under the saved mean's: the composed way's batch norm). cuDNN runs these for NHWC
 //   fp16 data with fp32 per-channel tensors and C a multiple of 4 only; a layer is checked
 //   against those conditions, then against cuDNN's size queries, which refuse what it cannot run.
+// - own: Castor's fused kernels (kernels/batch_norm_relu.cu) for channels-last f32/f16/bf16 data:
+//   a per-channel reduction and one element-wise pass each way, ReLU, residual add and the
+//   residual's gradient included; they take the layers cuDNN's fused kernel does not (bf16, C not
+//   a multiple of 4).
 // - composed: the kernels of the group the op replaces, one after another: the batch norm
 //   through buildBatchNorm (cudnn/batch_norm.cpp: cuDNN or the own kernels) into y, then the
 //   own element-wise kernels (the residual added in place, the ReLU in place); backward, the
@@ -21,14 +25,15 @@
 // backward, built later in plan order, follows it (composed when none is recorded): the fused
 // backward needs the reserve space of a fused forward, and a batch norm's Ex backward in the
 // composed way needs that of an Ex forward of its own. Where cuDNN takes the layer, the tuner
-// decides: the forward and its backward (found in the plan) timed together, fused against
-// composed, once per layer signature and GPU, the choice kept in the tuning cache.
+// decides among the ways that take the layer: the forward and its backward (found in the plan)
+// timed together, once per layer signature and GPU, the choice kept in the tuning cache.
 //
-// CASTOR_FUSED_BN=composed forces the composed way, =fused the fused way where cuDNN takes the
-// layer (for A/B measurements); CASTOR_BN_API
+// CASTOR_FUSED_BN=fused|own|composed forces that way where it runs (else the composed one), for
+// A/B measurements; CASTOR_BN_API
 // (cudnn/batch_norm.cpp) picks the API of the composed way's batch norm as it does for the
 // unfused batch_norm_training.
 #include "cuda/cudnn/builders.h"
+#include "cuda/kernels/batch_norm_relu.h"
 #include "cuda/kernels/elementwise.h"
 #include "cuda/tuning/tuner.h"
 
@@ -64,14 +69,12 @@ constexpr cudnnBatchNormMode_t kMode = CUDNN_BATCHNORM_SPATIAL_PERSISTENT;
 constexpr const char *kFused = "fused";
 constexpr const char *kFusedAdd = "fused+add";
 constexpr const char *kComposed = "composed";
+constexpr const char *kOwn = "own";
 
-bool composedForced() {
+// CASTOR_FUSED_BN=fused|own|composed: that way wherever it runs, instead of the tuner's choice.
+std::string forcedWay() {
   const char *v = std::getenv("CASTOR_FUSED_BN");
-  return v && std::strcmp(v, "composed") == 0;
-}
-bool fusedForced() {
-  const char *v = std::getenv("CASTOR_FUSED_BN");
-  return v && std::strcmp(v, "fused") == 0;
+  return v ? v : "";
 }
 
 std::string labelOf(const Kernel &k) { return k.name().empty() ? k.op() : k.name(); }
@@ -83,7 +86,8 @@ std::atomic<bool> composedNoted{false};
 void noteComposed(const Kernel &k, const std::string &why) {
   if (!composedNoted.exchange(true))
     std::fprintf(stderr,
-                 "castor: %s (%s): cuDNN's fused batch-norm-ReLU does not take it (%s); such layers run composed\n",
+                 "castor: %s (%s): cuDNN's fused batch-norm-ReLU does not take it (%s); such layers run Castor's own "
+                 "fused kernels or the group's kernels, whichever the tuner finds faster\n",
                  k.op().c_str(), labelOf(k).c_str(), why.c_str());
 }
 
@@ -293,6 +297,63 @@ Expected<RunFn> composedBackward(DeviceContext &ctx, const Kernel &k, const Tens
   });
 }
 
+// Castor's own fused kernels (kernels/batch_norm_relu.cu): channels-last data [N*H*W, C] of one
+// dtype f32/f16/bf16 with f32 per-channel tensors; why not otherwise.
+Status ownTakes(const DeviceContext &ctx, const TensorList &data, const TensorList &perChannel) {
+  const Tensor *x = data[0];
+  if (x->shape_size() != 4 || !ctx.channelsLast(x))
+    return Status::error("data not stored NHWC");
+  if (x->dtype() != plan::F32 && x->dtype() != plan::F16 && x->dtype() != plan::BF16)
+    return Status::error("data not f32, f16 or bf16");
+  for (const Tensor *t : data)
+    if (t->dtype() != x->dtype())
+      return Status::error("data of several dtypes");
+  for (const Tensor *t : perChannel)
+    if (t->dtype() != plan::F32)
+      return Status::error("per-channel tensors not f32");
+  return Status::ok();
+}
+
+struct Rows {
+  int64_t rows, C;
+};
+Rows rowsOf(const Tensor &x) {
+  const Shape s = shapeOf(x);
+  return {s[0] * s[2] * s[3], s[1]};
+}
+
+const float *f32(const DeviceContext &c, const Tensor *t) { return reinterpret_cast<const float *>(c.ptr(t)); }
+float *f32Out(const DeviceContext &c, const Tensor *t) { return reinterpret_cast<float *>(c.ptr(t)); }
+
+Expected<RunFn> ownForward(DeviceContext &ctx, const plan::BatchNormParams &a, const TensorList &in,
+                           const TensorList &out) {
+  const Tensor *x = in[0], *scale = in[1], *bias = in[2], *z = in.size() == 4 ? in[3] : nullptr;
+  const Tensor *y = out[0], *mean = out[1], *invStd = out[2];
+  const Rows g = rowsOf(*x);
+  ctx.requestWorkspace(bnReluWorkspaceBytes(g.rows, g.C));
+  DeviceContext *c = &ctx; // captured by the RunFn: the context outlives it
+  const double eps = a.epsilon;
+  return RunFn([=]() -> Status {
+    return cudaStatus(bnReluForward(c->ref(x), z ? c->ref(z) : Ref{}, f32(*c, scale), f32(*c, bias), c->ref(y),
+                                    f32Out(*c, mean), f32Out(*c, invStd), g.rows, g.C, eps, c->workspace, c->stream),
+                      "the own batch-norm-ReLU forward");
+  });
+}
+
+Expected<RunFn> ownBackward(DeviceContext &ctx, const TensorList &in, const TensorList &out) {
+  const Tensor *dy = in[0], *x = in[1], *y = in[2], *scale = in[3], *mean = in[5], *invStd = in[6];
+  const Tensor *dx = out[0], *dscale = out[1], *dbias = out[2], *dz = out.size() == 4 ? out[3] : nullptr;
+  const Rows g = rowsOf(*x);
+  ctx.requestWorkspace(bnReluWorkspaceBytes(g.rows, g.C));
+  DeviceContext *c = &ctx;
+  return RunFn([=]() -> Status {
+    return cudaStatus(bnReluBackward(c->ref(dy), c->ref(x), c->ref(y), f32(*c, scale), f32(*c, mean),
+                                     f32(*c, invStd), c->ref(dx), dz ? c->ref(dz) : Ref{}, f32Out(*c, dscale),
+                                     f32Out(*c, dbias), g.rows, g.C, c->workspace, c->stream),
+                      "the own batch-norm-ReLU backward");
+  });
+}
+
 // The backward kernel of the forward whose saved mean is `mean`, and its operands, from the plan.
 struct BackwardKernel {
   const Kernel *kernel = nullptr;
@@ -324,16 +385,16 @@ std::string dimsOf(const Tensor &t) {
   return s;
 }
 
-// The way of a layer that cuDNN's fused kernel takes, chosen by the tuner: the forward and its
-// backward (found in the plan) timed together, fused against composed, on the real buffers, the
-// choice cached per layer signature with the other tuning choices. Each candidate builds both
-// kernels; the winner's forward is returned, its backward is built again when the plan reaches it
-// (following the recorded way). What only the loser needed is given back: its reserve space
-// (the fused kernels keep theirs under the saved inverse std, the Ex batch norm of the composed
-// way under the saved mean), its workspace requests, its scratch tensors.
+// A layer's way chosen by the tuner among those that take it (cuDNN's fused kernel, the own
+// kernels, the composed group): the forward and its backward (found in the plan) timed together on
+// the real buffers, the choice cached per layer signature with the other tuning choices. Each
+// candidate builds both kernels; the winner's forward is returned, its backward is built again when
+// the plan reaches it (following the recorded way). What only the losers needed is given back:
+// reserve space (cuDNN's fused kernels keep theirs under the saved inverse std, the Ex batch norm of
+// the composed way under the saved mean), workspace requests, scratch tensors.
 Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::BatchNormParams &a,
-                             const TensorList &in, const TensorList &out, const FusedLayer &f,
-                             const BackwardKernel &bwd) {
+                             const TensorList &in, const TensorList &out, const std::optional<FusedLayer> &f,
+                             bool own, const BackwardKernel &bwd) {
   struct Built {
     RunFn forward;
     size_t forwardWorkspace = 0;
@@ -342,21 +403,25 @@ Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::Ba
   const size_t workspaceBefore = ctx.workspaceBytes;
   std::unordered_map<const Tensor *, size_t> scratchBefore = ctx.workspaceTensors;
   DeviceContext *c = &ctx;
-  auto candidate = [&](const std::string &name, bool fused) {
+  auto candidate = [&](const std::string &way) {
     tuning::Candidate cand;
-    cand.name = name;
-    cand.build = [c, &k, a, in, out, f, bwd, fused, name, built]() -> Expected<tuning::Executable> {
+    cand.name = way;
+    cand.build = [c, &k, a, in, out, f, bwd, way, built]() -> Expected<tuning::Executable> {
       c->workspaceBytes = 0;
-      auto fwd = fused ? fusedForward(*c, a, in, out, f) : composedForward(*c, k, in, out);
+      auto fwd = way == kFused ? fusedForward(*c, a, in, out, *f)
+                 : way == kOwn ? ownForward(*c, a, in, out)
+                               : composedForward(*c, k, in, out);
       const size_t forwardWorkspace = c->workspaceBytes;
       if (!fwd)
         return fwd.status();
       c->workspaceBytes = 0;
-      auto back = fused ? fusedBackward(*c, a, bwd.in, bwd.out, f) : composedBackward(*c, *bwd.kernel, bwd.in, bwd.out);
+      auto back = way == kFused ? fusedBackward(*c, a, bwd.in, bwd.out, *f)
+                  : way == kOwn ? ownBackward(*c, bwd.in, bwd.out)
+                                : composedBackward(*c, *bwd.kernel, bwd.in, bwd.out);
       const size_t pairWorkspace = std::max(forwardWorkspace, c->workspaceBytes);
       if (!back)
         return back.status();
-      (*built)[name] = Built{*fwd, forwardWorkspace};
+      (*built)[way] = Built{*fwd, forwardWorkspace};
       tuning::Executable e;
       e.workspaceBytes = pairWorkspace;
       RunFn forward = *fwd, backward = std::move(*back);
@@ -374,21 +439,30 @@ Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::Ba
     };
     return cand;
   };
+  std::vector<tuning::Candidate> candidates;
+  if (f)
+    candidates.push_back(candidate(kFused));
+  if (own)
+    candidates.push_back(candidate(kOwn));
+  candidates.push_back(candidate(kComposed));
   const std::string key = std::string("batch_norm_relu.pair|x:") + plan::dtypeName(in[0]->dtype()) +
                           (ctx.channelsLast(in[0]) ? "|nhwc=" : "|nchw=") + dimsOf(*in[0]) +
                           (in.size() == 4 ? "|add" : "") + (bwd.out.size() == 4 ? "|dz" : "");
-  auto choice = tuning::choose(ctx, key, {candidate(kFused, true), candidate(kComposed, false)});
+  auto choice = tuning::choose(ctx, key, candidates);
   ctx.workspaceBytes = workspaceBefore;
   for (auto it = ctx.workspaceTensors.begin(); it != ctx.workspaceTensors.end();)
     it = scratchBefore.count(it->first) ? std::next(it) : ctx.workspaceTensors.erase(it);
   if (!choice)
     return choice.status();
-  const bool fused = choice->name == kFused;
-  ctx.releasePersistentBuffer(fused ? out[1]->id() : out[2]->id());
-  const Built &winner = built->at(choice->name);
+  const std::string &way = choice->name;
+  if (way != kFused)
+    ctx.releasePersistentBuffer(out[2]->id());
+  if (way != kComposed)
+    ctx.releasePersistentBuffer(out[1]->id());
+  const Built &winner = built->at(way);
   ctx.requestWorkspace(winner.forwardWorkspace);
-  ctx.layerChoices[out[1]->id()] = fused ? (f.ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? kFusedAdd : kFused)
-                                         : kComposed;
+  ctx.layerChoices[out[1]->id()] =
+      way == kFused && f->ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? std::string(kFusedAdd) : way;
   return winner.forward;
 }
 
@@ -399,19 +473,27 @@ Expected<RunFn> buildForward(DeviceContext &ctx, const Kernel &k, const TensorLi
   if (!a)
     return a.status();
   const uint32_t layer = out[1]->id();
-  if (!composedForced()) {
-    auto f = fusedLayer(ctx, in[0], forwardPerChannel(in, out), in.size() == 4);
-    auto bwd = f ? backwardOf(ctx, out[1]) : std::nullopt;
-    if (f && bwd && !fusedForced())
-      return tunedForward(ctx, k, *a, in, out, *f, *bwd);
-    if (f) {
-      auto run = fusedForward(ctx, *a, in, out, *f);
-      if (run)
-        ctx.layerChoices[layer] = f->ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? kFusedAdd : kFused;
-      return run;
-    }
+  const std::string forced = forcedWay();
+  auto f = fusedLayer(ctx, in[0], forwardPerChannel(in, out), in.size() == 4);
+  TensorList data{in[0], out[0]};
+  if (in.size() == 4)
+    data.push_back(in[3]);
+  const bool own = ownTakes(ctx, data, forwardPerChannel(in, out)).isOk();
+  if (!f && forced.empty())
     noteComposed(k, f.message());
+  if (forced == kFused && f) {
+    auto run = fusedForward(ctx, *a, in, out, *f);
+    if (run)
+      ctx.layerChoices[layer] = f->ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? kFusedAdd : kFused;
+    return run;
   }
+  if (forced == kOwn && own) {
+    ctx.layerChoices[layer] = kOwn;
+    return ownForward(ctx, *a, in, out);
+  }
+  auto bwd = backwardOf(ctx, out[1]);
+  if (forced.empty() && (f || own) && bwd)
+    return tunedForward(ctx, k, *a, in, out, f ? std::optional<FusedLayer>(*f) : std::nullopt, own, *bwd);
   ctx.layerChoices[layer] = kComposed;
   return composedForward(ctx, k, in, out);
 }
@@ -426,6 +508,8 @@ Expected<RunFn> buildBackward(DeviceContext &ctx, const Kernel &k, const TensorL
   auto choice = ctx.layerChoices.find(in[5]->id());
   if (choice == ctx.layerChoices.end() || choice->second == kComposed)
     return composedBackward(ctx, k, in, out);
+  if (choice->second == kOwn)
+    return ownBackward(ctx, in, out);
   // The forward ran cuDNN's fused kernel: so must the backward, with the forward's ops.
   auto f = fusedLayer(ctx, in[1], backwardPerChannel(in, out), choice->second == kFusedAdd);
   if (!f)

@@ -1,0 +1,28 @@
+// Castor's own fused batch-norm-ReLU kernels (batch_norm_relu.cu) for channels-last data: the
+// training forward y = relu(batch_norm(x) [+ z]) with its batch statistics, and its backward
+// (the ReLU's gradient, the batch-norm gradients, the residual's gradient), each as a per-channel
+// reduction over the rows (N*H*W) and one element-wise pass. Data f32, f16 or bf16 (one dtype),
+// per-channel tensors f32. The way the fused op takes where cuDNN's fused kernel does not run
+// (bf16 data, C not a multiple of 4) or is slower (cudnn/batch_norm_relu.cpp times them).
+#pragma once
+
+#include "cuda/kernels/types.h"
+
+namespace castor::cuda {
+
+// Workspace both passes need for `rows` x `C` data (per-block partial statistics and per-channel
+// coefficients).
+size_t bnReluWorkspaceBytes(int64_t rows, int64_t C);
+
+// x, z (z.p null: no residual), scale, bias -> y, mean, inv_std (1/sqrt(biased var + eps)).
+// t = (x - mean) inv_std scale + bias is rounded to the data dtype before z is added, as the
+// unfused kernels round it; mean and variance by Welford's method in fp32, merged per channel.
+cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, Ref y, float *mean, float *invStd,
+                          int64_t rows, int64_t C, double eps, void *workspace, cudaStream_t s);
+
+// dy, x, y, scale, mean, inv_std -> dx, dscale, dbias, dz (dz.p null: none). g = dy where y > 0.
+cudaError_t bnReluBackward(Ref dy, Ref x, Ref y, const float *scale, const float *mean, const float *invStd, Ref dx,
+                           Ref dz, float *dscale, float *dbias, int64_t rows, int64_t C, void *workspace,
+                           cudaStream_t s);
+
+} // namespace castor::cuda
