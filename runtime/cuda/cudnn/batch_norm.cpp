@@ -52,13 +52,6 @@ const char *passName(Pass p) {
   return "?";
 }
 
-std::string dims(const Shape &s) {
-  std::string r;
-  for (size_t i = 0; i < s.size(); ++i)
-    r += (i ? "," : "") + std::to_string(s[i]);
-  return r;
-}
-
 bool lowOrSingle(plan::DType t) { return t == plan::F16 || t == plan::BF16 || t == plan::F32; }
 
 // The chosen executable as the kernel's RunFn. ctx.workspace is allocated after every kernel is
@@ -195,7 +188,7 @@ Expected<Problem> parse(const DeviceContext &ctx, const Kernel &k, const TensorL
 
 std::string signature(const Problem &p) {
   return std::string("batch_norm.") + passName(p.pass) + "|x:" + plan::dtypeName(p.dtype) +
-         "|stats:" + plan::dtypeName(p.paramDtype) + "|" + (p.nhwc ? "nhwc" : "nchw") + "=" + dims(p.dims) +
+         "|stats:" + plan::dtypeName(p.paramDtype) + "|" + (p.nhwc ? "nhwc" : "nchw") + "=" + dimsList(p.dims) +
          (p.runningUpdate ? "|running" : "");
 }
 

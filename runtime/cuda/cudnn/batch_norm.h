@@ -1,7 +1,7 @@
 // What the cuDNN batch-norm builders share (batch_norm.cpp, batch_norm_ex.cpp,
-// batch_norm_graph.cpp): one batch-norm kernel described once, whichever pass it computes,
-// and the two ways cuDNN runs it (the legacy Ex API and the graph API), each as tuner
-// candidates (tuning/tuner.h).
+// batch_norm_graph.cpp, and batch_norm_relu.cpp for the fused op): one batch-norm kernel
+// described once, whichever pass it computes, and the two ways cuDNN runs it (the legacy Ex API
+// and the graph API), each as tuner candidates (tuning/tuner.h).
 #pragma once
 
 #include "cuda/tuning/tuner.h"
@@ -39,6 +39,18 @@ struct Problem {
 // rank (the caller runs the own kernels), another error for malformed kernels.
 Expected<Problem> parse(const DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
                         const TensorList &out);
+
+// The cuDNN descriptors of one batch norm of the Ex API: the data's (x, y, dy, dx, z and dz share
+// one shape, dtype and layout), the per-channel tensors', and the activation of a fused one
+// (null otherwise); destroyed with it.
+struct ExDescriptors {
+  cudnnTensorDescriptor_t x = nullptr, params = nullptr;
+  cudnnActivationDescriptor_t activation = nullptr;
+  ExDescriptors() = default;
+  ExDescriptors(const ExDescriptors &) = delete;
+  ExDescriptors &operator=(const ExDescriptors &) = delete;
+  ~ExDescriptors();
+};
 
 // The plan-independent signature of the layer for the tuning cache: pass, dtypes, layout and
 // dims ("batch_norm.<pass>|..."; convolution keys start with "conv2d.").

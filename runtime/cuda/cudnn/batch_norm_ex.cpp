@@ -19,15 +19,6 @@ namespace {
 
 using plan::Tensor;
 
-struct BnDescriptors {
-  cudnnTensorDescriptor_t x = nullptr, params = nullptr;
-  ~BnDescriptors() {
-    if (x)
-      cudnnDestroyTensorDescriptor(x);
-    if (params)
-      cudnnDestroyTensorDescriptor(params);
-  }
-};
 
 // Persistent kernels for NHWC half-precision data, as PyTorch picks for channels-last AMP
 // training; plain spatial kernels for fp32 data (the persistent ones gave wrong scale gradients
@@ -37,8 +28,8 @@ cudnnBatchNormMode_t modeOf(const Problem &p) {
   return p.pass != Pass::Inference && p.nhwc && half ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;
 }
 
-Expected<std::shared_ptr<BnDescriptors>> describe(const Problem &p) {
-  auto d = std::make_shared<BnDescriptors>();
+Expected<std::shared_ptr<ExDescriptors>> describe(const Problem &p) {
+  auto d = std::make_shared<ExDescriptors>();
   for (int64_t v : p.dims)
     if (v > INT32_MAX)
       return Status::error("batch norm dimension beyond 2^31");
@@ -173,6 +164,15 @@ Expected<tuning::Executable> inference(DeviceContext &ctx, const Problem &p) {
 }
 
 } // namespace
+
+ExDescriptors::~ExDescriptors() {
+  if (x)
+    cudnnDestroyTensorDescriptor(x);
+  if (params)
+    cudnnDestroyTensorDescriptor(params);
+  if (activation)
+    cudnnDestroyActivationDescriptor(activation);
+}
 
 Expected<size_t> exReserveBytes(DeviceContext &ctx, const Problem &p) {
   if (p.pass == Pass::Inference)

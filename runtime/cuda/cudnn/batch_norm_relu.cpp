@@ -32,10 +32,10 @@
 // A/B measurements; CASTOR_BN_API
 // (cudnn/batch_norm.cpp) picks the API of the composed way's batch norm as it does for the
 // unfused batch_norm_training.
+#include "cuda/cudnn/batch_norm.h"
 #include "cuda/cudnn/builders.h"
 #include "cuda/kernels/batch_norm_relu.h"
 #include "cuda/kernels/elementwise.h"
-#include "cuda/tuning/tuner.h"
 
 #include "plan/op_attrs.h"
 
@@ -91,23 +91,10 @@ void noteComposed(const Kernel &k, const std::string &why) {
                  k.op().c_str(), labelOf(k).c_str(), why.c_str());
 }
 
-struct Descriptors {
-  cudnnTensorDescriptor_t x = nullptr, params = nullptr;
-  cudnnActivationDescriptor_t relu = nullptr;
-  ~Descriptors() {
-    if (x)
-      cudnnDestroyTensorDescriptor(x);
-    if (params)
-      cudnnDestroyTensorDescriptor(params);
-    if (relu)
-      cudnnDestroyActivationDescriptor(relu);
-  }
-};
-
 // cuDNN's fused kernel for one layer: descriptors (x's serves y, z, dy, dx and dz: one shape,
 // dtype and layout), ops and sizes.
 struct FusedLayer {
-  std::shared_ptr<Descriptors> d;
+  std::shared_ptr<bn::ExDescriptors> d;
   cudnnBatchNormOps_t ops = CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
   size_t forwardWorkspace = 0, backwardWorkspace = 0, reserveBytes = 0;
 };
@@ -129,23 +116,23 @@ Expected<FusedLayer> fusedLayer(DeviceContext &ctx, const Tensor *x, const Tenso
   if (s[1] % 4 != 0)
     return Status::error("C = " + std::to_string(s[1]) + ", not a multiple of 4");
   FusedLayer f;
-  f.d = std::make_shared<Descriptors>();
+  f.d = std::make_shared<bn::ExDescriptors>();
   f.ops = add ? CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION : CUDNN_BATCHNORM_OPS_BN_ACTIVATION;
-  Descriptors &d = *f.d;
+  bn::ExDescriptors &d = *f.d;
   CASTOR_CUDNN(cudnnCreateTensorDescriptor(&d.x));
   CASTOR_CUDNN(cudnnSetTensor4dDescriptor(d.x, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF, int(s[0]), int(s[1]), int(s[2]),
                                           int(s[3])));
   CASTOR_CUDNN(cudnnCreateTensorDescriptor(&d.params));
   CASTOR_CUDNN(cudnnDeriveBNTensorDescriptor(d.params, d.x, kMode));
   // NaN propagates, as through the own ReLU.
-  CASTOR_CUDNN(cudnnCreateActivationDescriptor(&d.relu));
-  CASTOR_CUDNN(cudnnSetActivationDescriptor(d.relu, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
+  CASTOR_CUDNN(cudnnCreateActivationDescriptor(&d.activation));
+  CASTOR_CUDNN(cudnnSetActivationDescriptor(d.activation, CUDNN_ACTIVATION_RELU, CUDNN_PROPAGATE_NAN, 0.0));
   cudnnTensorDescriptor_t z = add ? d.x : nullptr;
   CASTOR_CUDNN(cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(ctx.cudnn, kMode, f.ops, d.x, z, d.x, d.params,
-                                                                        d.relu, &f.forwardWorkspace));
+                                                                        d.activation, &f.forwardWorkspace));
   CASTOR_CUDNN(cudnnGetBatchNormalizationBackwardExWorkspaceSize(ctx.cudnn, kMode, f.ops, d.x, d.x, d.x, z, d.x,
-                                                                 d.params, d.relu, &f.backwardWorkspace));
-  CASTOR_CUDNN(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(ctx.cudnn, kMode, f.ops, d.relu, d.x,
+                                                                 d.params, d.activation, &f.backwardWorkspace));
+  CASTOR_CUDNN(cudnnGetBatchNormalizationTrainingExReserveSpaceSize(ctx.cudnn, kMode, f.ops, d.activation, d.x,
                                                                     &f.reserveBytes));
   return f;
 }
@@ -178,7 +165,7 @@ Expected<RunFn> fusedForward(DeviceContext &ctx, const plan::BatchNormParams &a,
     return cudnnStatus(cudnnBatchNormalizationForwardTrainingEx(
                            c->cudnn, kMode, ops, &kOne, &kZero, d->x, c->ptr(x), z ? d->x : nullptr,
                            z ? c->ptr(z) : nullptr, d->x, c->ptr(y), d->params, c->ptr(scale), c->ptr(bias), momentum,
-                           nullptr, nullptr, eps, c->ptr(mean), c->ptr(invStd), d->relu, c->workspace, workspaceBytes,
+                           nullptr, nullptr, eps, c->ptr(mean), c->ptr(invStd), d->activation, c->workspace, workspaceBytes,
                            reservePtr, reserveBytes),
                        "cudnnBatchNormalizationForwardTrainingEx (batch norm + ReLU)");
   });
@@ -214,7 +201,7 @@ Expected<RunFn> fusedBackward(DeviceContext &ctx, const plan::BatchNormParams &a
         cudnnBatchNormalizationBackwardEx(c->cudnn, kMode, ops, &kOne, &kZero, &kOne, &kZero, d->x, c->ptr(x), d->x,
                                           c->ptr(y), d->x, c->ptr(dy), add ? d->x : nullptr, dzPtr, d->x, c->ptr(dx),
                                           d->params, c->ptr(scale), c->ptr(bias), c->ptr(dscale), c->ptr(dbias), eps,
-                                          c->ptr(mean), c->ptr(invStd), d->relu, c->workspace, workspaceBytes,
+                                          c->ptr(mean), c->ptr(invStd), d->activation, c->workspace, workspaceBytes,
                                           reservePtr, reserveBytes),
         "cudnnBatchNormalizationBackwardEx (batch norm + ReLU)"));
     if (dz && !add)
@@ -378,13 +365,6 @@ std::optional<BackwardKernel> backwardOf(const DeviceContext &ctx, const Tensor 
   return std::nullopt;
 }
 
-std::string dimsOf(const Tensor &t) {
-  std::string s;
-  for (int64_t d : t.shape())
-    s += (s.empty() ? "" : ",") + std::to_string(d);
-  return s;
-}
-
 // A layer's way chosen by the tuner among those that take it (cuDNN's fused kernel, the own
 // kernels, the composed group): the forward and its backward (found in the plan) timed together on
 // the real buffers, the choice cached per layer signature with the other tuning choices. Each
@@ -446,7 +426,7 @@ Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::Ba
     candidates.push_back(candidate(kOwn));
   candidates.push_back(candidate(kComposed));
   const std::string key = std::string("batch_norm_relu.pair|x:") + plan::dtypeName(in[0]->dtype()) +
-                          (ctx.channelsLast(in[0]) ? "|nhwc=" : "|nchw=") + dimsOf(*in[0]) +
+                          (ctx.channelsLast(in[0]) ? "|nhwc=" : "|nchw=") + dimsList(shapeOf(*in[0])) +
                           (in.size() == 4 ? "|add" : "") + (bwd.out.size() == 4 ? "|dz" : "");
   auto choice = tuning::choose(ctx, key, candidates);
   ctx.workspaceBytes = workspaceBefore;

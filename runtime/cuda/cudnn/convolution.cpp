@@ -22,13 +22,6 @@ using plan::Tensor;
 
 namespace {
 
-std::string dims(const Shape &s) {
-  std::string r;
-  for (size_t i = 0; i < s.size(); ++i)
-    r += (i ? "," : "") + std::to_string(s[i]);
-  return r;
-}
-
 const char *passName(Pass p) {
   switch (p) {
   case Pass::Forward:
@@ -84,7 +77,7 @@ Expected<Problem> parse(const DeviceContext &ctx, const Kernel &k, const TensorL
   if (a.pads.size() != 4 || a.strides.size() != 2 || a.dilations.size() != 2)
     return Status::error("2-D convolution attributes expected (4 pads, 2 strides, 2 dilations)");
   if (a.pads[0] != a.pads[2] || a.pads[1] != a.pads[3])
-    return Status::error("asymmetric convolution padding (pads [" + dims(a.pads) +
+    return Status::error("asymmetric convolution padding (pads [" + dimsList(a.pads) +
                          "]) is not supported by the cuda backend");
   p.xs = shapeOf(*p.x), p.ws = shapeOf(*p.w), p.ys = shapeOf(*p.y);
   if (p.xs.size() != 4 || p.ws.size() != 4 || p.ys.size() != 4)
@@ -104,8 +97,8 @@ Expected<Problem> parse(const DeviceContext &ctx, const Kernel &k, const TensorL
   const int64_t Q = outDim(p.xs[3], p.padW, p.dilationW, p.ws[3], p.strideW);
   if (p.xs[1] != p.ws[1] * p.groups || p.ws[0] % p.groups != 0 || p.ys[0] != p.xs[0] || p.ys[1] != p.ws[0] ||
       p.ys[2] != P || p.ys[3] != Q)
-    return Status::error("convolution shapes disagree: x [" + dims(p.xs) + "], w [" + dims(p.ws) + "], y [" +
-                         dims(p.ys) + "], groups " + std::to_string(p.groups) + " (expected y [" +
+    return Status::error("convolution shapes disagree: x [" + dimsList(p.xs) + "], w [" + dimsList(p.ws) + "], y [" +
+                         dimsList(p.ys) + "], groups " + std::to_string(p.groups) + " (expected y [" +
                          std::to_string(p.xs[0]) + "," + std::to_string(p.ws[0]) + "," + std::to_string(P) + "," +
                          std::to_string(Q) + "])");
   if (p.bias && countOf(*p.bias) != p.ys[1])
@@ -118,7 +111,7 @@ Expected<Problem> parse(const DeviceContext &ctx, const Kernel &k, const TensorL
 std::string signature(const Problem &p) {
   auto layout = [](bool nhwc) { return nhwc ? "nhwc" : "nchw"; };
   return std::string("conv2d.") + passName(p.pass) + "|" + plan::dtypeName(p.dtype) + "|x:" + layout(p.xNhwc) + "=" +
-         dims(p.xs) + "|w:" + layout(p.wNhwc) + "=" + dims(p.ws) + "|y:" + layout(p.yNhwc) + "=" + dims(p.ys) +
+         dimsList(p.xs) + "|w:" + layout(p.wNhwc) + "=" + dimsList(p.ws) + "|y:" + layout(p.yNhwc) + "=" + dimsList(p.ys) +
          "|pad=" + std::to_string(p.padH) + "," + std::to_string(p.padW) + "|stride=" + std::to_string(p.strideH) +
          "," + std::to_string(p.strideW) + "|dil=" + std::to_string(p.dilationH) + "," +
          std::to_string(p.dilationW) + "|groups=" + std::to_string(p.groups);

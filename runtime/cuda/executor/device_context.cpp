@@ -51,6 +51,13 @@ Status DeviceContext::copyUnlessSame(const plan::Tensor *from, const plan::Tenso
 
 Shape shapeOf(const plan::Tensor &t) { return Shape(t.shape().begin(), t.shape().end()); }
 
+std::string dimsList(const Shape &s) {
+  std::string r;
+  for (size_t i = 0; i < s.size(); ++i)
+    r += (i ? "," : "") + std::to_string(s[i]);
+  return r;
+}
+
 Shape physicalShape(const DeviceContext &ctx, const plan::Tensor &t) {
   Shape s = shapeOf(t);
   if (ctx.channelsLast(&t))

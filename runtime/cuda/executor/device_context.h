@@ -131,6 +131,8 @@ Shape physicalShape(const DeviceContext &ctx, const plan::Tensor &t);
 // The storage-order position of logical axis `axis` of `t`.
 int physicalAxis(const DeviceContext &ctx, const plan::Tensor &t, int axis);
 int64_t countOf(const plan::Tensor &t);
+// The dimensions joined by commas ("256,64,56,56"), as tuning keys and messages write them.
+std::string dimsList(const Shape &s);
 int64_t span(const Shape &s, size_t from, size_t to);
 // Whether the arena slots of a and b share a byte.
 bool overlap(const plan::Tensor *a, const plan::Tensor *b);
