@@ -125,6 +125,19 @@ void Memory::writeRange(const Tensor &t, int64_t begin, int64_t n, const double 
   }
 }
 
+double roundToDtype(double v, plan::DType dtype) {
+  switch (dtype) {
+  case plan::F32:
+    return double(float(v));
+  case plan::F16:
+    return halfToDouble(doubleToHalf(v));
+  case plan::BF16:
+    return bfloat16ToDouble(doubleToBFloat16(v));
+  default:
+    return v;
+  }
+}
+
 void Memory::write(const Tensor &t, const Values &v) {
   const double *src = v.data();
   parallelChunks(countOf(t), 1.0, [&](int64_t i0, int64_t m) { writeRange(t, i0, m, src + i0); });
@@ -550,6 +563,7 @@ Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
   auto out = c.out;
   Shape xs = shapeOf(*in[0]);
   const double eps = p->epsilon, momentum = p->momentum;
+  const plan::DType statDtype = out[1]->dtype();
   return RunFn([=]() {
     Values gamma = b->read(*in[1]), beta = b->read(*in[2]);
     const Channels chans(xs);
@@ -573,8 +587,10 @@ Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
       mean[ch] = mu;
       var[ch] = v;
       invStd[ch] = is;
+      // y from the statistics as stored, so that batch_norm_apply reproduces it bit for bit.
+      const double muStored = roundToDtype(mu, statDtype), isStored = roundToDtype(is, statDtype);
       for (int64_t i = 0; i < m; ++i)
-        xc[i] = (xc[i] - mu) * is * gamma[ch] + beta[ch];
+        xc[i] = (xc[i] - muStored) * isStored * gamma[ch] + beta[ch];
       chans.write(b, *out[0], ch, xc.data());
     });
     Values runMean, runVar;
@@ -593,6 +609,39 @@ Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
       b->write(*out[3], runMean);
       b->write(*out[4], runVar);
     }
+    return Status::ok();
+  });
+}
+
+// x, scale, bias, mean, inv_std [, z] -> y: batch_norm_training's output from its statistics,
+// then the residual add and relu as batch_norm_relu_training composes them (each rounded).
+Expected<RunFn> buildBatchNormApply(const KernelContext &c) {
+  auto p = plan::parseBatchNormApply(c.kernel);
+  if (!p)
+    return p.status();
+  Memory *b = &c.backend;
+  auto in = c.in;
+  const Tensor *y = c.out[0];
+  Shape xs = shapeOf(*in[0]);
+  const bool relu = p->relu;
+  const plan::DType dtype = y->dtype();
+  return RunFn([=]() {
+    Values X = b->read(*in[0]), gamma = b->read(*in[1]), beta = b->read(*in[2]), mean = b->read(*in[3]),
+           invStd = b->read(*in[4]);
+    Values Z;
+    if (in.size() == 6)
+      Z = b->read(*in[5]);
+    const int64_t C = xs[1], inner = span(xs, 2, xs.size());
+    parallelFor(xs[0] * C, 4.0 * double(X.size()), [&](int64_t nc) {
+      const int64_t ch = nc % C;
+      for (int64_t i = nc * inner; i < (nc + 1) * inner; ++i) {
+        double t = roundToDtype((X[i] - mean[ch]) * invStd[ch] * gamma[ch] + beta[ch], dtype);
+        if (!Z.empty())
+          t = roundToDtype(t + Z[i], dtype);
+        X[i] = relu ? (t > 0 ? t : (t != t ? t : 0.0)) : t;
+      }
+    });
+    b->write(*y, X);
     return Status::ok();
   });
 }
@@ -906,6 +955,7 @@ const KernelTable &forwardKernels() {
       {OpId::Conv2d, buildConv2d},
       {OpId::BatchNormTraining, buildBatchNormTraining},
       {OpId::BatchNormInference, buildBatchNormInference},
+      {OpId::BatchNormApply, buildBatchNormApply},
       {OpId::Relu, unary([](const Kernel &k) -> Expected<Relu> {
          CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
          return Relu{};

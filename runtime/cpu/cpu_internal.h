@@ -89,6 +89,9 @@ const KernelTable &fusedKernels();
 // above (an op has one entry in one of them).
 const KernelTable &cpuKernels();
 
+// `v` rounded to `dtype` as a write to a tensor of that dtype would round it, back as a double.
+double roundToDtype(double v, plan::DType dtype);
+
 inline Shape shapeOf(const Tensor &t) { return Shape(t.shape().begin(), t.shape().end()); }
 inline int64_t countOf(const Tensor &t) { return *plan::elementCount(t); }
 

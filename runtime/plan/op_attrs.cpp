@@ -290,6 +290,14 @@ Expected<BatchNormParams> parseBatchNorm(const Kernel &k) {
   return p;
 }
 
+Expected<BatchNormApplyParams> parseBatchNormApply(const Kernel &k) {
+  AttrReader r(k);
+  BatchNormApplyParams p;
+  p.relu = r.boolean("relu", false);
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  return p;
+}
+
 Expected<GemmParams> parseGemm(const Kernel &k) {
   AttrReader r(k);
   GemmParams p;

@@ -56,6 +56,9 @@ struct BatchNormParams {
   // PyTorch's convention: running = (1 - momentum) * running + momentum * batch statistic.
   double momentum = 0.1;
 };
+struct BatchNormApplyParams {
+  bool relu = false;
+};
 struct GemmParams {
   bool transA = false, transB = false;
   double alpha = 1.0, beta = 1.0;
@@ -124,6 +127,7 @@ Expected<ClipGradNormParams> parseClipGradNorm(const Kernel &k);
 Expected<UpdateLossScaleParams> parseUpdateLossScale(const Kernel &k);
 Expected<IncrementParams> parseIncrement(const Kernel &k);
 Expected<BatchNormParams> parseBatchNorm(const Kernel &k);
+Expected<BatchNormApplyParams> parseBatchNormApply(const Kernel &k);
 Expected<GemmParams> parseGemm(const Kernel &k);
 Expected<ClipParams> parseClip(const Kernel &k);
 Expected<SoftmaxCrossEntropyParams> parseSoftmaxCrossEntropy(const Kernel &k);

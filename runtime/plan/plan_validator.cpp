@@ -585,6 +585,20 @@ const OpTable<OpRule> &rules() {
           return Status::ok();
         }}},
 
+      {OpId::BatchNormApply, // x, scale, bias, batch_mean, batch_inv_std [, z] -> y.
+       {nullptr, {5, 6, 1, 1}, kFloat, attrs<parseBatchNormApply>,
+        [](const KernelView &k) -> Status {
+          std::vector<const Tensor *> data{k.in[0], k.out[0]};
+          if (k.in.size() == 6) {
+            CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[5], *k.in[0], "residual"));
+            data.push_back(k.in[5]);
+          }
+          CASTOR_RETURN_IF_ERROR(batchNormTypes(data, {k.in[1], k.in[2], k.in[3], k.in[4]}));
+          auto r = shape::batchNorm(shapeOf(*k.in[0]),
+                                    {shapeOf(*k.in[1]), shapeOf(*k.in[2]), shapeOf(*k.in[3]), shapeOf(*k.in[4])});
+          return expectShape(*k.out[0], r, "output");
+        }}},
+
       // --- Fused ops: the rules of the ops each replaces.
       {OpId::BatchNormReluTraining, // x, scale, bias [, z] -> y, batch_mean, batch_inv_std.
        {nullptr, {3, 4, 3, 3}, kFloat, attrs<parseBatchNorm>,

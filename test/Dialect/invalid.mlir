@@ -408,6 +408,17 @@ func.func @constant_type() {
 
 // -----
 
+func.func @apply_statistics_shape(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor<4xf32>, %m: tensor<3xf32>,
+                                  %s: tensor<4xf32>) {
+  // expected-error @+2 {{per-channel operands must be [4], got [3]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = castor.batch_norm_apply %x, %g, %b, %m, %s
+      : (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<3xf32>, tensor<4xf32>) -> tensor<2x4x3x3xf16>
+  return
+}
+
+// -----
+
 func.func @fused_residual_type(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor<4xf32>, %z: tensor<2x4x3x3xf32>) {
   // expected-error @+2 {{residual must have the input's type}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -286,6 +286,27 @@ std::vector<Case> cases() {
       });
     }
   }
+  // batch_norm_apply (what castor-recompute emits): a batch norm's output again from its
+  // statistics, with and without the residual and relu; C = 32 runs the packed channels-last
+  // kernel in nhwc, C = 6 its one-channel packs.
+  for (plan::DType dt : {F16, plan::BF16, F32}) {
+    for (int64_t C : {32, 6}) {
+      for (bool residual : {false, true}) {
+        const std::string t = std::string(residual ? " + z + relu " : " ") + plan::dtypeName(dt) +
+                              " C=" + std::to_string(C);
+        add("batch_norm_apply" + t, [&, dt, C, residual](Case &c) {
+          const std::vector<int64_t> xs = {4, C, 6, 5};
+          const uint32_t istd = c.in("inv_std", {C});
+          c.inputs[istd] = std::vector<double>(size_t(C), 1.3);
+          std::vector<uint32_t> in = {c.in("x", xs, dt), c.in("scale", {C}), c.in("bias", {C}), c.in("mean", {C}),
+                                      istd};
+          if (residual)
+            in.push_back(c.in("z", xs, dt));
+          c.kernel("batch_norm_apply", in, {c.out("y", xs, dt)}, {{"relu", plan::boolAttr(residual)}});
+        });
+      }
+    }
+  }
   // Running statistics updated by the kernel itself: the Ex API whatever CASTOR_BN_API says.
   add("batch_norm_training + running update f16 (cuDNN)", [&](Case &c) {
     c.perBnApi = true;

@@ -110,6 +110,7 @@ int bench(const BenchOptions &o) {
     return benchFail(read.message());
   plan::Plan p = std::move(*read);
   const train::PlanIndex index(p);
+  const uint64_t predicted = p.predicted_peak_bytes(); // p moves into the session below
   auto bound = train::TrainingBindings::find(index);
   if (!bound)
     return benchFail("bench runs training plans: inputs \"images\" and \"labels\", output \"loss\"");
@@ -184,6 +185,10 @@ int bench(const BenchOptions &o) {
     kernelTotal += t;
   const uint64_t peak = b.allocatedBytes();
   const double gib = double(peak) / double(uint64_t(1) << 30);
+  // What the backend allocated by purpose, beside what the compiler predicted.
+  std::string allocations;
+  for (const auto &[purpose, bytes] : b.allocatedBytesByPurpose())
+    allocations += fmt::format("{}\"{}\": {}", allocations.empty() ? "" : ", ", purpose, bytes);
 
   if (o.json) {
     std::string cats, ops;
@@ -194,10 +199,10 @@ int bench(const BenchOptions &o) {
     fmt::print("{{\"plan\": \"{}\", \"device\": \"{}\", \"batch\": {}, \"steps\": {}, \"median_ms\": {:.3f}, "
                "\"min_ms\": {:.3f}, \"max_ms\": {:.3f}, \"img_per_s\": {:.1f}, \"peak_bytes\": {}, "
                "\"peak_gib\": {:.3f}, \"kernel_ms\": {{{}}}, \"op_ms\": {{{}}}, \"kernel_total_ms\": {:.3f}, "
-               "\"loss_first\": {}, "
+               "\"allocated_bytes\": {{{}}}, \"predicted_peak_bytes\": {}, \"loss_first\": {}, "
                "\"loss_last\": {}, {}}}\n",
                o.plan, b.name(), batch, o.steps, median, sorted.front(), sorted.back(), imgPerS, peak, gib, cats, ops,
-               kernelTotal, std::isfinite(*firstLoss) ? fmt::format("{:.6g}", *firstLoss) : "null",
+               kernelTotal, allocations, predicted, std::isfinite(*firstLoss) ? fmt::format("{:.6g}", *firstLoss) : "null",
                std::isfinite(*lastLoss) ? fmt::format("{:.6g}", *lastLoss) : "null", choicesJson(choices));
     return 0;
   }
@@ -205,6 +210,9 @@ int bench(const BenchOptions &o) {
   fmt::print("  step time  median {:.3f} ms (min {:.3f}, max {:.3f})\n", median, sorted.front(), sorted.back());
   fmt::print("  throughput {:.1f} img/s\n", imgPerS);
   fmt::print("  peak device memory {:.3f} GiB ({} bytes allocated by the backend)\n", gib, peak);
+  if (predicted > 0 && peak > 0)
+    fmt::print("  predicted by the compiler {:.3f} GiB (measured/predicted {:.3f})\n",
+               double(predicted) / double(uint64_t(1) << 30), double(peak) / double(predicted));
   fmt::print("  loss {:.6g} after warm-up, {:.6g} at the end\n", *firstLoss, *lastLoss);
   if (choices.fused.empty())
     fmt::print("  fused kernels: none\n");

@@ -1,6 +1,7 @@
 // castor compile MODEL.onnx -o MODEL.plan: import, lower to plan-level form, plan memory,
 // validate and write the plan (and the weights the plan needs beside it).
 #include "Commands.h"
+#include "MemoryReport.h"
 
 #include "castor/Frontends/Onnx/Importer.h"
 #include "castor/Passes/Passes.h"
@@ -75,6 +76,23 @@ cl::opt<std::string> fuse("fuse",
                           cl::desc("auto: fuse batch norm, residual add and relu, forward and backward, where the "
                                    "pattern holds (castor-fuse-batch-norm-relu); none: no fusion"),
                           cl::init("auto"), cl::sub(compileCommand));
+cl::opt<std::string> recomputePolicy(
+    "recompute",
+    cl::desc("none; cheap: recompute every cheap value the backward reads (activations, casts, the residual add, "
+             "batch-norm outputs) instead of keeping it; auto: the fewest of them that fit --memory-budget "
+             "(castor-recompute)"),
+    cl::init("none"), cl::sub(compileCommand));
+cl::opt<std::string> memoryBudget("memory-budget",
+                                  cl::desc("Planned device memory the step must fit with --recompute auto, e.g. 6GiB"),
+                                  cl::sub(compileCommand));
+cl::opt<std::string> workspaceLimit("workspace-limit",
+                                    cl::desc("Device memory beside the arena for library workspaces and per-layer "
+                                             "buffers, part of the planned peak (default 512MiB)"),
+                                    cl::init("512MiB"), cl::sub(compileCommand));
+cl::opt<std::string> reportDir("report",
+                               cl::desc("Directory for the memory report: memory.json, memory.png/.svg (planned "
+                                        "memory over the kernels by kind) and report.html (with the saved tensors)"),
+                               cl::value_desc("DIR"), cl::sub(compileCommand));
 cl::opt<std::string> lossScale("loss-scale",
                                cl::desc("dynamic, static:S or none (default: dynamic for fp16, none otherwise)"),
                                cl::sub(compileCommand));
@@ -162,6 +180,15 @@ int runCompile() {
     llvm::errs() << "error: --fuse must be auto or none\n";
     return 1;
   }
+  const uint64_t workspaceBytes = parseByteSize(workspaceLimit);
+  if (!workspaceBytes) {
+    llvm::errs() << "error: --workspace-limit must be a size such as 512MiB, got '" << workspaceLimit << "'\n";
+    return 1;
+  }
+  if (!train && recomputePolicy != "none") {
+    llvm::errs() << "error: --recompute needs --train (only a training step has a backward to recompute in)\n";
+    return 1;
+  }
   if (train) {
     pm.addPass(createCastorAttachLoss(CastorAttachLossOptions{labelSmoothing}));
     if (mixed)
@@ -216,12 +243,27 @@ int runCompile() {
   }
   auto &funcPm = pm.nest<mlir::func::FuncOp>();
   funcPm.addPass(createCastorCastCleanup());
+  if (train)
+    funcPm.addPass(createCastorRecompute(
+        CastorRecomputeOptions{recomputePolicy, memoryBudget, int64_t(workspaceBytes), /*alignment=*/256}));
   funcPm.addPass(createCastorSelectKernels(CastorSelectKernelsOptions{target}));
   funcPm.addPass(createCastorPlanMemory());
   if (mlir::failed(pm.run(module)))
     return 1;
 
   mlir::func::FuncOp forward = module.lookupSymbol<mlir::func::FuncOp>(train ? "train_step" : "forward");
+  forward->setAttr("castor.workspace_limit",
+                   mlir::Builder(&context).getI64IntegerAttr(int64_t(workspaceBytes)));
+  if (!reportDir.empty()) {
+    if (!train) {
+      llvm::errs() << "error: --report needs --train\n";
+      return 1;
+    }
+    if (std::string error = writeMemoryReport(forward, reportDir, "castor"); !error.empty())
+      llvm::errs() << "warning: memory report: " << error << "\n";
+    else
+      llvm::errs() << "memory report: " << reportDir << "/report.html\n";
+  }
   auto batchAttr = module->getAttrOfType<mlir::IntegerAttr>("castor.batch");
   int64_t planBatch = (batchAttr ? batchAttr.getInt() : 1) * (train ? int64_t(accumulate) : 1);
   auto emitted = emitPlan(forward, planBatch, target);

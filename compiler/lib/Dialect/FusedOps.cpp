@@ -28,6 +28,16 @@ LogicalResult BatchNormReluTrainingOp::inferReturnTypes(MLIRContext *, std::opti
   return appendInferred(loc, perChannel, statType, inferred);
 }
 
+// Recomputation (RecomputeOpInterface): the output again from the batch statistics.
+Value BatchNormReluTrainingOp::buildRecompute(OpBuilder &b, unsigned resultIndex, ValueRange operands) {
+  if (resultIndex != 0)
+    return {};
+  Value residual = getResidual() ? operands[3] : Value();
+  return b.create<BatchNormApplyOp>(getLoc(), getOutput().getType(), operands[0], operands[1], operands[2],
+                                    getBatchMean(), getBatchInvStd(), residual, b.getBoolAttr(true));
+}
+int64_t BatchNormReluTrainingOp::getRecomputeFlopsPerElement() { return getResidual() ? 6 : 5; }
+
 LogicalResult BatchNormReluTrainingBackwardOp::verify() {
   SmallVector<Value> data{getOutputGrad(), getInput(), getOutput(), getInputGrad()};
   if (getResidualGrad())

@@ -50,6 +50,42 @@ LogicalResult BatchNormTrainingOp::inferReturnTypes(MLIRContext *, std::optional
   return success();
 }
 
+LogicalResult BatchNormApplyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                                 SmallVectorImpl<Type> &inferred) {
+  SmallVector<Value> data{op.getInput()};
+  if (op.getResidual()) {
+    if (op.getResidual().getType() != op.getInput().getType())
+      return emitOptionalError(loc, "residual must have the input's type, got ", op.getResidual().getType(), " and ",
+                               op.getInput().getType());
+    data.push_back(op.getResidual());
+  }
+  SmallVector<Value> perChannelValues{op.getScale(), op.getBias(), op.getBatchMean(), op.getBatchInvStd()};
+  if (failed(checkRule(loc, shape::batchNormTypes(elementTypesOf(data), elementTypesOf(perChannelValues)))))
+    return failure();
+  std::vector<shape::Shape> channelShapes;
+  for (Value v : perChannelValues)
+    channelShapes.push_back(shapeOf(v));
+  auto rule = shape::batchNorm(shapeOf(op.getInput()), channelShapes);
+  return appendInferred(loc, rule, getElementTypeOrSelf(op.getInput().getType()), inferred);
+}
+
+// Recomputation (RecomputeOpInterface): a batch norm's output again from its statistics; the
+// statistics themselves are not recomputed (they are small, and kept).
+Value BatchNormTrainingOp::buildRecompute(OpBuilder &b, unsigned resultIndex, ValueRange operands) {
+  if (resultIndex != 0)
+    return {};
+  return b.create<BatchNormApplyOp>(getLoc(), getOutput().getType(), operands[0], operands[1], operands[2],
+                                    getBatchMean(), getBatchInvStd(), Value(), b.getBoolAttr(false));
+}
+int64_t BatchNormTrainingOp::getRecomputeFlopsPerElement() { return 4; }
+// A multiply-add per filter tap of an output element.
+int64_t Conv2dOp::getRecomputeFlopsPerElement() {
+  auto w = llvm::cast<RankedTensorType>(getFilter().getType());
+  return 2 * w.getDimSize(1) * w.getDimSize(2) * w.getDimSize(3) + (getBias() ? 1 : 0);
+}
+bool Conv2dOp::isCheapToRecompute() { return false; }
+int64_t BatchNormApplyOp::getRecomputeFlopsPerElement() { return 4 + (getResidual() ? 1 : 0) + (getRelu() ? 1 : 0); }
+
 LogicalResult BatchNormInferenceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
                                                      SmallVectorImpl<Type> &inferred) {
   SmallVector<Value> perChannelValues{op.getScale(), op.getBias(), op.getMean(), op.getVariance()};

@@ -1,4 +1,5 @@
 #include "castor/Plan/PlanEmitter.h"
+#include "castor/Plan/StepLiveness.h"
 #include "castor/Dialect/CastorOps.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -109,6 +110,12 @@ public:
     out_.plan.set_target(target);
     out_.plan.set_batch(batch);
     out_.plan.set_arena_bytes(uint64_t(arena.getInt()));
+    uint64_t workspace = 0;
+    if (auto limit = func_->getAttrOfType<IntegerAttr>("castor.workspace_limit"))
+      workspace = uint64_t(limit.getInt());
+    out_.plan.set_workspace_limit_bytes(workspace);
+    if (workspace)
+      out_.plan.set_predicted_peak_bytes(uint64_t(arena.getInt()) + bytesBesideArena(func_) + workspace);
 
     Block &body = func_.getBody().front();
     for (BlockArgument arg : body.getArguments()) {

@@ -167,6 +167,8 @@ public:
     CASTOR_CUBLAS(cublasLtCreate(&ctx_.cublasLt));
     CASTOR_CUDA(cudaMemGetInfo(&freeBytes, &totalBytes));
     ctx_.workspaceLimit = std::min<size_t>(size_t(1) << 30, freeBytes / 2);
+    if (plan_.workspace_limit_bytes() > 0) // part of the plan's predicted peak: keep to it
+      ctx_.besideArenaBudget = ctx_.workspaceLimit = size_t(plan_.workspace_limit_bytes());
     CASTOR_CUDA(cudaEventCreate(&start_));
     CASTOR_CUDA(cudaEventCreate(&stop_));
     cuda::configureDevice(ctx_.smCount); // the own kernels size their grids for this GPU
@@ -270,6 +272,22 @@ public:
   Status run() override { return enqueueStep(); }
 
   uint64_t allocatedBytes() const override { return allocated_; }
+  std::vector<std::pair<std::string, uint64_t>> allocatedBytesByPurpose() const override {
+    uint64_t inputs = 0, staging = 0;
+    for (const auto &[t, buffer] : inputBuffers_)
+      inputs += std::max<uint64_t>(t->bytes(), 1);
+    for (const Tensor &t : plan_.tensors())
+      if (ctx_.channelsLast(&t) && t.kind() != Tensor::INPUT && t.kind() != Tensor::ACTIVATION)
+        staging = std::max<uint64_t>(staging, t.bytes());
+    const uint64_t arena = std::max<uint64_t>(plan_.arena_bytes(), 256);
+    const uint64_t named = arena + inputs + staging + ctx_.workspaceBytes + ctx_.persistentBytes;
+    return {{"arena", arena},
+            {"inputs", inputs},
+            {"staging", staging},
+            {"workspace", ctx_.workspaceBytes},
+            {"persistent", ctx_.persistentBytes},
+            {"other", allocated_ > named ? allocated_ - named : 0}};
+  }
 
   Expected<double> timedRun() override {
     CASTOR_CUDA(cudaEventRecord(start_, ctx_.stream));

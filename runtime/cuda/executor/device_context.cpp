@@ -29,9 +29,17 @@ Expected<void *> DeviceContext::persistentBuffer(uint32_t key, size_t bytes) {
       return Status::error("persistent buffer " + std::to_string(key) + " asked for with two sizes");
     return it->second.first;
   }
+  // Persistent buffers and the shared workspace share the plan's budget beside the arena.
+  if (besideArenaBudget && persistentBytes + bytes + workspaceBytes > besideArenaBudget)
+    return Status::error("a persistent buffer of " + std::to_string(bytes) + " bytes would exceed the plan's workspace limit of " +
+                         std::to_string(besideArenaBudget) + " bytes (" + std::to_string(persistentBytes) +
+                         " in persistent buffers, " + std::to_string(workspaceBytes) + " of workspace)");
   void *p = nullptr;
   CASTOR_CUDA(cudaMalloc(&p, bytes > 0 ? bytes : 1));
   persistent[key] = {p, bytes};
+  persistentBytes += bytes;
+  if (besideArenaBudget)
+    workspaceLimit = besideArenaBudget - persistentBytes;
   return p;
 }
 
@@ -40,6 +48,9 @@ void DeviceContext::releasePersistentBuffer(uint32_t key) {
   if (it == persistent.end())
     return;
   cudaFree(it->second.first);
+  persistentBytes -= it->second.second;
+  if (besideArenaBudget)
+    workspaceLimit = besideArenaBudget - persistentBytes;
   persistent.erase(it);
 }
 

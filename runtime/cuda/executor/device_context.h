@@ -66,6 +66,10 @@ struct DeviceContext {
   // reserve space, which the forward kernel fills and the backward kernel reads), keyed by the
   // id of a tensor both kernels share; freed by the backend. Counted in peak memory.
   std::unordered_map<uint32_t, std::pair<void *, size_t>> persistent;
+  size_t persistentBytes = 0;
+  // The plan's workspace limit (0: none): the shared workspace and the persistent buffers
+  // together stay within it, workspaceLimit being what persistent buffers leave of it.
+  size_t besideArenaBudget = 0;
   Expected<void *> persistentBuffer(uint32_t key, size_t bytes);
   // Frees the buffer of `key`, if any (a tuning candidate that lost).
   void releasePersistentBuffer(uint32_t key);

@@ -17,6 +17,7 @@ const plan::OpTable<Builder> &cudaKernels() {
       {OpId::Conv2d, buildConvolution},
       {OpId::BatchNormTraining, buildBatchNorm},
       {OpId::BatchNormInference, buildBatchNorm},
+      {OpId::BatchNormApply, own::buildBatchNormApply},
       {OpId::Relu, own::buildUnary},
       {OpId::Sigmoid, own::buildUnary},
       {OpId::Clip, own::buildUnary},

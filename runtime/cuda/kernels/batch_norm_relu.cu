@@ -111,7 +111,7 @@ __global__ void statsFinishKernel(const void *x, int dt, const float *partial, i
   }
 }
 
-template <typename T, int V>
+template <typename T, int V, bool Relu = true>
 __global__ void applyKernel(const T *x, const T *z, T *y, const float *coef, const float *mean, const float *bias,
                             int64_t packs, int P) {
   CASTOR_GRID_LOOP(i, packs) {
@@ -125,9 +125,27 @@ __global__ void applyKernel(const T *x, const T *z, T *y, const float *coef, con
       float t = toAcc(fromAcc<T>((v[j] - mean[c0 + j]) * coef[c0 + j] + bias[c0 + j]));
       if (z)
         t = toAcc(fromAcc<T>(t + w[j]));
-      v[j] = t > 0.f ? t : (t != t ? t : 0.f);
+      v[j] = !Relu || t > 0.f ? t : (t != t ? t : 0.f);
     }
     store<T, V>(y + i * V, v);
+  }
+}
+
+// coef = scale inv_std per channel (batch_norm_apply).
+__global__ void coefKernel(const float *scale, const float *invStd, float *coef, int64_t C) {
+  CASTOR_GRID_LOOP(c, C) { coef[c] = scale[c] * invStd[c]; }
+}
+
+// batch_norm_apply on channels-first data [A, C, B], element by element.
+template <typename T, bool Relu>
+__global__ void applyStridedKernel(const T *x, const T *z, T *y, const float *coef, const float *mean,
+                                   const float *bias, int64_t n, int64_t C, int64_t B) {
+  CASTOR_GRID_LOOP(i, n) {
+    const int64_t c = (i / B) % C;
+    float t = toAcc(fromAcc<T>((toAcc(x[i]) - mean[c]) * coef[c] + bias[c]));
+    if (z)
+      t = toAcc(fromAcc<T>(t + toAcc(z[i])));
+    y[i] = fromAcc<T>(!Relu || t > 0.f ? t : (t != t ? t : 0.f));
   }
 }
 
@@ -263,6 +281,35 @@ cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, R
     const int64_t packs = rows * C / V;
     applyKernel<T, V><<<gridFor(packs), kThreads, 0, s>>>(static_cast<const T *>(x.p), static_cast<const T *>(z.p),
                                                            static_cast<T *>(y.p), w.coef, mean, bias, packs, t.P);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const float *mean, const float *invStd,
+                    Ref y, int64_t A, int64_t C, int64_t B, bool relu, float *coef, cudaStream_t s) {
+  if (x.dt != y.dt || (z.p && z.dt != x.dt))
+    return cudaErrorInvalidValue;
+  const int64_t n = A * C * B;
+  if (n <= 0)
+    return cudaSuccess;
+  coefKernel<<<gridFor(C), kThreads, 0, s>>>(scale, invStd, coef, C);
+  return withDataType(x.dt, C, [&](auto tag, auto vec) {
+    using T = typename decltype(tag)::type;
+    constexpr int V = decltype(vec)::value;
+    const T *xp = static_cast<const T *>(x.p), *zp = static_cast<const T *>(z.p);
+    T *yp = static_cast<T *>(y.p);
+    if (B == 1) { // channels last: packs of V channels
+      const int64_t packs = n / V;
+      const int P = int(C / V);
+      if (relu)
+        applyKernel<T, V, true><<<gridFor(packs), kThreads, 0, s>>>(xp, zp, yp, coef, mean, bias, packs, P);
+      else
+        applyKernel<T, V, false><<<gridFor(packs), kThreads, 0, s>>>(xp, zp, yp, coef, mean, bias, packs, P);
+    } else if (relu) {
+      applyStridedKernel<T, true><<<gridFor(n), kThreads, 0, s>>>(xp, zp, yp, coef, mean, bias, n, C, B);
+    } else {
+      applyStridedKernel<T, false><<<gridFor(n), kThreads, 0, s>>>(xp, zp, yp, coef, mean, bias, n, C, B);
+    }
     return cudaGetLastError();
   });
 }

@@ -20,6 +20,12 @@ size_t bnReluWorkspaceBytes(int64_t rows, int64_t C);
 cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, Ref y, float *mean, float *invStd,
                           int64_t rows, int64_t C, double eps, void *workspace, cudaStream_t s);
 
+// batch_norm_apply: x, z (z.p null: no residual), scale, bias, mean, inv_std -> y for x = [A, C, B]
+// (channels last: B = 1), t = (x - mean) scale inv_std + bias rounded to the data dtype, then
+// + z (rounded), then relu when `relu`. `coef` is C floats of device scratch.
+cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const float *mean, const float *invStd,
+                    Ref y, int64_t A, int64_t C, int64_t B, bool relu, float *coef, cudaStream_t s);
+
 // dy, x, y, scale, mean, inv_std -> dx, dscale, dbias, dz (dz.p null: none). g = dy where y > 0.
 cudaError_t bnReluBackward(Ref dy, Ref x, Ref y, const float *scale, const float *mean, const float *invStd, Ref dx,
                            Ref dz, float *dscale, float *dbias, int64_t rows, int64_t C, void *workspace,

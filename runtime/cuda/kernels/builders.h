@@ -68,6 +68,7 @@ OperandCheck operandCheck(const std::string &op, const TensorList &in, const Ten
 using OwnBuilder = Expected<RunFn>(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
                                    const TensorList &out);
 OwnBuilder buildAdamwUpdate;
+OwnBuilder buildBatchNormApply;
 OwnBuilder buildBatchNormInference;
 OwnBuilder buildBatchNormRunningUpdate;
 OwnBuilder buildBatchNormTraining;

@@ -74,6 +74,8 @@ public:
   // Measurement (castor-run bench). Device memory the backend allocated itself (arena,
   // workspaces, buffers), without the driver's context.
   virtual uint64_t allocatedBytes() const { return 0; }
+  // allocatedBytes() by purpose ("arena", "inputs", "staging", "workspace", "persistent", ...).
+  virtual std::vector<std::pair<std::string, uint64_t>> allocatedBytesByPurpose() const { return {}; }
   // run(), returning its duration in milliseconds (the cuda backend times it with events).
   virtual Expected<double> timedRun();
   // Runs the plan once kernel by kernel, timing every kernel; milliseconds per category of

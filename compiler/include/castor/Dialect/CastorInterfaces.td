@@ -67,4 +67,38 @@ def Castor_PrecisionOpInterface : OpInterface<"PrecisionOpInterface"> {
   ];
 }
 
+def Castor_RecomputeOpInterface : OpInterface<"RecomputeOpInterface"> {
+  let cppNamespace = "::castor";
+  let description = [{
+    An op that can run again in the backward instead of keeping its result alive from the
+    forward: cheaply (memory-bound element-wise work: activations, casts, the residual add, the
+    batch-norm apply) or at a real cost (a convolution). The recompute pass (castor-recompute) asks it for a copy of one result
+    computed from given operands, inserted at the builder's insertion point, and for the
+    arithmetic that copy adds. Recomputing gives the same bits as the original (plan/ops.md).
+  }];
+  let methods = [
+    InterfaceMethod<[{
+        Builds result `resultIndex` again from `operands` (the op's operands, or their own
+        recomputed copies); a null value when that result cannot be recomputed alone (a
+        batch norm's statistics). By default a clone of the op.
+      }],
+      "::mlir::Value", "buildRecompute",
+      (ins "::mlir::OpBuilder &":$builder, "unsigned":$resultIndex, "::mlir::ValueRange":$operands), [{}], [{
+        ::mlir::IRMapping map;
+        map.map($_op->getOperands(), operands);
+        return builder.clone(*$_op.getOperation(), map)->getResult(resultIndex);
+      }]>,
+    InterfaceMethod<[{
+        Floating-point operations per element of the result that recomputing it costs.
+      }],
+      "int64_t", "getRecomputeFlopsPerElement", (ins), [{}], [{ return 1; }]>,
+    InterfaceMethod<[{
+        Whether recomputing is cheap (memory-bound work: the `cheap` policy takes every such
+        value); compute-bound ops (convolutions) are recomputed only by the `auto` policy,
+        after every cheap value, when the budget needs it.
+      }],
+      "bool", "isCheapToRecompute", (ins), [{}], [{ return true; }]>,
+  ];
+}
+
 #endif // CASTOR_INTERFACES_TD

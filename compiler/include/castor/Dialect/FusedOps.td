@@ -16,7 +16,8 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 def Castor_BatchNormReluTrainingOp : Castor_Op<"batch_norm_relu_training",
-    [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor]> {
+    [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor,
+     DeclareOpInterfaceMethods<Castor_RecomputeOpInterface, ["buildRecompute", "getRecomputeFlopsPerElement"]>]> {
   let summary = "batch_norm_training, an optional residual add, then relu";
   let description = [{
     `relu(batch_norm_training(input, scale, bias).output [+ residual])`, with the batch mean

@@ -14,7 +14,7 @@ include "castor/Dialect/CastorInterfaces.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
-def Castor_Conv2dOp : Castor_Op<"conv2d", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+def Castor_Conv2dOp : Castor_Op<"conv2d", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_RecomputeOpInterface, ["getRecomputeFlopsPerElement", "isCheapToRecompute"]>, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "2-D convolution (cross-correlation) in NCHW";
   let description = [{
     `input` is [N, C, H, W], `filter` is [K, C/groups, R, S], the optional `bias` is [K]; the
@@ -38,7 +38,7 @@ def Castor_Conv2dOp : Castor_Op<"conv2d", [Pure, Castor_KernelOpInterface, Decla
   }];
 }
 
-def Castor_BatchNormTrainingOp : Castor_Op<"batch_norm_training", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+def Castor_BatchNormTrainingOp : Castor_Op<"batch_norm_training", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_RecomputeOpInterface, ["buildRecompute", "getRecomputeFlopsPerElement"]>, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "batch normalisation with batch statistics (training form)";
   let description = [{
     Normalises `input` [N, C, ...] per channel with the mean and biased variance of the batch,
@@ -65,6 +65,33 @@ def Castor_BatchNormTrainingOp : Castor_Op<"batch_norm_training", [Pure, Castor_
                       Castor_FloatTensor:$batch_inv_std);
   let assemblyFormat = [{
     $input `,` $scale `,` $bias (`running` `(` $running_stats^ `)`)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+def Castor_BatchNormApplyOp : Castor_Op<"batch_norm_apply", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_RecomputeOpInterface, ["getRecomputeFlopsPerElement"]>, InferTypeOpAdaptor]> {
+  let summary = "batch normalisation with given batch statistics, then an optional residual add and relu";
+  let description = [{
+    `(input - batch_mean) * batch_inv_std * scale + bias`, rounded to the input's element type,
+    then `+ residual` (rounded again) when given, then `max(., 0)` when `relu` is set: the
+    output of batch_norm_training (or batch_norm_relu_training) computed again from the
+    statistics that op returned, bit for bit. The recompute pass emits it in the backward so
+    that the forward's normalised value need not stay alive. Types follow
+    batch_norm_training's rule.
+
+    ```mlir
+    %y = castor.batch_norm_apply %x, %gamma, %beta, %mean, %invstd residual(%z) {relu = true}
+        : (tensor<8x64x56x56xf16>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>, tensor<64xf32>,
+           tensor<8x64x56x56xf16>) -> tensor<8x64x56x56xf16>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$input, Castor_FloatTensor:$scale, Castor_FloatTensor:$bias,
+                       Castor_FloatTensor:$batch_mean, Castor_FloatTensor:$batch_inv_std,
+                       Optional<Castor_FloatTensor>:$residual,
+                       DefaultValuedAttr<BoolAttr, "false">:$relu);
+  let results = (outs Castor_FloatTensor:$output);
+  let assemblyFormat = [{
+    $input `,` $scale `,` $bias `,` $batch_mean `,` $batch_inv_std (`residual` `(` $residual^ `)`)? attr-dict
+    `:` functional-type(operands, results)
   }];
 }
 

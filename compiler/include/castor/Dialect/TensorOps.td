@@ -45,7 +45,7 @@ def Castor_ConstantOp : Castor_Op<"constant", [Pure, ConstantLike, AllTypesMatch
   let hasFolder = 1;
 }
 
-def Castor_IdentityOp : Castor_Op<"identity", [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, SameOperandsAndResultType]> {
+def Castor_IdentityOp : Castor_Op<"identity", [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, Castor_RecomputeOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, SameOperandsAndResultType]> {
   let summary = "returns its operand";
   let description = [{
     ```mlir
@@ -58,7 +58,7 @@ def Castor_IdentityOp : Castor_Op<"identity", [Pure, Castor_KernelOpInterface, C
   let hasFolder = 1;
 }
 
-def Castor_CastOp : Castor_Op<"cast", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, SameOperandsAndResultShape]> {
+def Castor_CastOp : Castor_Op<"cast", [Pure, Castor_KernelOpInterface, Castor_RecomputeOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, SameOperandsAndResultShape]> {
   let summary = "element type conversion";
   let description = [{
     Float to float rounds to nearest even; float to i64 truncates toward zero. Casting to the
@@ -76,7 +76,7 @@ def Castor_CastOp : Castor_Op<"cast", [Pure, Castor_KernelOpInterface, DeclareOp
 }
 
 class Castor_UnaryElementwiseOp<string mnemonic, string summaryText>
-    : Castor_Op<mnemonic, [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, SameOperandsAndResultType]> {
+    : Castor_Op<mnemonic, [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, Castor_RecomputeOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, SameOperandsAndResultType]> {
   let summary = summaryText;
   let arguments = (ins Castor_FloatTensor:$input);
   let results = (outs Castor_FloatTensor:$output);
@@ -99,7 +99,7 @@ def Castor_SigmoidOp : Castor_UnaryElementwiseOp<"sigmoid", "1 / (1 + exp(-x))">
   }];
 }
 
-def Castor_ClipOp : Castor_Op<"clip", [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, SameOperandsAndResultType]> {
+def Castor_ClipOp : Castor_Op<"clip", [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, Castor_RecomputeOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, SameOperandsAndResultType]> {
   let summary = "clamps values to [min, max]";
   let description = [{
     Either bound may be absent. ReLU6 is `clip` with min 0 and max 6.
@@ -115,7 +115,7 @@ def Castor_ClipOp : Castor_Op<"clip", [Pure, Castor_KernelOpInterface, Castor_Pr
 }
 
 class Castor_BinaryElementwiseOp<string mnemonic, string summaryText>
-    : Castor_Op<mnemonic, [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+    : Castor_Op<mnemonic, [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, Castor_RecomputeOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = summaryText;
   let arguments = (ins Castor_FloatTensor:$lhs, Castor_FloatTensor:$rhs);
   let results = (outs Castor_FloatTensor:$output);
@@ -142,7 +142,7 @@ def Castor_MulOp : Castor_BinaryElementwiseOp<"mul", "elementwise product with b
   }];
 }
 
-def Castor_FlattenOp : Castor_Op<"flatten", [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+def Castor_FlattenOp : Castor_Op<"flatten", [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, Castor_RecomputeOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "collapses dimensions before and from `axis` into two";
   let description = [{
     ```mlir
@@ -154,7 +154,7 @@ def Castor_FlattenOp : Castor_Op<"flatten", [Pure, Castor_KernelOpInterface, Cas
   let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
 }
 
-def Castor_ReshapeOp : Castor_Op<"reshape", [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>]> {
+def Castor_ReshapeOp : Castor_Op<"reshape", [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, Castor_RecomputeOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>]> {
   let summary = "reinterprets the elements in a new static shape";
   let description = [{
     The result type gives the new shape; the element count and type must be unchanged.

@@ -14,6 +14,9 @@ namespace castor {
 // Patterns of castor-cast-cleanup, for pipelines that combine them with others.
 void populateCastCleanupPatterns(mlir::RewritePatternSet &patterns);
 
+// A size such as "6GiB", "512MiB", "1.5GB" or "1000000" in bytes; 0 when `text` is not one.
+uint64_t parseByteSize(llvm::StringRef text);
+
 #define GEN_PASS_REGISTRATION
 #include "castor/Passes/Passes.h.inc"
 

@@ -168,4 +168,39 @@ def CastorFuseBatchNormRelu : Pass<"castor-fuse-batch-norm-relu"> {
   let dependentDialects = ["::castor::CastorDialect"];
 }
 
+def CastorRecompute : Pass<"castor-recompute", "mlir::func::FuncOp"> {
+  let summary = "Recomputes values in the backward instead of keeping them from the forward";
+  let description = [{
+    Runs on train_step after fusion. A candidate is a floating-point result of an op that can
+    run again (RecomputeOpInterface) computed before the step's last loss and read after it,
+    by the backward. A recomputed candidate is built again (`castor.recomputed`) just before
+    its first backward reader, which with every later backward reader reads the copy; the
+    forward value then dies after its last forward reader. A copy's operands that are
+    recomputed are copies too, as are cheap operands nothing in the backward reads (so that the
+    copy does not keep them alive).
+
+    Policies: `none`; `cheap`, every candidate of a cheap op (element-wise work, casts, the
+    residual add, a batch norm's output from its statistics), keeping every convolution
+    output; `auto`, the fewest candidates, convolutions included, in order of bytes saved per
+    flop added (largest first among equals), whose planned peak (the arena as
+    castor-plan-memory would place it, the buffers a backend allocates beside it, and
+    `workspace-bytes`, the plan's workspace limit) fits `memory-budget`: the shortest such
+    prefix of that order, found by bisection on the planned peak. Cheap values come first in
+    that order (a few flops per byte against hundreds for a convolution), so `auto`
+    recomputes a convolution only when the cheap values alone do not fit. When even recomputing
+    every candidate does not fit, the pass fails and names the smallest peak it reached. The
+    function gets `castor.recompute_policy`, `castor.recomputed_values` and
+    `castor.recompute_flops`.
+  }];
+  let options = [
+    Option<"policy", "policy", "std::string", /*default=*/"\"none\"", "none, cheap or auto">,
+    Option<"memoryBudget", "memory-budget", "std::string", /*default=*/"\"\"",
+           "planned peak the auto policy must fit, e.g. 6GiB, 512MiB or bytes">,
+    Option<"workspaceBytes", "workspace-bytes", "int64_t", /*default=*/"0",
+           "the plan's workspace limit, which the budget also covers">,
+    Option<"alignment", "alignment", "int64_t", /*default=*/"256", "the memory planner's alignment">,
+  ];
+  let dependentDialects = ["::castor::CastorDialect"];
+}
+
 #endif // CASTOR_PASSES_TD

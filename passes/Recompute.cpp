@@ -1,0 +1,275 @@
+// castor-recompute: values of cheap ops (RecomputeOpInterface) that the backward reads are
+// computed again just before their first backward reader instead of staying alive from the
+// forward; `auto` picks the fewest such values whose planned peak fits a memory budget.
+#include "castor/Dialect/CastorOps.h"
+#include "castor/Passes/Passes.h"
+#include "castor/Plan/StepLiveness.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <algorithm>
+#include <numeric>
+
+namespace castor {
+#define GEN_PASS_DEF_CASTORRECOMPUTE
+#include "castor/Passes/Passes.h.inc"
+} // namespace castor
+
+using namespace mlir;
+
+namespace {
+
+// A value the backward reads that a cheap op computes: result `result` of the `op`-th op.
+struct Candidate {
+  size_t op;
+  unsigned result;
+  uint64_t bytes;
+  int64_t flops; // what recomputing it costs
+};
+
+} // namespace
+
+uint64_t castor::parseByteSize(StringRef text) {
+  text = text.trim();
+  struct Unit {
+    StringRef suffix;
+    double factor;
+  };
+  const Unit units[] = {{"GiB", double(1ull << 30)}, {"MiB", double(1ull << 20)}, {"KiB", 1024.0},
+                        {"GB", 1e9},                 {"MB", 1e6},                 {"KB", 1e3},
+                        {"B", 1.0}};
+  double factor = 1.0;
+  for (const Unit &u : units)
+    if (text.consume_back(u.suffix)) {
+      factor = u.factor;
+      break;
+    }
+  double value = 0;
+  if (text.trim().getAsDouble(value) || !(value > 0))
+    return 0;
+  return uint64_t(value * factor);
+}
+
+namespace {
+
+std::string gib(uint64_t bytes) {
+  if (bytes < (1ull << 20))
+    return llvm::formatv("{0} bytes", bytes).str();
+  if (bytes < (1ull << 30))
+    return llvm::formatv("{0:F1} MiB", double(bytes) / double(1ull << 20)).str();
+  return llvm::formatv("{0:F2} GiB", double(bytes) / double(1ull << 30)).str();
+}
+
+std::vector<Operation *> opsOf(func::FuncOp f) {
+  std::vector<Operation *> ops;
+  for (Operation &op : f.getBody().front())
+    ops.push_back(&op);
+  return ops;
+}
+
+// Rewrites `f` so that every backward reader (an op after `boundary`) of a chosen candidate
+// reads a copy computed just before the first such reader; returns the flops the copies add.
+// A copy's operand is copied too when it is a chosen candidate, or when it is a cheap forward
+// value that nothing in the backward reads (copying it keeps it from living on for the copy).
+int64_t recompute(func::FuncOp f, size_t boundary, ArrayRef<Candidate> chosen) {
+  std::vector<Operation *> ops = opsOf(f);
+  llvm::DenseMap<Operation *, size_t> position;
+  for (size_t i = 0; i < ops.size(); ++i)
+    position[ops[i]] = i;
+  auto forwardOnly = [&](Value w) {
+    Operation *def = w.getDefiningOp();
+    auto op = llvm::dyn_cast_or_null<castor::RecomputeOpInterface>(def);
+    if (!op || !op.isCheapToRecompute() || position.lookup(def) >= boundary)
+      return false;
+    for (Operation *user : w.getUsers())
+      if (llvm::isa<func::ReturnOp>(user) || position.lookup(user) > boundary)
+        return false;
+    return true;
+  };
+  llvm::DenseSet<Value> recomputed;
+  for (const Candidate &c : chosen)
+    recomputed.insert(ops[c.op]->getResult(c.result));
+  llvm::DenseMap<Value, Value> copyOf;
+  int64_t flops = 0;
+  std::function<Value(Value, Operation *)> copy = [&](Value v, Operation *before) -> Value {
+    if (auto it = copyOf.find(v); it != copyOf.end())
+      return it->second;
+    Operation *def = v.getDefiningOp();
+    SmallVector<Value> operands;
+    for (Value w : def->getOperands()) {
+      Value c = recomputed.contains(w) || forwardOnly(w) ? copy(w, before) : Value();
+      operands.push_back(c ? c : w);
+    }
+    OpBuilder b(before);
+    auto cheap = llvm::cast<castor::RecomputeOpInterface>(def);
+    Value c = cheap.buildRecompute(b, llvm::cast<OpResult>(v).getResultNumber(), operands);
+    if (!c) // a result that cannot be recomputed alone: keep the original
+      return Value();
+    c.getDefiningOp()->setAttr("castor.recomputed", b.getUnitAttr());
+    flops += llvm::cast<RankedTensorType>(c.getType()).getNumElements() * cheap.getRecomputeFlopsPerElement();
+    copyOf[v] = c;
+    return c;
+  };
+  for (size_t i = boundary + 1; i < ops.size(); ++i)
+    for (OpOperand &use : ops[i]->getOpOperands())
+      if (recomputed.contains(use.get()) && !llvm::isa<func::ReturnOp>(ops[i]))
+        use.set(copy(use.get(), ops[i]));
+  return flops;
+}
+
+struct RecomputePass : castor::impl::CastorRecomputeBase<RecomputePass> {
+  using CastorRecomputeBase::CastorRecomputeBase;
+
+  // The planned peak of `f` with `chosen` recomputed: the arena plus the bytes outside it.
+  FailureOr<uint64_t> peakWith(func::FuncOp f, size_t boundary, ArrayRef<Candidate> chosen) {
+    func::FuncOp trial = f.clone();
+    recompute(trial, boundary, chosen);
+    auto liveness = castor::analyzeStepLiveness(trial, /*requireKernels=*/false);
+    uint64_t peak = 0;
+    if (succeeded(liveness))
+      peak = castor::planArena(liveness->lifetimes, uint64_t(alignment)).arenaBytes + castor::bytesBesideArena(f) +
+             uint64_t(workspaceBytes);
+    trial.erase();
+    if (failed(liveness))
+      return failure();
+    return peak;
+  }
+
+  void runOnOperation() override {
+    func::FuncOp f = getOperation();
+    if (policy != "none" && policy != "cheap" && policy != "auto") {
+      f.emitError("unknown recompute policy '") << policy << "' (expected none, cheap or auto)";
+      return signalPassFailure();
+    }
+    uint64_t budget = 0;
+    if (policy == "auto") {
+      budget = castor::parseByteSize(memoryBudget);
+      if (!budget) {
+        f.emitError("recompute policy auto needs a memory budget such as 6GiB, got '") << memoryBudget << "'";
+        return signalPassFailure();
+      }
+    } else if (!memoryBudget.empty()) {
+      f.emitError("a memory budget needs the recompute policy auto, not ") << policy;
+      return signalPassFailure();
+    }
+    if (f.isExternal())
+      return;
+    f->setAttr("castor.recompute_policy", StringAttr::get(&getContext(), policy));
+    if (policy == "none")
+      return;
+    if (!f.getBody().hasOneBlock()) {
+      f.emitError("only single-block functions can be recomputed");
+      return signalPassFailure();
+    }
+
+    // The backward starts after the last loss: every forward (each micro-batch's) precedes it.
+    std::vector<Operation *> ops = opsOf(f);
+    std::optional<size_t> boundary;
+    for (size_t i = 0; i < ops.size(); ++i)
+      if (llvm::isa<castor::SoftmaxCrossEntropyOp>(ops[i]))
+        boundary = i;
+    if (!boundary) {
+      f.emitError("recompute needs a training step (no loss in '") << f.getSymName() << "')";
+      return signalPassFailure();
+    }
+
+    llvm::DenseMap<Operation *, size_t> position;
+    for (size_t i = 0; i < ops.size(); ++i)
+      position[ops[i]] = i;
+    std::vector<Candidate> candidates;
+    for (size_t i = 0; i < *boundary; ++i) {
+      auto cheap = llvm::dyn_cast<castor::RecomputeOpInterface>(ops[i]);
+      if (!cheap || (policy == "cheap" && !cheap.isCheapToRecompute()))
+        continue;
+      for (OpResult r : ops[i]->getResults()) {
+        auto type = llvm::dyn_cast<RankedTensorType>(r.getType());
+        if (!type || !llvm::isa<FloatType>(type.getElementType()))
+          continue;
+        bool late = false, returned = false;
+        for (Operation *user : r.getUsers()) {
+          returned |= llvm::isa<func::ReturnOp>(user);
+          late |= position.lookup(user) > *boundary;
+        }
+        if (!late || returned)
+          continue;
+        // Statistics (a batch norm's mean) cannot be recomputed alone: ask the op.
+        OpBuilder probe(ops[i]);
+        SmallVector<Value> operands(ops[i]->getOperands());
+        Value c = cheap.buildRecompute(probe, r.getResultNumber(), operands);
+        if (!c)
+          continue;
+        c.getDefiningOp()->erase();
+        candidates.push_back({i, r.getResultNumber(), castor::tensorBytes(type),
+                              type.getNumElements() * cheap.getRecomputeFlopsPerElement()});
+      }
+    }
+
+    Builder b(&getContext());
+    std::vector<Candidate> chosen = candidates;
+    if (policy == "auto") {
+      // Greedy by bytes saved per flop added (then the largest first): the prefix of that order
+      // with the smallest length whose planned peak fits the budget, by bisection.
+      std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate &a, const Candidate &b) {
+        double ra = double(a.bytes) / double(std::max<int64_t>(a.flops, 1)),
+               rb = double(b.bytes) / double(std::max<int64_t>(b.flops, 1));
+        return ra != rb ? ra > rb : a.bytes > b.bytes;
+      });
+      auto peakOfPrefix = [&](size_t k) { return peakWith(f, *boundary, ArrayRef(candidates).take_front(k)); };
+      // Cheap candidates form a prefix of the order; over it the planned peak falls as the prefix
+      // grows, so bisection finds the shortest prefix that fits. Past it each convolution's copy
+      // needs its input, and chains of copies can raise the peak again: those prefixes are
+      // tried one by one.
+      size_t cheapCount = 0;
+      while (cheapCount < candidates.size() &&
+             llvm::cast<castor::RecomputeOpInterface>(ops[candidates[cheapCount].op]).isCheapToRecompute())
+        ++cheapCount;
+      auto none = peakOfPrefix(0), cheapOnly = peakOfPrefix(cheapCount);
+      if (failed(none) || failed(cheapOnly))
+        return signalPassFailure();
+      uint64_t smallest = std::min(*none, *cheapOnly);
+      std::optional<size_t> fits;
+      if (*none <= budget) {
+        fits = 0;
+      } else if (*cheapOnly <= budget) {
+        size_t lo = 1, hi = cheapCount; // peak(hi) fits
+        while (lo < hi) {
+          size_t mid = (lo + hi) / 2;
+          auto p = peakOfPrefix(mid);
+          if (failed(p))
+            return signalPassFailure();
+          if (*p <= budget)
+            hi = mid;
+          else
+            lo = mid + 1;
+        }
+        fits = hi;
+      } else {
+        for (size_t k = cheapCount + 1; k <= candidates.size() && !fits; ++k) {
+          auto p = peakOfPrefix(k);
+          if (failed(p))
+            return signalPassFailure();
+          smallest = std::min(smallest, *p);
+          if (*p <= budget)
+            fits = k;
+        }
+      }
+      if (!fits) {
+        f.emitError("no recompute schedule fits the memory budget of ")
+            << gib(budget) << ": the smallest planned peak is " << gib(smallest) << " (" << gib(*none)
+            << " without recompute, " << gib(*cheapOnly) << " recomputing the " << cheapCount
+            << " cheap values; convolutions recomputed in order of bytes per flop after them)";
+        return signalPassFailure();
+      }
+      const size_t hi = *fits;
+      chosen.assign(candidates.begin(), candidates.begin() + long(hi));
+    }
+    const int64_t flops = recompute(f, *boundary, chosen);
+    f->setAttr("castor.recomputed_values", b.getI64IntegerAttr(int64_t(chosen.size())));
+    f->setAttr("castor.recompute_flops", b.getI64IntegerAttr(flops));
+  }
+};
+
+} // namespace
