@@ -27,7 +27,8 @@ struct Candidate {
   size_t op;
   unsigned result;
   uint64_t bytes;
-  int64_t flops; // what recomputing it costs
+  int64_t flops;  // what recomputing it costs
+  double seconds; // its estimated time (roofline)
 };
 
 } // namespace
@@ -202,8 +203,15 @@ struct RecomputePass : castor::impl::CastorRecomputeBase<RecomputePass> {
         if (!c)
           continue;
         c.getDefiningOp()->erase();
-        candidates.push_back({i, r.getResultNumber(), castor::tensorBytes(type),
-                              type.getNumElements() * cheap.getRecomputeFlopsPerElement()});
+        // The copy's time on a roofline: it reads its operands and writes its result (memory),
+        // or does its arithmetic (compute), whichever takes longer, plus a kernel launch.
+        uint64_t traffic = castor::tensorBytes(type);
+        for (Value w : ops[i]->getOperands())
+          traffic += castor::tensorBytes(w.getType());
+        const int64_t flops = type.getNumElements() * cheap.getRecomputeFlopsPerElement();
+        const double seconds = std::max(double(traffic) / (bandwidthGBs * 1e9), double(flops) / (peakTflops * 1e12)) +
+                               launchMicroseconds * 1e-6;
+        candidates.push_back({i, r.getResultNumber(), castor::tensorBytes(type), flops, seconds});
       }
     }
 
@@ -212,56 +220,55 @@ struct RecomputePass : castor::impl::CastorRecomputeBase<RecomputePass> {
     if (policy == "auto") {
       // Greedy by bytes saved per flop added (then the largest first): the prefix of that order
       // with the smallest length whose planned peak fits the budget, by bisection.
+      // Greedy by bytes saved per second of recomputation (the largest first among equals).
       std::stable_sort(candidates.begin(), candidates.end(), [](const Candidate &a, const Candidate &b) {
-        double ra = double(a.bytes) / double(std::max<int64_t>(a.flops, 1)),
-               rb = double(b.bytes) / double(std::max<int64_t>(b.flops, 1));
+        double ra = double(a.bytes) / a.seconds, rb = double(b.bytes) / b.seconds;
         return ra != rb ? ra > rb : a.bytes > b.bytes;
       });
       auto peakOfPrefix = [&](size_t k) { return peakWith(f, *boundary, ArrayRef(candidates).take_front(k)); };
-      // Cheap candidates form a prefix of the order; over it the planned peak falls as the prefix
-      // grows, so bisection finds the shortest prefix that fits. Past it each convolution's copy
-      // needs its input, and chains of copies can raise the peak again: those prefixes are
-      // tried one by one.
-      size_t cheapCount = 0;
-      while (cheapCount < candidates.size() &&
-             llvm::cast<castor::RecomputeOpInterface>(ops[candidates[cheapCount].op]).isCheapToRecompute())
-        ++cheapCount;
-      auto none = peakOfPrefix(0), cheapOnly = peakOfPrefix(cheapCount);
-      if (failed(none) || failed(cheapOnly))
+      // The shortest prefix of that order that fits: prefixes of doubling length until one fits,
+      // then bisection between it and the last that did not. (The peak mostly falls as the
+      // prefix grows; where copies chain it can rise, which the search tolerates but does not
+      // optimise.)
+      // The shortest prefix of that order that fits: prefixes at a stride of about 1/32 of the
+      // candidates until one fits, then bisection between it and the last that did not. The
+      // peak falls as the prefix grows until copies start to chain (a copy's operand a copy
+      // too, back through the residual adds), and then rises again: a search by doubling would
+      // step over the dip.
+      auto none = peakOfPrefix(0);
+      if (failed(none))
         return signalPassFailure();
-      uint64_t smallest = std::min(*none, *cheapOnly);
+      uint64_t smallest = *none;
       std::optional<size_t> fits;
-      if (*none <= budget) {
+      size_t below = 0; // a prefix length that does not fit
+      const size_t stride = std::max<size_t>(1, (candidates.size() + 31) / 32);
+      if (*none <= budget)
         fits = 0;
-      } else if (*cheapOnly <= budget) {
-        size_t lo = 1, hi = cheapCount; // peak(hi) fits
-        while (lo < hi) {
-          size_t mid = (lo + hi) / 2;
-          auto p = peakOfPrefix(mid);
-          if (failed(p))
-            return signalPassFailure();
-          if (*p <= budget)
-            hi = mid;
-          else
-            lo = mid + 1;
-        }
-        fits = hi;
-      } else {
-        for (size_t k = cheapCount + 1; k <= candidates.size() && !fits; ++k) {
-          auto p = peakOfPrefix(k);
-          if (failed(p))
-            return signalPassFailure();
-          smallest = std::min(smallest, *p);
-          if (*p <= budget)
-            fits = k;
-        }
+      for (size_t k = std::min(stride, candidates.size()); !fits && k > below; k = std::min(k + stride, candidates.size())) {
+        auto p = peakOfPrefix(k);
+        if (failed(p))
+          return signalPassFailure();
+        smallest = std::min(smallest, *p);
+        if (*p <= budget)
+          fits = k;
+        else
+          below = k;
       }
       if (!fits) {
         f.emitError("no recompute schedule fits the memory budget of ")
             << gib(budget) << ": the smallest planned peak is " << gib(smallest) << " (" << gib(*none)
-            << " without recompute, " << gib(*cheapOnly) << " recomputing the " << cheapCount
-            << " cheap values; convolutions recomputed in order of bytes per flop after them)";
+            << " without recompute; " << candidates.size() << " values can be recomputed)";
         return signalPassFailure();
+      }
+      while (*fits > below + 1) {
+        size_t mid = (below + *fits) / 2;
+        auto p = peakOfPrefix(mid);
+        if (failed(p))
+          return signalPassFailure();
+        if (*p <= budget)
+          fits = mid;
+        else
+          below = mid;
       }
       const size_t hi = *fits;
       chosen.assign(candidates.begin(), candidates.begin() + long(hi));

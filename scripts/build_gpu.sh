@@ -28,6 +28,20 @@ if [ -x "$castor" ]; then
     "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision "$p" \
       --optimizer adamw --lr 1e-4 --emit-gradients -o "$carry/plans/tiny_${p}_adamw.plan" >/dev/null
   done
+  # The same steps with recompute (castor-recompute): every cheap value; in fp16 and bf16 also a
+  # budget just below the cheap plan's planned peak, which only recomputing convolutions meets.
+  for p in fp32 fp16 bf16; do
+    "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision "$p" \
+      --optimizer adamw --lr 1e-4 --emit-gradients --recompute cheap -o "$carry/plans/tiny_${p}_adamw_cheap.plan" \
+      --report "$carry/plans/cheap_report" >/dev/null
+    peak=$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['predicted_peak_bytes'] - 1)" \
+      "$carry/plans/cheap_report/memory.json")
+    rm -rf "$carry/plans/cheap_report"
+    [ "$p" = fp32 ] && continue
+    "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision "$p" \
+      --optimizer adamw --lr 1e-4 --emit-gradients --recompute auto --memory-budget "$peak" \
+      -o "$carry/plans/tiny_${p}_adamw_auto.plan" >/dev/null
+  done
   # Gradients as outputs (compared directly), SGD with momentum, gradient clipping.
   "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision fp32 \
     --optimizer sgd --momentum 0.9 --emit-gradients -o "$carry/plans/tiny_fp32_sgd_grads.plan" >/dev/null

@@ -9,10 +9,17 @@
 // would have rounded them, P seeds: cpu/rounding_noise.h). For every
 // float output and PARAMETER/STATE tensor t, with r the reference and r_k the noisy references:
 //
-//   ||cuda_t - r_t||  <=  K * max_k ||r_k,t - r_t||  +  F * eps(dtype_t) * ||r_t||       (K = 2, F = 4)
+//   ||cuda_t - r_t||'  <=  K * max_k ||r_k,t - r_t||'  +  F * eps(dtype_t) * ||r_t||     (K = 2, F = 4)
 //
-// and the loss, a well-conditioned scalar, within 1e-4 relative (fp32 plans) or 1e-2 (plans with
-// f16/bf16 tensors); i64 state exactly. The old fixed per-tensor error is printed beside it.
+// where ||.||' leaves out the largest max(1, n/64) of the n element differences (rounding moves a
+// few elements by whole steps: a gradient near zero whose sign flips moves an AdamW parameter by
+// 2 lr, which one noisy run has and the next lacks; a real bug moves most elements), and the
+// loss, a well-conditioned scalar, within 1e-4 relative (fp32 plans) or 1e-2 (plans with f16/bf16
+// tensors) instead (P draws of one scalar bound nothing); i64 state exactly. The old fixed
+// per-tensor error is printed beside it. Measured with a noisy CPU backend as the implementation
+// under test (docs/verification.md): the untrimmed norm failed 6 of 20 fresh seeds on the bf16
+// plan (up to 1247 times the bound), the trimmed one 1 (2.2); on the fp16 plan 2 of 15 still
+// fail where a tensor of 16 elements has two near-zero gradients whose signs both flip.
 //
 // The CUDA backend passes it on every test plan, both planted faults fail it by 20 times or more
 // (docs/performance.md, 2026-12-01). Its limit: AdamW moves a parameter element by about
@@ -155,6 +162,25 @@ double distance(const std::vector<double> &a, const std::vector<double> &b) {
   return std::isnan(d) ? INFINITY : std::sqrt(d);
 }
 
+// The distance without the largest max(1, n/64) element differences (n > 1): rounding moves a
+// few elements by whole steps (a gradient near zero whose sign flips moves an AdamW parameter by
+// 2 lr; a ReLU mask bit flips), which the norm would otherwise be made of. A real bug moves
+// most elements of a tensor, which this still sees.
+double trimmedDistance(const std::vector<double> &a, const std::vector<double> &b) {
+  std::vector<double> sq(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    sq[i] = (a[i] - b[i]) * (a[i] - b[i]);
+    if (std::isnan(sq[i]))
+      return INFINITY;
+  }
+  const size_t trim = sq.size() > 1 ? std::max<size_t>(1, sq.size() / 64) : 0;
+  std::nth_element(sq.begin(), sq.begin() + long(sq.size() - trim), sq.end());
+  double d = 0;
+  for (size_t i = 0; i < sq.size() - trim; ++i)
+    d += sq[i];
+  return std::sqrt(d);
+}
+
 double norm(const std::vector<double> &a) {
   double n = 0;
   for (double v : a)
@@ -198,13 +224,17 @@ Verdict judge(const std::vector<HostTensor> &ref, const std::vector<std::vector<
       continue;
     }
     auto rv = valuesOf(r), tv = valuesOf(t);
+    if (r.name == "output loss") { // a scalar: its own relative bound (lossTol), not P draws of it
+      v.lossRef = rv[0], v.lossTest = tv[0];
+      continue;
+    }
     std::vector<std::vector<double>> nv;
     for (const auto &nk : noisy)
       nv.push_back(valuesOf(nk[i]));
     double spread = 0;
     for (const auto &x : nv)
-      spread = std::max(spread, distance(x, rv));
-    const double d = distance(tv, rv), n = norm(rv);
+      spread = std::max(spread, trimmedDistance(x, rv));
+    const double d = trimmedDistance(tv, rv), n = norm(rv);
     const double allowed = o.factor * spread + o.floorUlps * epsilonOf(r.dtype) * n + 1e-30;
     const double ratio = d / allowed, fixed = distance(valuesOf(t), rv) / std::max(n, 1e-6);
     if (ratio > v.worstRatio || v.worstName.empty())
@@ -213,8 +243,6 @@ Verdict judge(const std::vector<HostTensor> &ref, const std::vector<std::vector<
       v.worstFixed = fixed, v.worstFixedName = r.name;
     if (!(ratio <= 1))
       v.ok = false;
-    if (r.name == "output loss")
-      v.lossRef = rv[0], v.lossTest = tv[0];
   }
   return v;
 }

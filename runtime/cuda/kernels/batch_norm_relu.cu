@@ -111,24 +111,59 @@ __global__ void statsFinishKernel(const void *x, int dt, const float *partial, i
   }
 }
 
-template <typename T, int V, bool Relu = true>
-__global__ void applyKernel(const T *x, const T *z, T *y, const float *coef, const float *mean, const float *bias,
-                            int64_t packs, int P) {
-  CASTOR_GRID_LOOP(i, packs) {
-    const int c0 = int(i % P) * V;
-    float v[V], w[V];
-    load<T, V>(x + i * V, v);
-    if (z)
-      load<T, V>(z + i * V, w);
+// The element-wise pass over channels-last rows, tiled as the statistics are (Tiling): each
+// thread keeps its pack's per-channel coefficients in registers and walks the rows with U
+// packs in flight, so that the pass streams at memory speed without a division per pack.
+// t = (x - mean) coef + bias rounded to T, then + z (rounded), then relu when Relu.
+template <typename T, int V, bool Relu>
+__global__ void applyRowsKernel(const T *x, const T *z, T *y, const float *coef, const float *mean,
+                                const float *bias, int64_t rows, int64_t C, int P, int PB, int RB) {
+  constexpr int U = 4;
+  const int tp = int(threadIdx.x) % PB, tr = int(threadIdx.x) / PB;
+  const int p = int(blockIdx.x) * PB + tp;
+  if (p >= P || tr >= RB)
+    return;
+  const int64_t c0 = int64_t(p) * V;
+  float a[V], m[V], b[V];
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      float t = toAcc(fromAcc<T>((v[j] - mean[c0 + j]) * coef[c0 + j] + bias[c0 + j]));
-      if (z)
-        t = toAcc(fromAcc<T>(t + w[j]));
-      v[j] = !Relu || t > 0.f ? t : (t != t ? t : 0.f);
+  for (int j = 0; j < V; ++j)
+    a[j] = coef[c0 + j], m[j] = mean[c0 + j], b[j] = bias[c0 + j];
+  const int64_t step = int64_t(gridDim.y) * RB;
+  for (int64_t r = int64_t(blockIdx.y) * RB + tr; r < rows; r += U * step) {
+    float v[U][V], w[U][V];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t row = r + u * step;
+      if (row < rows) {
+        load<T, V>(x + row * C + c0, v[u]);
+        if (z)
+          load<T, V>(z + row * C + c0, w[u]);
+      }
     }
-    store<T, V>(y + i * V, v);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t row = r + u * step;
+      if (row >= rows)
+        break;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        float t = toAcc(fromAcc<T>((v[u][j] - m[j]) * a[j] + b[j]));
+        if (z)
+          t = toAcc(fromAcc<T>(t + w[u][j]));
+        v[u][j] = !Relu || t > 0.f ? t : (t != t ? t : 0.f);
+      }
+      store<T, V>(y + row * C + c0, v[u]);
+    }
   }
+}
+
+// The grid of applyRowsKernel: the tiling's channel blocks, and enough row groups to keep
+// every multiprocessor busy (the tiling sizes its row groups for reductions).
+dim3 applyGrid(const Tiling &t, int64_t rows) {
+  const int64_t channelBlocks = t.grid.x;
+  const int64_t want = std::max<int64_t>(1, int64_t(smCount()) * kBlocksPerSm / channelBlocks);
+  const int64_t most = std::max<int64_t>(1, (rows + t.RB - 1) / t.RB);
+  return dim3(t.grid.x, unsigned(std::min<int64_t>({want, most, 65535})));
 }
 
 // coef = scale inv_std per channel (batch_norm_apply).
@@ -278,9 +313,9 @@ cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, R
     statsKernel<T, V><<<t.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), rows, C, t.P, t.PB, t.RB, w.partial);
     statsFinishKernel<<<unsigned(C), kThreads, 0, s>>>(x.p, x.dt, w.partial, int(t.grid.y), rows, C, eps, scale, mean,
                                                       invStd, w.coef);
-    const int64_t packs = rows * C / V;
-    applyKernel<T, V><<<gridFor(packs), kThreads, 0, s>>>(static_cast<const T *>(x.p), static_cast<const T *>(z.p),
-                                                           static_cast<T *>(y.p), w.coef, mean, bias, packs, t.P);
+    applyRowsKernel<T, V, true><<<applyGrid(t, rows), kBlock, 0, s>>>(
+        static_cast<const T *>(x.p), static_cast<const T *>(z.p), static_cast<T *>(y.p), w.coef, mean, bias, rows, C,
+        t.P, t.PB, t.RB);
     return cudaGetLastError();
   });
 }
@@ -298,13 +333,14 @@ cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const f
     constexpr int V = decltype(vec)::value;
     const T *xp = static_cast<const T *>(x.p), *zp = static_cast<const T *>(z.p);
     T *yp = static_cast<T *>(y.p);
-    if (B == 1) { // channels last: packs of V channels
-      const int64_t packs = n / V;
-      const int P = int(C / V);
+    if (B == 1) { // channels last: rows of C, packs of V channels
+      const int64_t rows = A;
+      const Tiling t = tiling(rows, C, V);
+      const dim3 grid = applyGrid(t, rows);
       if (relu)
-        applyKernel<T, V, true><<<gridFor(packs), kThreads, 0, s>>>(xp, zp, yp, coef, mean, bias, packs, P);
+        applyRowsKernel<T, V, true><<<grid, kBlock, 0, s>>>(xp, zp, yp, coef, mean, bias, rows, C, t.P, t.PB, t.RB);
       else
-        applyKernel<T, V, false><<<gridFor(packs), kThreads, 0, s>>>(xp, zp, yp, coef, mean, bias, packs, P);
+        applyRowsKernel<T, V, false><<<grid, kBlock, 0, s>>>(xp, zp, yp, coef, mean, bias, rows, C, t.P, t.PB, t.RB);
     } else if (relu) {
       applyStridedKernel<T, true><<<gridFor(n), kThreads, 0, s>>>(xp, zp, yp, coef, mean, bias, n, C, B);
     } else {

@@ -181,16 +181,18 @@ def CastorRecompute : Pass<"castor-recompute", "mlir::func::FuncOp"> {
 
     Policies: `none`; `cheap`, every candidate of a cheap op (element-wise work, casts, the
     residual add, a batch norm's output from its statistics), keeping every convolution
-    output; `auto`, the fewest candidates, convolutions included, in order of bytes saved per
-    flop added (largest first among equals), whose planned peak (the arena as
-    castor-plan-memory would place it, the buffers a backend allocates beside it, and
-    `workspace-bytes`, the plan's workspace limit) fits `memory-budget`: the shortest such
-    prefix of that order, found by bisection on the planned peak. Cheap values come first in
-    that order (a few flops per byte against hundreds for a convolution), so `auto`
-    recomputes a convolution only when the cheap values alone do not fit. When even recomputing
-    every candidate does not fit, the pass fails and names the smallest peak it reached. The
-    function gets `castor.recompute_policy`, `castor.recomputed_values` and
-    `castor.recompute_flops`.
+    output; `auto`, candidates convolutions included, in order of bytes saved per second the
+    copy costs on a roofline (max of its bytes read and written over `bandwidth-gbs` and its
+    flops over `peak-tflops`, plus `launch-us`; the largest first among equals), taking the
+    shortest prefix of that order whose planned peak (the arena as castor-plan-memory would
+    place it, the buffers a backend allocates beside it, and `workspace-bytes`, the plan's
+    workspace limit) fits `memory-budget`: prefixes at a stride of 1/32 of the candidates,
+    then bisection (the peak falls with the prefix until copies chain, then rises). A
+    1x1 convolution over few channels costs about what an element-wise pass over its output
+    does, so it can come before a batch norm's output; a 3x3 convolution comes late. When
+    even recomputing every candidate does not fit, the pass fails and names the smallest
+    peak it reached. The function gets `castor.recompute_policy`, `castor.recomputed_values`
+    and `castor.recompute_flops`.
   }];
   let options = [
     Option<"policy", "policy", "std::string", /*default=*/"\"none\"", "none, cheap or auto">,
@@ -199,6 +201,12 @@ def CastorRecompute : Pass<"castor-recompute", "mlir::func::FuncOp"> {
     Option<"workspaceBytes", "workspace-bytes", "int64_t", /*default=*/"0",
            "the plan's workspace limit, which the budget also covers">,
     Option<"alignment", "alignment", "int64_t", /*default=*/"256", "the memory planner's alignment">,
+    Option<"bandwidthGBs", "bandwidth-gbs", "double", /*default=*/"3000",
+           "the roofline's memory bandwidth in GB/s, for the cost of a copy">,
+    Option<"peakTflops", "peak-tflops", "double", /*default=*/"300",
+           "the roofline's arithmetic rate in TFLOP/s, for the cost of a copy">,
+    Option<"launchMicroseconds", "launch-us", "double", /*default=*/"5",
+           "the fixed cost of one more kernel, in microseconds">,
   ];
   let dependentDialects = ["::castor::CastorDialect"];
 }
