@@ -36,7 +36,7 @@ def draw(report, out_dir):
     series = [[k["bytes"][kind] / GIB for k in kernels] for kind in kinds]
     kinds.append("workspace")
     series.append([report["workspace_bytes"] / GIB] * len(kernels))
-    fig, ax = plt.subplots(figsize=(12, 5.5))
+    fig, ax = plt.subplots(figsize=(13, 5.5))
     ax.stackplot(x, series, labels=kinds, colors=[COLORS.get(k, None) for k in kinds], linewidth=0)
     beside = (report["beside_arena_bytes"] + report["workspace_bytes"]) / GIB
     ax.axhline(report["predicted_peak_bytes"] / GIB, color="black", linestyle="--", linewidth=1,
@@ -44,15 +44,19 @@ def draw(report, out_dir):
                      f"{report['arena_bytes'] / GIB:.2f} + {beside:.2f} beside it)")
     peak = report["peak"]
     ax.axvline(peak["kernel"], color="black", linewidth=0.8, alpha=0.6)
-    ax.annotate(f"peak of live tensors: kernel {peak['kernel']}", xy=(peak["kernel"], peak["live_bytes"] / GIB),
-                xytext=(10, 10), textcoords="offset points", fontsize=9)
+    name = kernels[peak["kernel"]]["name"] if 0 <= peak["kernel"] < len(kernels) else ""
+    ax.annotate(f"peak of live tensors {peak['live_bytes'] / GIB:.2f} GiB at kernel {peak['kernel']}\n{name[:60]}",
+                xy=(peak["kernel"], peak["live_bytes"] / GIB), xytext=(0.55, 0.93), textcoords="axes fraction",
+                fontsize=8, arrowprops=dict(arrowstyle="->", linewidth=0.8),
+                bbox=dict(boxstyle="round", facecolor="white", alpha=0.9))
     if report["backward_starts_after_kernel"] >= 0:
         ax.axvline(report["backward_starts_after_kernel"], color="grey", linestyle=":", linewidth=1)
     ax.set_xlabel("kernel (execution order)")
     ax.set_ylabel("GiB")
     ax.set_xlim(0, max(x) if x else 1)
     ax.set_title(f"Planned device memory of {report['function']} (recompute: {report['recompute_policy']})")
-    ax.legend(loc="upper left", fontsize=8, ncol=2)
+    ax.set_ylim(0, report["predicted_peak_bytes"] / GIB * 1.15)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, title="kind", title_fontsize=8)
     fig.tight_layout()
     for ext in ("png", "svg"):
         fig.savefig(os.path.join(out_dir, "memory." + ext), dpi=120)
