@@ -27,8 +27,7 @@ struct Candidate {
   size_t op;
   unsigned result;
   uint64_t bytes;
-  int64_t flops;  // what recomputing it costs
-  double seconds; // its estimated time (roofline)
+  double seconds; // what recomputing it costs: its estimated time (roofline)
 };
 
 } // namespace
@@ -169,9 +168,8 @@ struct RecomputePass : castor::impl::CastorRecomputeBase<RecomputePass> {
     // The backward starts after the last loss: every forward (each micro-batch's) precedes it.
     std::vector<Operation *> ops = opsOf(f);
     std::optional<size_t> boundary;
-    for (size_t i = 0; i < ops.size(); ++i)
-      if (llvm::isa<castor::SoftmaxCrossEntropyOp>(ops[i]))
-        boundary = i;
+    if (Operation *loss = castor::lastLoss(f))
+      boundary = size_t(std::find(ops.begin(), ops.end(), loss) - ops.begin());
     if (!boundary) {
       f.emitError("recompute needs a training step (no loss in '") << f.getSymName() << "')";
       return signalPassFailure();
@@ -211,7 +209,7 @@ struct RecomputePass : castor::impl::CastorRecomputeBase<RecomputePass> {
         const int64_t flops = type.getNumElements() * cheap.getRecomputeFlopsPerElement();
         const double seconds = std::max(double(traffic) / (bandwidthGBs * 1e9), double(flops) / (peakTflops * 1e12)) +
                                launchMicroseconds * 1e-6;
-        candidates.push_back({i, r.getResultNumber(), castor::tensorBytes(type), flops, seconds});
+        candidates.push_back({i, r.getResultNumber(), castor::tensorBytes(type), seconds});
       }
     }
 

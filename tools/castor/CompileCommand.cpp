@@ -152,6 +152,18 @@ void printReport(const plan::Plan &p, mlir::ModuleOp module, double seconds, con
   llvm::errs() << llvm::formatv("  tensors: {0}, {1:F1} MiB in all; arena {2:F1} MiB ({3:F1}% of all tensors)\n",
                                 p.tensors_size(), mib(tensorBytes), mib(p.arena_bytes()),
                                 tensorBytes ? 100.0 * double(p.arena_bytes()) / double(tensorBytes) : 0.0);
+  if (p.predicted_peak_bytes() > 0)
+    llvm::errs() << llvm::formatv("  planned device peak: {0:F1} MiB (arena, inputs and staging, workspace limit "
+                                  "{1:F1} MiB)\n",
+                                  mib(p.predicted_peak_bytes()), mib(p.workspace_limit_bytes()));
+  module.walk([&](mlir::func::FuncOp f) {
+    auto values = f->getAttrOfType<mlir::IntegerAttr>("castor.recomputed_values");
+    auto flops = f->getAttrOfType<mlir::IntegerAttr>("castor.recompute_flops");
+    auto policy = f->getAttrOfType<mlir::StringAttr>("castor.recompute_policy");
+    if (values && flops && policy)
+      llvm::errs() << llvm::formatv("  recompute ({0}): {1} values, {2:F2} GFLOP a step\n", policy.getValue(),
+                                    values.getInt(), double(flops.getInt()) / 1e9);
+  });
   if (!weightsFile.empty())
     llvm::errs() << "  weights: " << weightsFile << "\n";
 }

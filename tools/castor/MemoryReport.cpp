@@ -50,12 +50,10 @@ std::string writeMemoryReport(func::FuncOp step, const std::string &dir, const c
   auto liveness = analyzeStepLiveness(step, /*requireKernels=*/true);
   if (failed(liveness))
     return "the step has no memory plan to report";
-  Block &body = step.getBody().front();
   // The backward starts after the last loss (as castor-recompute sees it).
   std::optional<int64_t> boundary;
-  for (Operation &op : body)
-    if (llvm::isa<SoftmaxCrossEntropyOp>(op))
-      boundary = liveness->kernelIndex.lookup(&op);
+  if (Operation *loss = lastLoss(step))
+    boundary = liveness->kernelIndex.lookup(loss);
   const int64_t kernels = liveness->kernelCount;
   const int64_t last = boundary ? *boundary : kernels;
 

@@ -32,6 +32,12 @@ uint64_t bytesBesideArena(func::FuncOp func) {
   return inputs + staging;
 }
 
+Operation *lastLoss(func::FuncOp func) {
+  Operation *last = nullptr;
+  func.walk([&](SoftmaxCrossEntropyOp op) { last = op; });
+  return last;
+}
+
 Value StepLiveness::root(Value v) const {
   for (auto it = tiedTo.find(v); it != tiedTo.end(); it = tiedTo.find(v))
     v = it->second;

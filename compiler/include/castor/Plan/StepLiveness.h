@@ -38,6 +38,10 @@ mlir::FailureOr<StepLiveness> analyzeStepLiveness(mlir::func::FuncOp func, bool 
 // its arena, these, and the plan's workspace limit.
 uint64_t bytesBesideArena(mlir::func::FuncOp func);
 
+// The step's last loss (null when there is none): every forward, each micro-batch's, comes
+// before it and the backward after it.
+mlir::Operation *lastLoss(mlir::func::FuncOp func);
+
 // Bytes of a ranked tensor type.
 uint64_t tensorBytes(mlir::Type type);
 
