@@ -163,4 +163,45 @@ Expected<Plan> readPlanFile(const std::string &path) {
   return plan;
 }
 
+Expected<std::string> fileSha256(const std::string &path) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0)
+    return Status::error("cannot open " + path + ": " + errnoText());
+  Sha256 hash;
+  uint8_t chunk[1 << 16];
+  for (;;) {
+    ssize_t n = ::read(fd, chunk, sizeof(chunk));
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      std::string why = errnoText();
+      ::close(fd);
+      return Status::error("cannot read " + path + ": " + why);
+    }
+    if (n == 0)
+      break;
+    hash.update(chunk, size_t(n));
+  }
+  ::close(fd);
+  return toHex(hash.finish());
+}
+
+Expected<std::string> weightsFileFor(const Plan &plan, const std::string &planPath, const std::string &explicitPath) {
+  if (!explicitPath.empty() || !plan.has_weights_file())
+    return explicitPath;
+  const std::string path = directoryOf(planPath) + "/" + plan.weights_file().name();
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return Status::error("the plan's weights file " + path + " is missing (castor compile writes it beside " +
+                         planPath + "; give another with --weights)");
+  auto digest = fileSha256(path);
+  if (!digest)
+    return digest.status();
+  if (*digest != plan.weights_file().sha256())
+    return Status::error("the weights file " + path + " is not the one compiled with " + planPath + " (SHA-256 " +
+                         digest->substr(0, 16) + "..., the plan expects " + plan.weights_file().sha256().substr(0, 16) +
+                         "...): recompile, or give the file to use with --weights");
+  return path;
+}
+
 } // namespace castor::plan

@@ -28,6 +28,15 @@ Expected<Plan> readPlanFile(const std::string &path);
 
 // The same, in memory (what the files hold).
 Expected<std::vector<uint8_t>> encodePlan(const Plan &plan);
+
+// SHA-256 of a file's bytes, lower-case hex.
+Expected<std::string> fileSha256(const std::string &path);
+
+// The weights file to load for `plan`, read from `planPath`: `explicitPath` when given (it
+// wins); else the file the plan names (weights_file) in the plan's folder, refused when it is
+// missing or its SHA-256 differs from the plan's; else "" (the plan's parameters have
+// initializers).
+Expected<std::string> weightsFileFor(const Plan &plan, const std::string &planPath, const std::string &explicitPath);
 Expected<Plan> decodePlan(const uint8_t *data, size_t size);
 
 } // namespace castor::plan

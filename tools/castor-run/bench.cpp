@@ -128,6 +128,10 @@ int bench(const BenchOptions &o) {
     return benchFail(backend.message());
   SessionOptions so;
   so.seed = o.seed;
+  auto paired = plan::weightsFileFor(p, o.plan, "");
+  if (!paired)
+    return benchFail(paired.message());
+  so.weightsPath = *paired;
   auto created = Session::create(std::move(p), std::move(*backend), so);
   if (!created)
     return benchFail(created.message());

@@ -4,7 +4,8 @@
 //   castor-run infer model.plan --input x.npy --output y.npy [--weights w.safetensors]
 //                               [--init-seed 0] [--device cpu] [--poison]
 //   castor-run train train.plan --steps N [--data synthetic|idx:DIR|npy:DIR] [--seed S] [--weights W]
-//                               [--log-json FILE] [--save STATE] [--save-every K] [--resume STATE]
+//                               [--log-json FILE] [--tensorboard DIR] [--save STATE] [--save-every K]
+//                               [--resume STATE]
 //                               [--grad-stats K]
 //   castor-run eval forward.plan --weights STATE --data idx:DIR [--split test] [--json]
 //   castor-run bench train.plan [--device cuda] [--steps N] [--warmup K] [--json]
@@ -33,7 +34,8 @@ int main(int argc, char **argv) {
   inferCmd->add_option("--input,-i", io.inputs, "Input .npy file, or NAME=FILE for a plan with several inputs")
       ->required();
   inferCmd->add_option("--output,-o", io.outputs, "Output .npy file, or NAME=FILE")->required();
-  inferCmd->add_option("--weights,-w", io.weights, "safetensors file with parameter values (by name)");
+  inferCmd->add_option("--weights,-w", io.weights,
+                       "safetensors file with parameter values (by name); default: the weights file the plan names");
   inferCmd->add_option("--init-seed", io.seed, "Seed of the initializers of parameters not in --weights");
   inferCmd->add_option("--device", io.device, "cpu or cuda (cuda: builds with -DCASTOR_ENABLE_CUDA=ON)");
   inferCmd->add_flag("--poison", io.poison, "Fill each tensor's arena slot with NaN after its last use");
@@ -50,8 +52,13 @@ int main(int argc, char **argv) {
   trainCmd->add_option("--seed", to.seed,
                        "Seed of the parameter initializers and of the data (synthetic batches, shuffling); "
                        "a resumed run keeps the data seed of its state file");
-  auto *weightsOpt = trainCmd->add_option("--weights", to.weights, "safetensors file with initial parameter values");
+  auto *weightsOpt = trainCmd->add_option(
+      "--weights", to.weights,
+      "safetensors file with initial parameter values; default: the weights file the plan names (castor compile "
+      "writes it beside the plan)");
   trainCmd->add_option("--log-json", to.logJson, "Append one JSON line per step (step, loss, accuracy, img_per_s)");
+  trainCmd->add_option("--tensorboard", to.tensorboard,
+                       "Directory for a TensorBoard event file: the per-step values of --log-json as scalars");
   trainCmd->add_option("--save", to.save, "Write the training state here at the end (atomically)");
   trainCmd->add_option("--save-every", to.saveEvery, "Also write it every K steps");
   trainCmd->add_option("--resume", to.resume, "Continue from a state written by --save")->excludes(weightsOpt);
@@ -75,7 +82,8 @@ int main(int argc, char **argv) {
   castor::run::EvalOptions eo;
   auto *evalCmd = app.add_subcommand("eval", "Accuracy of a forward plan on an IDX data set");
   evalCmd->add_option("plan", eo.plan, "Forward plan (input images, output logits \"output\")")->required();
-  evalCmd->add_option("--weights", eo.weights, "safetensors state (parameters by name)")->required();
+  evalCmd->add_option("--weights", eo.weights,
+                      "safetensors state (parameters by name); default: the weights file the plan names");
   evalCmd->add_option("--data", eo.data, "idx:DIR")->required();
   evalCmd->add_option("--split", eo.split, "test (t10k-* files) or train");
   evalCmd->add_option("--device", eo.device, "cpu or cuda (cuda: builds with -DCASTOR_ENABLE_CUDA=ON)");

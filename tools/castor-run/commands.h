@@ -25,6 +25,7 @@ struct TrainOptions {
   std::string device = "cpu";
   uint64_t seed = 0;
   std::string weights, logJson, save, resume;
+  std::string tensorboard; // directory for TensorBoard event files
   int64_t saveEvery = 0;
   int64_t classes = 0; // 0: from the plan's loss kernel
   double mean = 0.2860, std = 0.3530;

@@ -55,7 +55,10 @@ int eval(const EvalOptions &o) {
   const data::PixelNormalization normalization{o.mean, o.std};
 
   SessionOptions so;
-  so.weightsPath = o.weights;
+  auto paired = plan::weightsFileFor(p, o.plan, o.weights);
+  if (!paired)
+    return fail(paired.message());
+  so.weightsPath = *paired;
   so.requireAllFromFile = true;
   auto created = Session::create(std::move(p), std::move(*backend), so);
   if (!created)

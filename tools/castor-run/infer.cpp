@@ -69,7 +69,10 @@ int infer(const InferOptions &o) {
     return fail(outputs.message());
 
   SessionOptions so;
-  so.weightsPath = o.weights;
+  auto paired = plan::weightsFileFor(p, o.plan, o.weights);
+  if (!paired)
+    return fail(paired.message());
+  so.weightsPath = *paired;
   so.seed = o.seed;
   auto session = Session::create(std::move(p), std::move(*backend), so);
   if (!session)

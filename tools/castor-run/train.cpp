@@ -8,6 +8,7 @@
 #include "data/batch_source.h"
 #include "plan/plan_io.h"
 #include "train/checkpoint.h"
+#include "train/event_file.h"
 #include "train/trainer.h"
 #include "train/training_signature.h"
 
@@ -28,7 +29,8 @@ const char *progressLabel(const std::string &name) {
 // Prints each step as it ends, and keeps what the summary line needs.
 class StepReport final : public train::StepObserver {
 public:
-  StepReport(std::FILE *log, bool terminal, int64_t lastStep) : log_(log), terminal_(terminal), lastStep_(lastStep) {}
+  StepReport(std::FILE *log, train::EventFile *events, bool terminal, int64_t lastStep)
+      : log_(log), events_(events), terminal_(terminal), lastStep_(lastStep) {}
 
   void onStep(const train::StepMetrics &m) override {
     lastLoss = m.loss;
@@ -53,6 +55,22 @@ public:
                  terminal_ ? "\n" : "", m.step, "param", "mean |g|", "max |g|", "non-finite", rows);
       extraJson += ", \"grad_stats\": {" + members + "}";
     }
+    if (events_) {
+      // TensorBoard: the same values as the JSON line, grouped by prefix.
+      std::vector<std::pair<std::string, double>> scalars = {
+          {"train/loss", m.loss}, {"train/img_per_s", m.imagesPerSecond}, {"train/epoch", double(m.epoch)}};
+      if (m.correct >= 0)
+        scalars.push_back({"train/accuracy", m.accuracy});
+      for (const train::ReportedValue &v : m.scalars)
+        scalars.push_back({"train/" + v.name, v.value});
+      for (const train::GradientStats &g : m.gradStats) {
+        scalars.push_back({"grad_mean_abs/" + g.param, g.meanAbs});
+        scalars.push_back({"grad_max_abs/" + g.param, g.maxAbs});
+        scalars.push_back({"grad_non_finite/" + g.param, double(g.nonFinite)});
+      }
+      if (Status w = events_->addScalars(m.step, scalars); !w && eventError.empty())
+        eventError = w.message();
+    }
     if (log_) {
       fmt::print(log_,
                  "{{\"step\": {}, \"epoch\": {}, \"loss\": {}, \"accuracy\": {}, \"correct\": {}, \"img_per_s\": {}{}}}\n",
@@ -66,9 +84,11 @@ public:
   }
 
   double lastLoss = NAN, lastAccuracy = NAN, totalSeconds = 0;
+  std::string eventError; // the first failure to write an event, reported at the end
 
 private:
   std::FILE *log_;
+  train::EventFile *events_;
   bool terminal_;
   int64_t lastStep_;
 };
@@ -122,7 +142,14 @@ int train(const TrainOptions &o) {
   }
 
   SessionOptions so;
-  so.weightsPath = !o.resume.empty() ? o.resume : o.weights;
+  if (!o.resume.empty()) {
+    so.weightsPath = o.resume;
+  } else {
+    auto paired = plan::weightsFileFor(p, o.plan, o.weights);
+    if (!paired)
+      return fail(paired.message());
+    so.weightsPath = *paired;
+  }
   so.seed = o.seed;
   so.requireAllFromFile = !o.resume.empty();
   auto created = Session::create(std::move(p), std::move(*backend), so);
@@ -135,6 +162,13 @@ int train(const TrainOptions &o) {
     if (!log)
       return fail("cannot open " + o.logJson + " for writing");
   }
+  std::unique_ptr<train::EventFile> events;
+  if (!o.tensorboard.empty()) {
+    auto created = train::EventFile::create(o.tensorboard);
+    if (!created)
+      return fail(created.message());
+    events = std::move(*created);
+  }
   const bool terminal = ::isatty(STDERR_FILENO);
   const int64_t batch = signature->batch;
   train::TrainerOptions to;
@@ -143,7 +177,7 @@ int train(const TrainOptions &o) {
   to.checkpointPath = o.save;
   to.checkpointEvery = o.saveEvery;
   train::Trainer trainer(**created, batches, std::move(*signature), to, resumed.step);
-  StepReport report(log, terminal, resumed.step + o.steps);
+  StepReport report(log, events.get(), terminal, resumed.step + o.steps);
   Status ran = trainer.run(o.steps, report);
   const int rc = ran ? 0 : fail(ran.message());
   if (terminal)
@@ -152,6 +186,8 @@ int train(const TrainOptions &o) {
     std::fclose(log);
   if (rc != 0)
     return rc;
+  if (!report.eventError.empty())
+    return fail(report.eventError);
   if (!o.save.empty())
     if (Status w = trainer.saveCheckpoint(o.save); !w)
       return fail(w.message());

@@ -312,6 +312,15 @@ int runCompile() {
       llvm::errs() << "error: " << s.message() << "\n";
       return 1;
     }
+    // The plan names its weights file, so that castor-run finds it (and no other by mistake).
+    auto digest = plan::fileSha256(weightsFile);
+    if (!digest) {
+      llvm::errs() << "error: " << digest.message() << "\n";
+      return 1;
+    }
+    plan::WeightsFile &paired = *emitted->plan.mutable_weights_file();
+    paired.set_name(weightsFile.substr(weightsFile.rfind('/') + 1));
+    paired.set_sha256(*digest);
   }
   if (Status s = plan::writePlanFile(emitted->plan, planPath); !s) {
     llvm::errs() << "error: " << s.message() << "\n";
