@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -137,11 +138,13 @@ Status writePlanFile(const Plan &plan, const std::string &path) {
   return Status::ok();
 }
 
-Expected<Plan> readPlanFile(const std::string &path) {
+namespace {
+// Reads the file at `path` chunk by chunk into `consume`; `what` names it in errors.
+Status readChunks(const std::string &path, const std::string &what,
+                  const std::function<void(const uint8_t *, size_t)> &consume) {
   int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0)
-    return Status::error("cannot open plan " + path + ": " + errnoText());
-  std::vector<uint8_t> data;
+    return Status::error("cannot open " + what + path + ": " + errnoText());
   uint8_t chunk[1 << 16];
   for (;;) {
     ssize_t n = ::read(fd, chunk, sizeof(chunk));
@@ -150,13 +153,21 @@ Expected<Plan> readPlanFile(const std::string &path) {
         continue;
       std::string why = errnoText();
       ::close(fd);
-      return Status::error("cannot read plan " + path + ": " + why);
+      return Status::error("cannot read " + what + path + ": " + why);
     }
     if (n == 0)
       break;
-    data.insert(data.end(), chunk, chunk + n);
+    consume(chunk, size_t(n));
   }
   ::close(fd);
+  return Status::ok();
+}
+} // namespace
+
+Expected<Plan> readPlanFile(const std::string &path) {
+  std::vector<uint8_t> data;
+  CASTOR_RETURN_IF_ERROR(
+      readChunks(path, "plan ", [&](const uint8_t *p, size_t n) { data.insert(data.end(), p, p + n); }));
   auto plan = decodePlan(data.data(), data.size());
   if (!plan)
     return plan.status().withContext(path);
@@ -164,25 +175,8 @@ Expected<Plan> readPlanFile(const std::string &path) {
 }
 
 Expected<std::string> fileSha256(const std::string &path) {
-  int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0)
-    return Status::error("cannot open " + path + ": " + errnoText());
   Sha256 hash;
-  uint8_t chunk[1 << 16];
-  for (;;) {
-    ssize_t n = ::read(fd, chunk, sizeof(chunk));
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      std::string why = errnoText();
-      ::close(fd);
-      return Status::error("cannot read " + path + ": " + why);
-    }
-    if (n == 0)
-      break;
-    hash.update(chunk, size_t(n));
-  }
-  ::close(fd);
+  CASTOR_RETURN_IF_ERROR(readChunks(path, "", [&](const uint8_t *p, size_t n) { hash.update(p, n); }));
   return toHex(hash.finish());
 }
 

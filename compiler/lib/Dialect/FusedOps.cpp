@@ -10,14 +10,10 @@ using namespace castor;
 
 LogicalResult BatchNormReluTrainingOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
                                                         SmallVectorImpl<Type> &inferred) {
-  SmallVector<Value> data{op.getInput()};
-  if (op.getResidual()) {
-    if (op.getResidual().getType() != op.getInput().getType())
-      return emitOptionalError(loc, "residual must have the input's type, got ", op.getResidual().getType(), " and ",
-                               op.getInput().getType());
-    data.push_back(op.getResidual());
-  }
-  if (failed(checkRule(loc, shape::batchNormTypes(elementTypesOf(data), elementTypesOf({op.getScale(), op.getBias()})))))
+  auto data = batchNormData(loc, op.getInput(), op.getResidual());
+  if (failed(data))
+    return failure();
+  if (failed(checkRule(loc, shape::batchNormTypes(elementTypesOf(*data), elementTypesOf({op.getScale(), op.getBias()})))))
     return failure();
   auto rule = shape::batchNorm(shapeOf(op.getInput()), {shapeOf(op.getScale()), shapeOf(op.getBias())});
   if (failed(appendInferred(loc, rule, getElementTypeOrSelf(op.getInput().getType()), inferred)))

@@ -52,15 +52,11 @@ LogicalResult BatchNormTrainingOp::inferReturnTypes(MLIRContext *, std::optional
 
 LogicalResult BatchNormApplyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
                                                  SmallVectorImpl<Type> &inferred) {
-  SmallVector<Value> data{op.getInput()};
-  if (op.getResidual()) {
-    if (op.getResidual().getType() != op.getInput().getType())
-      return emitOptionalError(loc, "residual must have the input's type, got ", op.getResidual().getType(), " and ",
-                               op.getInput().getType());
-    data.push_back(op.getResidual());
-  }
+  auto data = batchNormData(loc, op.getInput(), op.getResidual());
+  if (failed(data))
+    return failure();
   SmallVector<Value> perChannelValues{op.getScale(), op.getBias(), op.getBatchMean(), op.getBatchInvStd()};
-  if (failed(checkRule(loc, shape::batchNormTypes(elementTypesOf(data), elementTypesOf(perChannelValues)))))
+  if (failed(checkRule(loc, shape::batchNormTypes(elementTypesOf(*data), elementTypesOf(perChannelValues)))))
     return failure();
   std::vector<shape::Shape> channelShapes;
   for (Value v : perChannelValues)

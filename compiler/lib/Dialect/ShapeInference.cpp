@@ -54,4 +54,15 @@ LogicalResult requireSameElementType(std::optional<Location> loc, ValueRange val
   return success();
 }
 
+FailureOr<SmallVector<Value>> batchNormData(std::optional<Location> loc, Value input, Value residual) {
+  SmallVector<Value> data{input};
+  if (residual) {
+    if (residual.getType() != input.getType())
+      return emitOptionalError(loc, "residual must have the input's type, got ", residual.getType(), " and ",
+                               input.getType());
+    data.push_back(residual);
+  }
+  return data;
+}
+
 } // namespace castor

@@ -34,4 +34,9 @@ mlir::LogicalResult appendInferred(std::optional<mlir::Location> loc, const shap
 mlir::LogicalResult requireSameElementType(std::optional<mlir::Location> loc, mlir::ValueRange values,
                                            llvm::StringRef what);
 
+// The data operands of a batch norm with an optional residual (null: none): the input, then the
+// residual, which must have the input's type (a message at `loc` otherwise).
+mlir::FailureOr<llvm::SmallVector<mlir::Value>> batchNormData(std::optional<mlir::Location> loc, mlir::Value input,
+                                                              mlir::Value residual);
+
 } // namespace castor
