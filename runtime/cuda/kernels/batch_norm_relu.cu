@@ -18,7 +18,9 @@ struct Tiling {
   int V, P, PB, RB; // channels per pack, packs per row, packs per block, rows per block pass
   dim3 grid;        // (channel blocks, row groups)
 };
-Tiling tiling(int64_t rows, int64_t C, int V) {
+// Row groups of at least `minRows` rows each (reductions want 16 rows a group before they merge;
+// the element-wise pass takes any).
+Tiling tiling(int64_t rows, int64_t C, int V, int64_t minRows = 16) {
   Tiling t;
   t.V = V;
   t.P = int(C / V);
@@ -26,7 +28,7 @@ Tiling tiling(int64_t rows, int64_t C, int V) {
   t.RB = kBlock / t.PB;
   const int64_t channelBlocks = (t.P + t.PB - 1) / t.PB;
   const int64_t want = std::max<int64_t>(1, int64_t(smCount()) * kBlocksPerSm / channelBlocks);
-  const int64_t most = std::max<int64_t>(1, rows / (int64_t(t.RB) * 16));
+  const int64_t most = std::max<int64_t>(1, rows / (int64_t(t.RB) * minRows));
   t.grid = dim3(unsigned(channelBlocks), unsigned(std::min<int64_t>({want, most, 65535})));
   return t;
 }
@@ -155,15 +157,6 @@ __global__ void applyRowsKernel(const T *x, const T *z, T *y, const float *coef,
       store<T, V>(y + row * C + c0, v[u]);
     }
   }
-}
-
-// The grid of applyRowsKernel: the tiling's channel blocks, and enough row groups to keep
-// every multiprocessor busy (the tiling sizes its row groups for reductions).
-dim3 applyGrid(const Tiling &t, int64_t rows) {
-  const int64_t channelBlocks = t.grid.x;
-  const int64_t want = std::max<int64_t>(1, int64_t(smCount()) * kBlocksPerSm / channelBlocks);
-  const int64_t most = std::max<int64_t>(1, (rows + t.RB - 1) / t.RB);
-  return dim3(t.grid.x, unsigned(std::min<int64_t>({want, most, 65535})));
 }
 
 // coef = scale inv_std per channel (batch_norm_apply).
@@ -313,7 +306,7 @@ cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, R
     statsKernel<T, V><<<t.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), rows, C, t.P, t.PB, t.RB, w.partial);
     statsFinishKernel<<<unsigned(C), kThreads, 0, s>>>(x.p, x.dt, w.partial, int(t.grid.y), rows, C, eps, scale, mean,
                                                       invStd, w.coef);
-    applyRowsKernel<T, V, true><<<applyGrid(t, rows), kBlock, 0, s>>>(
+    applyRowsKernel<T, V, true><<<tiling(rows, C, V, 1).grid, kBlock, 0, s>>>(
         static_cast<const T *>(x.p), static_cast<const T *>(z.p), static_cast<T *>(y.p), w.coef, mean, bias, rows, C,
         t.P, t.PB, t.RB);
     return cudaGetLastError();
@@ -335,8 +328,8 @@ cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const f
     T *yp = static_cast<T *>(y.p);
     if (B == 1) { // channels last: rows of C, packs of V channels
       const int64_t rows = A;
-      const Tiling t = tiling(rows, C, V);
-      const dim3 grid = applyGrid(t, rows);
+      const Tiling t = tiling(rows, C, V, 1);
+      const dim3 grid = t.grid;
       if (relu)
         applyRowsKernel<T, V, true><<<grid, kBlock, 0, s>>>(xp, zp, yp, coef, mean, bias, rows, C, t.P, t.PB, t.RB);
       else
