@@ -130,8 +130,8 @@ struct RecomputePass : castor::impl::CastorRecomputeBase<RecomputePass> {
     auto liveness = castor::analyzeStepLiveness(trial, /*requireKernels=*/false);
     uint64_t peak = 0;
     if (succeeded(liveness))
-      peak = castor::planArena(liveness->lifetimes, uint64_t(alignment)).arenaBytes + castor::bytesBesideArena(f) +
-             uint64_t(workspaceBytes);
+      peak = castor::plannedPeakBytes(trial, castor::planArena(liveness->lifetimes, uint64_t(alignment)).arenaBytes,
+                                      uint64_t(workspaceBytes));
     trial.erase();
     if (failed(liveness))
       return failure();

@@ -693,6 +693,9 @@ Status validatePlan(const Plan &plan) {
                          " (this runtime reads version " + std::to_string(kPlanFormatVersion) + ")");
   if (plan.batch() < 0)
     return Status::error("negative batch " + std::to_string(plan.batch()));
+  if (plan.reserve_bytes() > plan.workspace_limit_bytes())
+    return Status::error("reserve of " + std::to_string(plan.reserve_bytes()) +
+                         " bytes beyond the workspace limit of " + std::to_string(plan.workspace_limit_bytes()));
 
   // Tensors.
   std::unordered_map<uint32_t, const Tensor *> byId;

@@ -196,6 +196,11 @@ TEST_CASE("the validator refuses inconsistent plans before any memory is touched
     p.set_format_version(9);
     expected = "format version 9";
   }
+  SECTION("reserve beyond the workspace limit") {
+    p.set_workspace_limit_bytes(1 << 20);
+    p.set_reserve_bytes((1 << 20) + 1);
+    expected = "beyond the workspace limit";
+  }
   Status s = plan::validatePlan(p);
   REQUIRE_FALSE(s.isOk());
   CHECK_THAT(s.message(), Contains(expected));

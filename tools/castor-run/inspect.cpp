@@ -111,6 +111,11 @@ int inspect(const std::string &path, bool asJson) {
   fmt::print("  arena {} ({} bytes); tensors total {}, {:.0f}% of the arena (above 100%: slots reused)\n",
              humanBytes(p.arena_bytes()), p.arena_bytes(), humanBytes(tensorBytes),
              p.arena_bytes() ? 100.0 * double(tensorBytes) / double(p.arena_bytes()) : 0.0);
+  if (p.predicted_peak_bytes() > 0)
+    fmt::print("  predicted device peak {} ({} bytes); workspace limit {} of which {} kept for the fused kernels' "
+               "reserve\n",
+               humanBytes(p.predicted_peak_bytes()), p.predicted_peak_bytes(), humanBytes(p.workspace_limit_bytes()),
+               humanBytes(p.reserve_bytes()));
   fmt::print("  {} kernels, {} tensors, {} parameters ({} values, {})\n", p.kernels_size(), p.tensors_size(),
              p.parameters_size(), paramValues, humanBytes(paramBytes));
   fmt::print("  validation: {}\n", valid ? std::string("ok") : valid.message());

@@ -86,9 +86,10 @@ cl::opt<std::string> memoryBudget("memory-budget",
                                   cl::desc("Planned device memory the step must fit with --recompute auto, e.g. 6GiB"),
                                   cl::sub(compileCommand));
 cl::opt<std::string> workspaceLimit("workspace-limit",
-                                    cl::desc("Device memory beside the arena for library workspaces and per-layer "
-                                             "buffers, part of the planned peak (default 512MiB)"),
-                                    cl::init("512MiB"), cl::sub(compileCommand));
+                                    cl::desc("Device memory for library workspaces, part of the planned peak: a "
+                                             "size such as 256MiB, or auto (1/64 of the arena between 64 MiB and "
+                                             "512 MiB); the fused kernels' reserve is added to it"),
+                                    cl::init("auto"), cl::sub(compileCommand));
 cl::opt<std::string> reportDir("report",
                                cl::desc("Directory for the memory report: memory.json, memory.png/.svg (planned "
                                         "memory over the kernels by kind) and report.html (with the saved tensors)"),
@@ -154,7 +155,7 @@ void printReport(const plan::Plan &p, mlir::ModuleOp module, double seconds, con
                                 tensorBytes ? 100.0 * double(p.arena_bytes()) / double(tensorBytes) : 0.0);
   if (p.predicted_peak_bytes() > 0)
     llvm::errs() << llvm::formatv("  planned device peak: {0:F1} MiB (arena, inputs and staging, workspace limit "
-                                  "{1:F1} MiB)\n",
+                                  "{1:F1} MiB with the fused kernels' reserve)\n",
                                   mib(p.predicted_peak_bytes()), mib(p.workspace_limit_bytes()));
   module.walk([&](mlir::func::FuncOp f) {
     auto values = f->getAttrOfType<mlir::IntegerAttr>("castor.recomputed_values");
@@ -192,9 +193,9 @@ int runCompile() {
     llvm::errs() << "error: --fuse must be auto or none\n";
     return 1;
   }
-  const uint64_t workspaceBytes = parseByteSize(workspaceLimit);
-  if (!workspaceBytes) {
-    llvm::errs() << "error: --workspace-limit must be a size such as 512MiB, got '" << workspaceLimit << "'\n";
+  const uint64_t workspaceBytes = workspaceLimit == "auto" ? 0 : parseByteSize(workspaceLimit);
+  if (!workspaceBytes && workspaceLimit != "auto") {
+    llvm::errs() << "error: --workspace-limit must be auto or a size such as 512MiB, got '" << workspaceLimit << "'\n";
     return 1;
   }
   if (!train && recomputePolicy != "none") {

@@ -91,7 +91,8 @@ std::string writeMemoryReport(func::FuncOp step, const std::string &dir, const c
   auto arenaAttr = step->getAttrOfType<IntegerAttr>("castor.arena_bytes");
   auto workspaceAttr = step->getAttrOfType<IntegerAttr>("castor.workspace_limit");
   const uint64_t arena = arenaAttr ? uint64_t(arenaAttr.getInt()) : 0;
-  const uint64_t workspace = workspaceAttr ? uint64_t(workspaceAttr.getInt()) : 0;
+  const uint64_t workspace =
+      workspaceAttr ? workspaceLimitBytes(step, arena, uint64_t(workspaceAttr.getInt())) : 0;
   const uint64_t beside = bytesBesideArena(step);
 
   llvm::json::Array kernelRows;

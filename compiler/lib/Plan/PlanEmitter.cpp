@@ -110,12 +110,14 @@ public:
     out_.plan.set_target(target);
     out_.plan.set_batch(batch);
     out_.plan.set_arena_bytes(uint64_t(arena.getInt()));
-    uint64_t workspace = 0;
-    if (auto limit = func_->getAttrOfType<IntegerAttr>("castor.workspace_limit"))
-      workspace = uint64_t(limit.getInt());
-    out_.plan.set_workspace_limit_bytes(workspace);
-    if (workspace)
-      out_.plan.set_predicted_peak_bytes(uint64_t(arena.getInt()) + bytesBesideArena(func_) + workspace);
+    // `castor.workspace_limit` is the requested library workspace (0: the default); without it
+    // the plan has no limit and no prediction.
+    if (auto limit = func_->getAttrOfType<IntegerAttr>("castor.workspace_limit")) {
+      const uint64_t arenaBytes = uint64_t(arena.getInt()), requested = uint64_t(limit.getInt());
+      out_.plan.set_workspace_limit_bytes(workspaceLimitBytes(func_, arenaBytes, requested));
+      out_.plan.set_reserve_bytes(fusedReserveBytes(func_));
+      out_.plan.set_predicted_peak_bytes(plannedPeakBytes(func_, arenaBytes, requested));
+    }
 
     Block &body = func_.getBody().front();
     for (BlockArgument arg : body.getArguments()) {

@@ -3,6 +3,7 @@
 
 #include "castor/Dialect/CastorOps.h"
 
+#include <algorithm>
 #include <limits>
 
 using namespace mlir;
@@ -30,6 +31,25 @@ uint64_t bytesBesideArena(func::FuncOp func) {
       staging = std::max(staging, bytes);
   }
   return inputs + staging;
+}
+
+uint64_t fusedReserveBytes(func::FuncOp func) {
+  uint64_t reserve = uint64_t(1) << 20;
+  func.walk([&](BatchNormReluTrainingOp op) {
+    const uint64_t bits = uint64_t(llvm::cast<RankedTensorType>(op->getResult(0).getType()).getNumElements());
+    reserve += ((bits + 7) / 8 + 255) / 256 * 256;
+  });
+  return reserve;
+}
+
+uint64_t workspaceLimitBytes(func::FuncOp func, uint64_t arenaBytes, uint64_t requestedBytes) {
+  constexpr uint64_t kMiB = uint64_t(1) << 20;
+  const uint64_t workspace = requestedBytes ? requestedBytes : std::clamp<uint64_t>(arenaBytes / 64, 64 * kMiB, 512 * kMiB);
+  return workspace + fusedReserveBytes(func);
+}
+
+uint64_t plannedPeakBytes(func::FuncOp func, uint64_t arenaBytes, uint64_t requestedWorkspaceBytes) {
+  return arenaBytes + bytesBesideArena(func) + workspaceLimitBytes(func, arenaBytes, requestedWorkspaceBytes);
 }
 
 Operation *lastLoss(func::FuncOp func) {

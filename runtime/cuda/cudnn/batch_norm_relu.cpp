@@ -10,7 +10,8 @@
 //   with ctx.persistentBuffer under the saved inverse std's id (cudnn/batch_norm_ex.cpp keeps
 //   its own under the saved mean's: the composed way's batch norm). cuDNN runs these for NHWC
 //   fp16 data with fp32 per-channel tensors and C a multiple of 4 only; a layer is checked
-//   against those conditions, then against cuDNN's size queries, which refuse what it cannot run.
+//   against those conditions, then against cuDNN's size queries, which refuse what it cannot run,
+//   and against what the plan's workspace limit has left for its reserve space.
 // - own: Castor's fused kernels (kernels/batch_norm_relu.cu) for channels-last f32/f16/bf16 data:
 //   a per-channel reduction and one element-wise pass each way, ReLU, residual add and the
 //   residual's gradient included; they take the layers cuDNN's fused kernel does not (bf16, C not
@@ -455,6 +456,12 @@ Expected<RunFn> buildForward(DeviceContext &ctx, const Kernel &k, const TensorLi
   const uint32_t layer = out[1]->id();
   const std::string forced = forcedWay();
   auto f = fusedLayer(ctx, in[0], forwardPerChannel(in, out), in.size() == 4);
+  // The reserve space stays allocated for the plan's lifetime: a layer whose reserve the plan's
+  // workspace limit has no room left for runs another way rather than failing the plan.
+  if (f && ctx.besideArenaBudget &&
+      ctx.persistentBytes + f->reserveBytes + ctx.workspaceBytes + DeviceContext::kSmallBufferShare > ctx.besideArenaBudget)
+    f = Status::error("its reserve space of " + std::to_string(f->reserveBytes) +
+                      " bytes does not fit what is left of the plan's workspace limit");
   TensorList data{in[0], out[0]};
   if (in.size() == 4)
     data.push_back(in[3]);

@@ -167,8 +167,11 @@ public:
     CASTOR_CUBLAS(cublasLtCreate(&ctx_.cublasLt));
     CASTOR_CUDA(cudaMemGetInfo(&freeBytes, &totalBytes));
     ctx_.workspaceLimit = std::min<size_t>(size_t(1) << 30, freeBytes / 2);
-    if (plan_.workspace_limit_bytes() > 0) // part of the plan's predicted peak: keep to it
-      ctx_.besideArenaBudget = ctx_.workspaceLimit = size_t(plan_.workspace_limit_bytes());
+    if (plan_.workspace_limit_bytes() > 0) { // part of the plan's predicted peak: keep to it
+      ctx_.besideArenaBudget = size_t(plan_.workspace_limit_bytes());
+      ctx_.persistentShare = std::min(size_t(plan_.reserve_bytes()), ctx_.besideArenaBudget);
+      ctx_.updateWorkspaceLimit();
+    }
     CASTOR_CUDA(cudaEventCreate(&start_));
     CASTOR_CUDA(cudaEventCreate(&stop_));
     cuda::configureDevice(ctx_.smCount); // the own kernels size their grids for this GPU

@@ -2,6 +2,8 @@
 // which plan op.
 #include "cuda/executor/device_context.h"
 
+#include <algorithm>
+
 #include <unordered_map>
 
 namespace castor::cuda {
@@ -38,8 +40,7 @@ Expected<void *> DeviceContext::persistentBuffer(uint32_t key, size_t bytes) {
   CASTOR_CUDA(cudaMalloc(&p, bytes > 0 ? bytes : 1));
   persistent[key] = {p, bytes};
   persistentBytes += bytes;
-  if (besideArenaBudget)
-    workspaceLimit = besideArenaBudget - persistentBytes;
+  updateWorkspaceLimit();
   return p;
 }
 
@@ -49,9 +50,15 @@ void DeviceContext::releasePersistentBuffer(uint32_t key) {
     return;
   cudaFree(it->second.first);
   persistentBytes -= it->second.second;
-  if (besideArenaBudget)
-    workspaceLimit = besideArenaBudget - persistentBytes;
+  updateWorkspaceLimit();
   persistent.erase(it);
+}
+
+void DeviceContext::updateWorkspaceLimit() {
+  if (besideArenaBudget) {
+    const size_t kept = std::max(persistentShare, persistentBytes);
+    workspaceLimit = besideArenaBudget > kept ? besideArenaBudget - kept : 0;
+  }
 }
 
 Status DeviceContext::copyUnlessSame(const plan::Tensor *from, const plan::Tensor *to) const {

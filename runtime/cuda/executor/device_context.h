@@ -70,7 +70,16 @@ struct DeviceContext {
   // The plan's workspace limit (0: none): the shared workspace and the persistent buffers
   // together stay within it, workspaceLimit being what persistent buffers leave of it.
   size_t besideArenaBudget = 0;
+  // The part of that budget kept for persistent buffers (the plan's reserve_bytes): library
+  // workspaces are held to the rest, so that a layer built early cannot take the room of the
+  // reserve spaces of the layers after it.
+  size_t persistentShare = 0;
+  // Of that share, what large buffers (cuDNN's reserve spaces) leave for the own kernels' small
+  // per-layer scratch: the 1 MiB the compiler adds to the reserve (StepLiveness.h).
+  static constexpr size_t kSmallBufferShare = size_t(1) << 20;
   Expected<void *> persistentBuffer(uint32_t key, size_t bytes);
+  // workspaceLimit from the budget, its persistent share and the persistent buffers so far.
+  void updateWorkspaceLimit();
   // Frees the buffer of `key`, if any (a tuning candidate that lost).
   void releasePersistentBuffer(uint32_t key);
 

@@ -35,8 +35,23 @@ mlir::FailureOr<StepLiveness> analyzeStepLiveness(mlir::func::FuncOp func, bool 
 // Device bytes a backend allocates beside the arena for `func`'s step, other than library
 // workspaces: a buffer per input (arguments that are not training state) and a staging buffer as
 // large as the largest 4-D state tensor (channels-last uploads). The planned peak of a step is
-// its arena, these, and the plan's workspace limit.
+// its arena, these, and the plan's workspace limit (workspaceLimitBytes).
 uint64_t bytesBesideArena(mlir::func::FuncOp func);
+
+// The plan's workspace limit: what a backend may allocate beside the arena, the inputs and the
+// staging buffer, and must stay within. Two parts:
+// - library workspaces: `requestedBytes` (`castor compile --workspace-limit`), or with 0 the
+//   default, 1/64 of the arena between 64 MiB and 512 MiB (convolution workspaces grow with the
+//   activations, and a fixed figure would be most of a small plan's slack);
+// - the fused kernels' reserve: a bit per element of each fused batch-norm-ReLU's output, the
+//   ReLU's mask that cuDNN's fused kernel keeps from the forward to the backward, rounded up to
+//   256 bytes, plus 1 MiB for the small per-layer buffers of the backend's own kernels.
+// A backend that would need more for a layer runs that layer another way (runtime/cuda).
+uint64_t workspaceLimitBytes(mlir::func::FuncOp func, uint64_t arenaBytes, uint64_t requestedBytes);
+// The part of that limit that is the fused kernels' reserve.
+uint64_t fusedReserveBytes(mlir::func::FuncOp func);
+// The planned peak: arena + bytesBesideArena + workspaceLimitBytes.
+uint64_t plannedPeakBytes(mlir::func::FuncOp func, uint64_t arenaBytes, uint64_t requestedWorkspaceBytes);
 
 // The step's last loss (null when there is none): every forward, each micro-batch's, comes
 // before it and the backward after it.

@@ -185,8 +185,8 @@ def CastorRecompute : Pass<"castor-recompute", "mlir::func::FuncOp"> {
     copy costs on a roofline (max of its bytes read and written over `bandwidth-gbs` and its
     flops over `peak-tflops`, plus `launch-us`; the largest first among equals), taking the
     shortest prefix of that order whose planned peak (the arena as castor-plan-memory would
-    place it, the buffers a backend allocates beside it, and `workspace-bytes`, the plan's
-    workspace limit) fits `memory-budget`: prefixes at a stride of 1/32 of the candidates,
+    place it, the buffers a backend allocates beside it, and the plan's workspace limit with
+    `workspace-bytes` of library workspace, StepLiveness.h) fits `memory-budget`: prefixes at a stride of 1/32 of the candidates,
     then bisection (the peak falls with the prefix until copies chain, then rises). A
     1x1 convolution over few channels costs about what an element-wise pass over its output
     does, so it can come before a batch norm's output; a 3x3 convolution comes late. When
@@ -199,7 +199,7 @@ def CastorRecompute : Pass<"castor-recompute", "mlir::func::FuncOp"> {
     Option<"memoryBudget", "memory-budget", "std::string", /*default=*/"\"\"",
            "planned peak the auto policy must fit, e.g. 6GiB, 512MiB or bytes">,
     Option<"workspaceBytes", "workspace-bytes", "int64_t", /*default=*/"0",
-           "the plan's workspace limit, which the budget also covers">,
+           "library workspace the plan allows, which the budget also covers (0: the default, 1/64 of the arena between 64 and 512 MiB)">,
     Option<"alignment", "alignment", "int64_t", /*default=*/"256", "the memory planner's alignment">,
     Option<"bandwidthGBs", "bandwidth-gbs", "double", /*default=*/"3000",
            "the roofline's memory bandwidth in GB/s, for the cost of a copy">,
