@@ -87,7 +87,7 @@ cl::opt<std::string> memoryBudget("memory-budget",
                                   cl::sub(compileCommand));
 cl::opt<std::string> workspaceLimit("workspace-limit",
                                     cl::desc("Device memory for library workspaces, part of the planned peak: a "
-                                             "size such as 256MiB, or auto (1/64 of the arena between 64 MiB and "
+                                             "size such as 256MiB, or auto (1/64 of the arena between 128 MiB and "
                                              "512 MiB); the fused kernels' reserve is added to it"),
                                     cl::init("auto"), cl::sub(compileCommand));
 cl::opt<std::string> reportDir("report",

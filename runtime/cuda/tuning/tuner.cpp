@@ -75,6 +75,13 @@ Expected<float> timeCandidate(DeviceContext &ctx, const Executable &e, void *wor
   return times[kTimedRuns / 2];
 }
 
+size_t powerOfTwoAtMost(size_t n) {
+  size_t p = 1;
+  while (p <= n / 2)
+    p *= 2;
+  return n ? p : 0;
+}
+
 // choose() before its choice is noted under the kernel being built.
 Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &layerKey,
                                  const std::vector<Candidate> &candidates) {
@@ -85,8 +92,16 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &layerKey
     lastCachePath = cachePath(ctx);
   }
 
-  // The cached choice, if it still builds here (a stale entry is timed again and replaced).
-  if (auto hit = lookup(ctx, layerKey)) {
+  // A choice made with every candidate in the race is kept under the layer's key; one made with
+  // candidates left out for their workspace, under the key and the limit (in MiB, rounded down
+  // to a power of two), so that a plan with a small limit never replaces the choice a plan with
+  // room makes, whichever runs first.
+  const std::string limitedKey = layerKey + "|workspace<=" + std::to_string(powerOfTwoAtMost(ctx.workspaceLimit >> 20)) + "MiB";
+  // The cached choice, if it still builds here within the limit (else timed again).
+  for (const std::string &key : {layerKey, limitedKey}) {
+    auto hit = lookup(ctx, key);
+    if (!hit)
+      continue;
     for (const Candidate &c : candidates) {
       if (c.name != hit->candidate)
         continue;
@@ -110,6 +125,7 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &layerKey
   const size_t compiledLimit = envCount("CASTOR_TUNING_MAX_COMPILED", 0);
   std::vector<Built> built;
   std::string lastError;
+  bool leftOutForWorkspace = false;
   auto tryBuild = [&](const Candidate &c) {
     auto e = c.build();
     if (!e) {
@@ -118,6 +134,7 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &layerKey
     }
     if (e->workspaceBytes > ctx.workspaceLimit) {
       lastError = c.name + ": needs a workspace of " + std::to_string(e->workspaceBytes) + " bytes";
+      leftOutForWorkspace = true;
       return;
     }
     built.push_back(Built{&c, std::move(*e)});
@@ -174,7 +191,7 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &layerKey
   if (!best)
     return Status::error("no candidate runs (last: " + lastError + ")");
   ++timedLayers;
-  record(ctx, layerKey, CacheEntry{best->candidate->name, double(bestMs)});
+  record(ctx, leftOutForWorkspace ? limitedKey : layerKey, CacheEntry{best->candidate->name, double(bestMs)});
   Choice choice;
   choice.name = best->candidate->name;
   choice.executable = best->executable;

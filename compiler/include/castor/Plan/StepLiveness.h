@@ -41,7 +41,7 @@ uint64_t bytesBesideArena(mlir::func::FuncOp func);
 // The plan's workspace limit: what a backend may allocate beside the arena, the inputs and the
 // staging buffer, and must stay within. Two parts:
 // - library workspaces: `requestedBytes` (`castor compile --workspace-limit`), or with 0 the
-//   default, 1/64 of the arena between 64 MiB and 512 MiB (convolution workspaces grow with the
+//   default, 1/64 of the arena between 128 MiB and 512 MiB (convolution workspaces grow with the
 //   activations, and a fixed figure would be most of a small plan's slack);
 // - the fused kernels' reserve: a bit per element of each fused batch-norm-ReLU's output, the
 //   ReLU's mask that cuDNN's fused kernel keeps from the forward to the backward, rounded up to

@@ -199,7 +199,7 @@ def CastorRecompute : Pass<"castor-recompute", "mlir::func::FuncOp"> {
     Option<"memoryBudget", "memory-budget", "std::string", /*default=*/"\"\"",
            "planned peak the auto policy must fit, e.g. 6GiB, 512MiB or bytes">,
     Option<"workspaceBytes", "workspace-bytes", "int64_t", /*default=*/"0",
-           "library workspace the plan allows, which the budget also covers (0: the default, 1/64 of the arena between 64 and 512 MiB)">,
+           "library workspace the plan allows, which the budget also covers (0: the default, 1/64 of the arena between 128 and 512 MiB)">,
     Option<"alignment", "alignment", "int64_t", /*default=*/"256", "the memory planner's alignment">,
     Option<"bandwidthGBs", "bandwidth-gbs", "double", /*default=*/"3000",
            "the roofline's memory bandwidth in GB/s, for the cost of a copy">,
