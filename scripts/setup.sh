@@ -14,6 +14,7 @@ DEBIAN_PACKAGES=(
   libfmt-dev catch2 libcli11-dev
   zlib1g-dev libzstd-dev libedit-dev libcurl4-openssl-dev libxml2-dev
   dataset-fashion-mnist
+  libturbojpeg0-dev libpng-dev
 )
 
 missing=()
@@ -28,6 +29,6 @@ fi
 PY=${PYTHON:-python3}
 # Versions that ship cp311 wheels.
 $PY -m pip install -q --disable-pip-version-check \
-  "onnx==1.17.0" "numpy==1.26.4" "onnxruntime==1.20.1" "protobuf==5.29.3" "matplotlib==3.9.2" "tensorboard==2.18.0"
+  "onnx==1.17.0" "numpy==1.26.4" "onnxruntime==1.20.1" "protobuf==5.29.3" "matplotlib==3.9.2" "tensorboard==2.18.0" "pillow==13.0.0"
 # The cuDNN frontend is header-only C++; its declared dependencies serve its Python DSL only.
 $PY -m pip install -q --disable-pip-version-check --no-deps "nvidia-cudnn-frontend==1.18.0"

@@ -90,6 +90,21 @@ Status Session::setInput(const std::string &name, const HostTensor &value) {
   return Status::error("the plan has no input named '" + name + "'");
 }
 
+Status Session::setInputPixels(const std::string &name, const uint8_t *pixels, const PixelTransform &transform) {
+  for (const plan::Binding &b : plan_.inputs())
+    if (b.name() == name)
+      return backend_->uploadPixels(*byId(b.tensor()), pixels, transform);
+  return Status::error("the plan has no input named '" + name + "'");
+}
+
+Status Session::generateInputPixels(const std::string &name, uint64_t seed, int64_t step,
+                                    const PixelTransform &transform) {
+  for (const plan::Binding &b : plan_.inputs())
+    if (b.name() == name)
+      return backend_->generatePixels(*byId(b.tensor()), seed, step, transform);
+  return Status::error("the plan has no input named '" + name + "'");
+}
+
 Status Session::run() { return backend_->run(); }
 
 Expected<HostTensor> Session::tensor(uint32_t id) {

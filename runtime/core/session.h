@@ -39,6 +39,11 @@ public:
 
   // Shape must match the bound tensor; floating-point data is converted to its dtype.
   Status setInput(const std::string &name, const HostTensor &value);
+  // 8-bit images into image input `name` [N, C, H, W]: pixels[N][H][W][C] through `transform`
+  // (castor/pixel_input.h), converted where the step runs.
+  Status setInputPixels(const std::string &name, const uint8_t *pixels, const PixelTransform &transform);
+  // The synthetic pixels of (seed, step) into image input `name`, made where the step runs.
+  Status generateInputPixels(const std::string &name, uint64_t seed, int64_t step, const PixelTransform &transform);
   Status run();
   // The bound tensor, in its own dtype.
   Expected<HostTensor> output(const std::string &name);

@@ -1,11 +1,11 @@
 #include "data/batch_source.h"
 
+#include "data/folder_source.h"
 #include "data/idx_source.h"
 #include "data/npy_source.h"
 #include "data/synthetic_source.h"
 
-#include <functional>
-#include <numeric>
+#include <cstring>
 
 namespace castor::data {
 namespace {
@@ -17,20 +17,29 @@ std::string dirAfter(const std::string &spec, const std::string &prefix) {
 
 } // namespace
 
+void pixelsToValues(const std::vector<uint8_t> &pixels, const PixelShape &shape, const PixelTransform &transform,
+                    std::vector<double> &values) {
+  std::vector<uint8_t> f32(shape.count() * 4);
+  pixelsToTensor(pixels.data(), shape, transform, plan::F32, f32.data());
+  values.resize(shape.count());
+  for (size_t i = 0; i < values.size(); ++i) {
+    float v;
+    std::memcpy(&v, &f32[4 * i], 4);
+    values[i] = double(v);
+  }
+}
+
 Expected<std::unique_ptr<BatchSource>> openBatchSource(const std::string &spec, const BatchShape &shape,
                                                        const SourceOptions &options) {
-  const int64_t batch = shape.images.empty() ? 0 : shape.images[0];
   if (spec == "synthetic") {
     int64_t classes = options.syntheticClasses > 0 ? options.syntheticClasses : shape.classes;
     if (classes <= 0)
       classes = 10;
-    const int64_t perImage = batch > 0 ? std::accumulate(shape.images.begin() + 1, shape.images.end(), int64_t(1),
-                                                         std::multiplies<int64_t>())
-                                       : 0;
-    return std::unique_ptr<BatchSource>(std::make_unique<SyntheticSource>(options.seed, batch, perImage, classes));
+    return std::unique_ptr<BatchSource>(std::make_unique<SyntheticSource>(options.seed, shape.images, classes));
   }
   if (std::string dir = dirAfter(spec, "idx:"); !dir.empty()) {
-    auto source = IdxSource::open(dir, shape.images, options.seed, options.normalization);
+    auto source = IdxSource::open(dir, shape.images, options.seed, pixelTransform(options.mean.empty() ? std::vector<double>{0.2860} : options.mean,
+                                                               options.std.empty() ? std::vector<double>{0.3530} : options.std, 1));
     if (!source)
       return source.status();
     return std::unique_ptr<BatchSource>(std::move(*source));
@@ -41,7 +50,20 @@ Expected<std::unique_ptr<BatchSource>> openBatchSource(const std::string &spec, 
       return source.status();
     return std::unique_ptr<BatchSource>(std::move(*source));
   }
-  return Status::error("unknown --data '" + spec + "' (synthetic, idx:DIR or npy:DIR)");
+  if (std::string dir = dirAfter(spec, "folder:"); !dir.empty()) {
+    FolderOptions folder;
+    folder.seed = options.seed;
+    folder.reducedDecode = options.reducedDecode;
+    folder.skipCorrupt = options.skipCorrupt;
+    folder.threads = options.threads;
+    folder.mean = options.mean;
+    folder.std = options.std;
+    auto source = FolderSource::open(dir, shape.images, shape.classes, std::move(folder));
+    if (!source)
+      return source.status();
+    return std::unique_ptr<BatchSource>(std::move(*source));
+  }
+  return Status::error("unknown --data '" + spec + "' (synthetic, idx:DIR, npy:DIR or folder:DIR)");
 }
 
 } // namespace castor::data

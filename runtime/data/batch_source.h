@@ -4,8 +4,8 @@
 // uninterrupted one would have seen.
 #pragma once
 
+#include "castor/pixel_input.h"
 #include "castor/status.h"
-#include "data/normalization.h"
 
 #include <cstdint>
 #include <map>
@@ -18,12 +18,33 @@ namespace castor::data {
 // Metadata entries of a training state ("castor.data.epoch" -> "3", ...).
 using DataPosition = std::map<std::string, std::string>;
 
+// How a source's images reach the plan.
+enum class ImageForm {
+  Values,          // next(): values as the plan takes them (npy: preprocessed arrays)
+  Pixels,          // nextPixels(): 8-bit pixels [N, H, W, C], normalised where the step runs
+  SyntheticPixels, // castor/pixel_input.h's synthetic pixels of (syntheticSeed(), step), made
+                   // where the step runs; nextLabels() gives the labels
+};
+
 class BatchSource {
 public:
   virtual ~BatchSource() = default;
+  virtual ImageForm imageForm() const { return ImageForm::Values; }
+  // Pixels: the batch of global step `step` as pixels[N][H][W][C] and its labels.
+  virtual Status nextPixels(int64_t step, std::vector<uint8_t> &pixels, std::vector<int64_t> &labels) {
+    return Status::error(kind() + " data has no 8-bit pixels");
+  }
+  // SyntheticPixels: the labels of step `step`.
+  virtual Status nextLabels(int64_t step, std::vector<int64_t> &labels) {
+    return Status::error(kind() + " data does not generate its images");
+  }
+  virtual uint64_t syntheticSeed() const { return 0; }
+  // Pixels and SyntheticPixels: the normalisation of the pixels, per channel.
+  virtual PixelTransform pixelTransform() const { return {}; }
   // "synthetic", "idx" or "npy": saved with a training state, so a resume on other data is refused.
   virtual std::string kind() const = 0;
-  // Images (batch x per-image values, row-major) and labels of global step `step` (0-based).
+  // Images (batch x per-image values, row-major) and labels of global step `step` (0-based):
+  // for a source of pixels, the values the device makes of them (castor/pixel_input.h).
   virtual Status next(int64_t step, std::vector<double> &images, std::vector<int64_t> &labels) = 0;
   // Adds the entries needed to continue from here; none where a batch is a function of its step.
   virtual void savePosition(DataPosition &position) const {}
@@ -42,10 +63,20 @@ struct BatchShape {
 struct SourceOptions {
   uint64_t seed = 0;             // of synthetic batches and of the IDX shuffle
   int64_t syntheticClasses = 0;  // labels of synthetic batches in [0, this); 0: the plan's, else 10
-  PixelNormalization normalization; // of IDX pixels
+  // Of 8-bit pixels scaled to [0, 1]: one value for every channel, or one per channel; empty: the
+  // source's default (idx: Fashion-MNIST's training set, 0.2860 and 0.3530; folder: ImageNet's).
+  std::vector<double> mean, std;
+  // Image folders (folder_source.h): decode JPEGs at a reduced DCT scale where the crop allows;
+  // replace files that do not decode instead of failing; decoding threads (0: the host's cores).
+  bool reducedDecode = false, skipCorrupt = false;
+  int threads = 0;
 };
 
-// `spec` is "synthetic", "idx:DIR" or "npy:DIR" (castor-run's --data).
+// The values the plan takes for pixels[N][H][W][C] (castor/pixel_input.h, in f32), [N, C, H, W].
+void pixelsToValues(const std::vector<uint8_t> &pixels, const PixelShape &shape, const PixelTransform &transform,
+                    std::vector<double> &values);
+
+// `spec` is "synthetic", "idx:DIR", "npy:DIR" or "folder:DIR" (castor-run's --data).
 Expected<std::unique_ptr<BatchSource>> openBatchSource(const std::string &spec, const BatchShape &shape,
                                                        const SourceOptions &options);
 

@@ -19,7 +19,7 @@ Status checkIdxImageShape(const std::vector<int64_t> &planImages, const idx::Lab
 }
 
 Expected<std::unique_ptr<IdxSource>> IdxSource::open(const std::string &dir, const std::vector<int64_t> &planImages,
-                                                     uint64_t seed, PixelNormalization normalization) {
+                                                     uint64_t seed, PixelTransform transform) {
   auto set = idx::readLabelledImages(dir, "train");
   if (!set)
     return set.status();
@@ -28,10 +28,17 @@ Expected<std::unique_ptr<IdxSource>> IdxSource::open(const std::string &dir, con
   if (set->count < batch)
     return Status::error(dir + " holds " + std::to_string(set->count) + " training images, fewer than one batch of " +
                          std::to_string(batch));
-  return std::make_unique<IdxSource>(std::move(*set), seed, batch, normalization);
+  return std::make_unique<IdxSource>(std::move(*set), seed, batch, std::move(transform));
 }
 
-Status IdxSource::next(int64_t, std::vector<double> &images, std::vector<int64_t> &labels) {
+Status IdxSource::next(int64_t step, std::vector<double> &images, std::vector<int64_t> &labels) {
+  std::vector<uint8_t> pixels;
+  CASTOR_RETURN_IF_ERROR(nextPixels(step, pixels, labels));
+  pixelsToValues(pixels, {batch_, 1, data_.rows, data_.cols}, transform_, images);
+  return Status::ok();
+}
+
+Status IdxSource::nextPixels(int64_t, std::vector<uint8_t> &images, std::vector<int64_t> &labels) {
   if (cursor_ + batch_ > data_.count) {
     ++epoch_;
     cursor_ = 0;
@@ -43,7 +50,7 @@ Status IdxSource::next(int64_t, std::vector<double> &images, std::vector<int64_t
   labels.resize(size_t(batch_));
   for (int64_t b = 0; b < batch_; ++b) {
     const int64_t i = perm_[size_t(cursor_ + b)];
-    normalization_.apply(data_.pixels.data() + i * pixels, size_t(pixels), images.data() + b * pixels);
+    std::copy_n(data_.pixels.data() + i * pixels, pixels, images.data() + b * pixels);
     labels[size_t(b)] = data_.labels[size_t(i)];
   }
   cursor_ += batch_;

@@ -48,28 +48,4 @@ void syntheticBatch(uint64_t seed, int64_t step, int64_t batch, int64_t perImage
   }
 }
 
-SyntheticStream::~SyntheticStream() {
-  // The background job writes into members: it must end before they are destroyed.
-  if (pending_.valid())
-    pending_.wait();
-}
-
-void SyntheticStream::next(int64_t step, std::vector<double> &images, std::vector<int64_t> &labels) {
-  const bool made = pending_.valid();
-  if (made)
-    pending_.get(); // rethrows what the background job threw
-  if (made && step == aheadStep_) {
-    images.swap(aheadImages_);
-    labels.swap(aheadLabels_);
-    ++prefetched_;
-  } else {
-    syntheticBatch(seed_, step, batch_, perImage_, classes_, images, labels);
-  }
-  // The next step goes into the buffers the caller handed back, already of the batch's size.
-  aheadStep_ = step + 1;
-  pending_ = std::async(std::launch::async, [this, s = aheadStep_] {
-    syntheticBatch(seed_, s, batch_, perImage_, classes_, aheadImages_, aheadLabels_);
-  });
-}
-
 } // namespace castor::data

@@ -1,11 +1,11 @@
-// Synthetic batches: deterministic N(0, 1) images and uniform labels, a function of
-// (seed, step) only, made on all host cores and one step ahead of the training loop.
+// Synthetic N(0, 1) values and uniform labels, a function of (seed, step) only, made on all host
+// cores: castor-run bench's inputs. (Training's synthetic source feeds 8-bit pixels instead,
+// synthetic_source.h.)
 #pragma once
 
 #include "data/parallel.h"
 
 #include <cstdint>
-#include <future>
 #include <vector>
 
 namespace castor::data {
@@ -16,29 +16,5 @@ namespace castor::data {
 // values, so that a ResNet-50 batch takes less host time than the GPU's step.
 void syntheticBatch(uint64_t seed, int64_t step, int64_t batch, int64_t perImage, int64_t classes,
                     std::vector<double> &images, std::vector<int64_t> &labels, int threads = dataThreads());
-
-// syntheticBatch for steps asked one after another: after handing out step s it makes step s + 1
-// in the background. Any step may be asked for; one that was not made ahead is made on the spot.
-class SyntheticStream {
-public:
-  SyntheticStream(uint64_t seed, int64_t batch, int64_t perImage, int64_t classes)
-      : seed_(seed), batch_(batch), perImage_(perImage), classes_(classes) {}
-  ~SyntheticStream();
-  SyntheticStream(const SyntheticStream &) = delete;
-  SyntheticStream &operator=(const SyntheticStream &) = delete;
-
-  // Exactly syntheticBatch(seed, step, batch, perImage, classes, ...).
-  void next(int64_t step, std::vector<double> &images, std::vector<int64_t> &labels);
-  // How many of the steps handed out so far had been made ahead.
-  int64_t prefetched() const { return prefetched_; }
-
-private:
-  uint64_t seed_;
-  int64_t batch_, perImage_, classes_;
-  std::future<void> pending_; // making aheadImages_/aheadLabels_ for step aheadStep_
-  int64_t aheadStep_ = -1, prefetched_ = 0;
-  std::vector<double> aheadImages_;
-  std::vector<int64_t> aheadLabels_;
-};
 
 } // namespace castor::data

@@ -21,12 +21,37 @@ Trainer::Trainer(Session &session, data::BatchSource &source, TrainingSignature 
 }
 
 Status Trainer::feed(int64_t step) {
-  CASTOR_RETURN_IF_ERROR(source_.next(step, imageValues_, labelValues_));
+  // The time the source takes to hand out the batch: what the step waits for data when the
+  // source could not make it ahead.
+  const auto start = std::chrono::steady_clock::now();
+  switch (source_.imageForm()) {
+  case data::ImageForm::Values:
+    CASTOR_RETURN_IF_ERROR(source_.next(step, imageValues_, labelValues_));
+    break;
+  case data::ImageForm::Pixels:
+    CASTOR_RETURN_IF_ERROR(source_.nextPixels(step, pixels_, labelValues_));
+    break;
+  case data::ImageForm::SyntheticPixels:
+    CASTOR_RETURN_IF_ERROR(source_.nextLabels(step, labelValues_));
+    break;
+  }
+  fedDataSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   fedEpoch_ = source_.epoch();
-  data::encodeValuesParallel(images_.dtype, imageValues_, images_.data);
+  switch (source_.imageForm()) {
+  case data::ImageForm::Values:
+    data::encodeValuesParallel(images_.dtype, imageValues_, images_.data);
+    CASTOR_RETURN_IF_ERROR(session_.setInput("images", images_));
+    break;
+  case data::ImageForm::Pixels:
+    CASTOR_RETURN_IF_ERROR(session_.setInputPixels("images", pixels_.data(), source_.pixelTransform()));
+    break;
+  case data::ImageForm::SyntheticPixels:
+    CASTOR_RETURN_IF_ERROR(
+        session_.generateInputPixels("images", source_.syntheticSeed(), step, source_.pixelTransform()));
+    break;
+  }
   labels_.data.resize(labelValues_.size() * 8);
   std::memcpy(labels_.data.data(), labelValues_.data(), labels_.data.size());
-  CASTOR_RETURN_IF_ERROR(session_.setInput("images", images_));
   return session_.setInput("labels", labels_);
 }
 
@@ -64,6 +89,7 @@ Status Trainer::run(int64_t steps, StepObserver &observer) {
   for (int64_t index = step_; index < lastStep; ++index) {
     const auto start = std::chrono::steady_clock::now();
     Status st = fed_ ? Status::ok() : feed(index);
+    const double dataSeconds = fedDataSeconds_; // of this step's batch
     if (st)
       st = session_.run().withContext("step " + std::to_string(index + 1));
     const int64_t epoch = fedEpoch_; // of this step's batch, before the next one is taken
@@ -82,6 +108,7 @@ Status Trainer::run(int64_t steps, StepObserver &observer) {
     StepMetrics m;
     m.step = step_;
     m.epoch = epoch;
+    m.dataWaitSeconds = dataSeconds;
     const bool gradStats = options_.gradStatsEvery > 0 && m.step % options_.gradStatsEvery == 0;
     CASTOR_RETURN_IF_ERROR(readMetrics(m, gradStats));
     m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -41,6 +41,8 @@ struct StepMetrics {
   std::vector<ReportedValue> scalars;   // the plan's ReportedScalars, in their order
   std::vector<GradientStats> gradStats; // on steps that are multiples of gradStatsEvery, else empty
   double seconds = 0;                   // feeding (when not done ahead), running, reading back
+  double dataWaitSeconds = 0;           // the source handing out this step's batch (when made ahead,
+                                        // it overlapped the step before)
   double imagesPerSecond = 0;           // batch / seconds
 };
 
@@ -90,6 +92,8 @@ private:
   int64_t fedEpoch_ = 0; // the source's epoch after the last batch it handed out
   // Kept across steps: the batch as values, then encoded into the plan's dtype.
   std::vector<double> imageValues_;
+  std::vector<uint8_t> pixels_; // 8-bit images, for sources of pixels
+  double fedDataSeconds_ = 0;   // the source's time for the batch fed last
   std::vector<int64_t> labelValues_;
   HostTensor images_, labels_;
 };

@@ -7,13 +7,13 @@
 #include "data/batch_source.h"
 #include "data/idx.h"
 #include "data/idx_source.h"
-#include "data/normalization.h"
 #include "data/npy.h"
 #include "data/synthetic.h"
 #include "weights/init.h"
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <set>
 #include <sys/stat.h>
@@ -96,29 +96,34 @@ TEST_CASE("an IDX source restored to a saved position continues with the same ba
   castor::test::shell("rm -rf " + dir);
 }
 
-TEST_CASE("IDX pixels are normalised by the helper that eval uses", "[batch-sources]") {
+TEST_CASE("IDX pixels reach the plan as 8-bit pixels with their normalisation", "[batch-sources]") {
   const std::string dir = tempDir("norm");
   castor::test::writeIdxSet(dir, "train", 4, true);
   auto set = idx::readLabelledImages(dir, "train");
   REQUIRE(set.isOk());
-  const data::PixelNormalization norm{0.25, 0.5};
-  CHECK(norm(0) == (0.0 / 255.0 - 0.25) / 0.5);
-  CHECK(norm(255) == (255.0 / 255.0 - 0.25) / 0.5);
-  data::IdxSource source(*set, 3, 4, norm);
-  std::vector<double> images;
+  const PixelTransform transform = pixelTransform({0.25}, {0.5}, 1);
+  CHECK(transform.scale[0] == float(1.0 / (255.0 * 0.5)));
+  CHECK(transform.bias[0] == -0.5f);
+  data::IdxSource source(*set, 3, 4, transform);
+  CHECK(source.imageForm() == data::ImageForm::Pixels);
+  std::vector<uint8_t> pixels;
   std::vector<int64_t> labels;
-  REQUIRE(source.next(0, images, labels).isOk());
-  // One epoch of all 4 samples: each image of the batch is one of the file's, normalised.
+  REQUIRE(source.nextPixels(0, pixels, labels).isOk());
+  REQUIRE(pixels.size() == 4 * 784);
+  // One epoch of all 4 samples: each image of the batch is one of the file's, as stored.
   for (int64_t b = 0; b < 4; ++b) {
     bool found = false;
-    for (int64_t i = 0; i < 4 && !found; ++i) {
-      std::vector<double> expected(784);
-      norm.apply(set->pixels.data() + i * 784, 784, expected.data());
-      found = std::memcmp(expected.data(), images.data() + b * 784, 784 * sizeof(double)) == 0 &&
+    for (int64_t i = 0; i < 4 && !found; ++i)
+      found = std::memcmp(set->pixels.data() + i * 784, pixels.data() + b * 784, 784) == 0 &&
               labels[size_t(b)] == set->labels[size_t(i)];
-    }
     CHECK(found);
   }
+  // The values path gives what the device makes of the pixels: fmaf(p, scale, bias) in float.
+  data::IdxSource again(*set, 3, 4, transform);
+  std::vector<double> values;
+  REQUIRE(again.next(0, values, labels).isOk());
+  for (size_t i = 0; i < values.size(); ++i)
+    REQUIRE(values[i] == double(std::fmaf(float(pixels[i]), transform.scale[0], transform.bias[0])));
   castor::test::shell("rm -rf " + dir);
 }
 
@@ -162,17 +167,32 @@ TEST_CASE("an .npy source feeds samples in file order, as a function of the step
   castor::test::shell("rm -rf " + dir);
 }
 
-TEST_CASE("a synthetic source hands out syntheticBatch, whatever the order", "[batch-sources]") {
+TEST_CASE("a synthetic source hands out the synthetic pixels of its seed and step", "[batch-sources]") {
   auto source = open("synthetic", {3, 2, 2, 2}, 7, 11);
   CHECK(source->kind() == "synthetic");
+  CHECK(source->imageForm() == data::ImageForm::SyntheticPixels);
+  CHECK(source->syntheticSeed() == 11);
   data::DataPosition position;
   source->savePosition(position);
   CHECK(position.empty()); // a function of (seed, step): the training state's step is the position
+  const PixelTransform t = source->pixelTransform();
+  REQUIRE(t.channels() == 2);
   for (int64_t step : {0, 1, 5, 2}) {
-    Batch got, want;
+    Batch got;
     REQUIRE(source->next(step, got.images, got.labels).isOk());
-    data::syntheticBatch(11, step, 3, 8, 7, want.images, want.labels);
-    CHECK(got == want);
+    std::vector<uint8_t> pixels(24);
+    syntheticPixels(11, step, pixels.size(), pixels.data());
+    // [N, H, W, C] pixels to [N, C, H, W] values.
+    for (int64_t n = 0; n < 3; ++n)
+      for (int64_t c = 0; c < 2; ++c)
+        for (int64_t s = 0; s < 4; ++s)
+          CHECK(got.images[size_t((n * 2 + c) * 4 + s)] ==
+                double(std::fmaf(float(pixels[size_t((n * 4 + s) * 2 + c)]), t.scale[size_t(c)], t.bias[size_t(c)])));
+    std::vector<int64_t> labels;
+    REQUIRE(source->nextLabels(step, labels).isOk());
+    CHECK(labels == got.labels);
+    for (int64_t l : labels)
+      CHECK((l >= 0 && l < 7));
   }
   // --classes overrides the plan's class count; without either, 10.
   data::SourceOptions options;
@@ -187,7 +207,7 @@ TEST_CASE("a synthetic source hands out syntheticBatch, whatever the order", "[b
 
 TEST_CASE("batch source refusals", "[batch-sources]") {
   CHECK(data::openBatchSource("imagenet", {{4, 1, 28, 28}, 10}, {}).message() ==
-        "unknown --data 'imagenet' (synthetic, idx:DIR or npy:DIR)");
+        "unknown --data 'imagenet' (synthetic, idx:DIR, npy:DIR or folder:DIR)");
   const std::string dir = tempDir("few");
   castor::test::writeIdxSet(dir, "train", 3, false);
   CHECK_THAT(data::openBatchSource("idx:" + dir, {{4, 1, 28, 28}, 10}, {}).message(),
@@ -196,5 +216,103 @@ TEST_CASE("batch source refusals", "[batch-sources]") {
              Contains("the plan's images input is [4, 1, 8, 8]") && Contains("28x28"));
   CHECK_THAT(data::openBatchSource("idx:" + dir + "/none", {{4, 1, 28, 28}, 10}, {}).message(),
              Contains("no train-images-idx3-ubyte"));
+  castor::test::shell("rm -rf " + dir);
+}
+
+namespace {
+// An image folder of the fixtures: 3 classes ("a", "b", "c"), 8 images in all.
+std::string makeImageFolder(const std::string &name) {
+  const std::string dir = tempDir(name), fx = CASTOR_IMAGE_FIXTURES;
+  castor::test::shell("mkdir -p " + dir + "/b " + dir + "/a " + dir + "/c");
+  castor::test::shell("cp " + fx + "/rgb.jpg " + fx + "/gray.jpg " + fx + "/palette.png " + dir + "/a/");
+  castor::test::shell("cp " + fx + "/rgb.png " + fx + "/progressive444.jpg " + dir + "/b/");
+  castor::test::shell("cp " + fx + "/tall.png " + fx + "/rgba.png " + fx + "/cmyk.jpg " + dir + "/c/");
+  castor::test::shell("cp " + fx + "/not_an_image.txt " + dir + "/c/"); // not an image name: ignored
+  return dir;
+}
+} // namespace
+
+TEST_CASE("an image folder: classes by name, seeded epochs, resume mid-epoch", "[batch-sources]") {
+  const std::string dir = makeImageFolder("folder");
+  data::SourceOptions options;
+  options.seed = 5;
+  options.threads = 3;
+  auto source = data::openBatchSource("folder:" + dir, {{3, 3, 16, 16}, 3}, options);
+  REQUIRE(source.isOk());
+  data::BatchSource &s = **source;
+  CHECK(s.kind() == "folder");
+  CHECK(s.imageForm() == data::ImageForm::Pixels);
+  CHECK(s.pixelTransform().channels() == 3);
+  // Two epochs of two batches (8 files, batch 3: the last partial batch dropped).
+  std::vector<std::vector<uint8_t>> pixels(5);
+  std::vector<std::vector<int64_t>> labels(5);
+  data::DataPosition afterTwo;
+  for (int step = 0; step < 5; ++step) {
+    REQUIRE(s.nextPixels(step, pixels[size_t(step)], labels[size_t(step)]).isOk());
+    CHECK(pixels[size_t(step)].size() == 3 * 16 * 16 * 3);
+    if (step == 1)
+      s.savePosition(afterTwo);
+  }
+  CHECK(s.epoch() == 2);
+  std::multiset<int64_t> epoch0(labels[0].begin(), labels[0].end());
+  epoch0.insert(labels[1].begin(), labels[1].end());
+  for (int64_t l : epoch0)
+    CHECK((l >= 0 && l <= 2)); // a, b, c
+  CHECK(labels[0] != labels[2]); // epochs reshuffle (and crop anew)
+  // Another source of the same seed resumes at step 2 with the same batches, pixel for pixel.
+  auto resumed = data::openBatchSource("folder:" + dir, {{3, 3, 16, 16}, 3}, options);
+  REQUIRE(resumed.isOk());
+  REQUIRE((*resumed)->restorePosition(afterTwo).isOk());
+  for (int step = 2; step < 5; ++step) {
+    std::vector<uint8_t> p;
+    std::vector<int64_t> l;
+    REQUIRE((*resumed)->nextPixels(step, p, l).isOk());
+    CHECK(p == pixels[size_t(step)]);
+    CHECK(l == labels[size_t(step)]);
+  }
+  // Another seed, other crops.
+  options.seed = 6;
+  auto other = data::openBatchSource("folder:" + dir, {{3, 3, 16, 16}, 3}, options);
+  REQUIRE(other.isOk());
+  std::vector<uint8_t> p;
+  std::vector<int64_t> l;
+  REQUIRE((*other)->nextPixels(0, p, l).isOk());
+  CHECK(p != pixels[0]);
+  castor::test::shell("rm -rf " + dir);
+}
+
+TEST_CASE("image folder refusals name the folder, the class or the file", "[batch-sources]") {
+  const std::string dir = makeImageFolder("folder-bad");
+  CHECK_THAT(data::openBatchSource("folder:" + dir, {{3, 3, 16, 16}, 10}, {}).message(),
+             Contains("has 3 classes, but the plan's logits have 10"));
+  CHECK_THAT(data::openBatchSource("folder:" + dir, {{9, 3, 16, 16}, 3}, {}).message(),
+             Contains("holds 8 images, fewer than one batch of 9"));
+  CHECK_THAT(data::openBatchSource("folder:" + dir + "/missing", {{3, 3, 16, 16}, 3}, {}).message(),
+             Contains("is not a folder"));
+  castor::test::shell("mkdir -p " + dir + "/d");
+  CHECK_THAT(data::openBatchSource("folder:" + dir, {{3, 3, 16, 16}, 4}, {}).message(),
+             Contains(dir + "/d holds no .jpg, .jpeg or .png file"));
+  // A corrupt file stops training naming it, or is replaced and counted with skipCorrupt.
+  castor::test::shell("rmdir " + dir + "/d && cp " + std::string(CASTOR_IMAGE_FIXTURES) + "/truncated.jpg " + dir +
+                      "/a/zz_truncated.jpg");
+  data::SourceOptions options;
+  options.threads = 2;
+  bool failed = false;
+  {
+    auto strict = data::openBatchSource("folder:" + dir, {{9, 3, 16, 16}, 3}, options);
+    REQUIRE(strict.isOk());
+    std::vector<uint8_t> p;
+    std::vector<int64_t> l;
+    Status st = (*strict)->nextPixels(0, p, l);
+    failed = !st;
+    CHECK_THAT(st.message(), Contains("zz_truncated.jpg"));
+  }
+  CHECK(failed);
+  options.skipCorrupt = true;
+  auto lenient = data::openBatchSource("folder:" + dir, {{9, 3, 16, 16}, 3}, options);
+  REQUIRE(lenient.isOk());
+  std::vector<uint8_t> p;
+  std::vector<int64_t> l;
+  CHECK((*lenient)->nextPixels(0, p, l).isOk());
   castor::test::shell("rm -rf " + dir);
 }

@@ -1,5 +1,6 @@
 // Host-side batch preparation (runtime/data): threaded and prefetched synthetic batches and the
 // threaded dtype conversion must give exactly the bits of the serial code they replace.
+#include "castor/pixel_input.h"
 #include "data/image_encoding.h"
 #include "data/parallel.h"
 #include "data/synthetic.h"
@@ -119,22 +120,53 @@ TEST_CASE("synthetic images are standard normal", "[host-data]") {
   CHECK(double(tails) / n < 0.0034);
 }
 
-TEST_CASE("prefetched synthetic batches equal the serial definition, in any order", "[host-data]") {
-  const uint64_t seed = 77;
-  const int64_t batch = 3, perImage = 50001, classes = 7;
-  SyntheticStream stream(seed, batch, perImage, classes);
-  std::vector<double> got, want;
-  std::vector<int64_t> labels, wantLabels;
-  // In order (made ahead), repeated, skipping ahead, going back, then in order again.
-  for (int64_t step : {0, 1, 2, 2, 5, 4, 5, 6}) {
-    INFO("step " << step);
-    stream.next(step, got, labels);
-    serialBatch(seed, step, batch, perImage, classes, want, wantLabels);
-    CHECK(sameBits(got, want));
-    CHECK(labels == wantLabels);
+TEST_CASE("synthetic pixels are uniform bytes, normalised to mean 0 and variance 1", "[host-data]") {
+  std::vector<uint8_t> pixels(size_t(1) << 20); // standard error of the mean ~0.07
+  syntheticPixels(7, 3, pixels.size(), pixels.data());
+  double sum = 0, squares = 0;
+  std::vector<int64_t> counts(256, 0);
+  for (uint8_t p : pixels) {
+    sum += p;
+    squares += double(p) * p;
+    ++counts[p];
   }
-  CHECK(stream.prefetched() == 4); // steps 1, 2, 5 (the second time) and 6
-  // Destroyed with step 7 in the making: it waits for it (no write into freed buffers).
+  const double n = double(pixels.size()), mean = sum / n;
+  CHECK(std::abs(mean - 127.5) < 0.5);
+  CHECK(std::abs(std::sqrt(squares / n - mean * mean) - kSyntheticStd * 255.0) < 0.5);
+  for (int64_t c : counts) // 4096 expected each, standard error 64
+    CHECK((c > 3700 && c < 4500));
+  // A prefix of a longer request is the shorter request; another step or seed differs.
+  std::vector<uint8_t> shorter(1000), other(1000);
+  syntheticPixels(7, 3, shorter.size(), shorter.data());
+  CHECK(std::equal(shorter.begin(), shorter.end(), pixels.begin()));
+  syntheticPixels(7, 4, other.size(), other.data());
+  CHECK(other != shorter);
+  const PixelTransform t = pixelTransform({kSyntheticMean}, {kSyntheticStd}, 1);
+  CHECK(std::abs(std::fmaf(127.5f, t.scale[0], t.bias[0])) < 1e-6);
+}
+
+TEST_CASE("pixels become the tensor's dtype by one rounding of fmaf(p, scale, bias)", "[host-data]") {
+  // [N=2, H=2, W=3, C=3] pixels covering 0 and 255.
+  std::vector<uint8_t> pixels(36);
+  for (size_t i = 0; i < pixels.size(); ++i)
+    pixels[i] = uint8_t(i * 7 % 256);
+  pixels[0] = 0;
+  pixels[1] = 255;
+  const PixelShape shape{2, 3, 2, 3};
+  const PixelTransform t = pixelTransform({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}, 3);
+  for (plan::DType dtype : {plan::F32, plan::F16, plan::BF16}) {
+    INFO(plan::dtypeName(dtype));
+    std::vector<uint8_t> out(shape.count() * plan::dtypeSize(dtype));
+    pixelsToTensor(pixels.data(), shape, t, dtype, out.data());
+    for (int64_t n = 0; n < 2; ++n)
+      for (int64_t c = 0; c < 3; ++c)
+        for (int64_t s = 0; s < 6; ++s) {
+          const float v = std::fmaf(float(pixels[size_t((n * 6 + s) * 3 + c)]), t.scale[size_t(c)], t.bias[size_t(c)]);
+          const std::vector<uint8_t> want = weights::encodeValues(dtype, {double(v)});
+          const size_t at = size_t((n * 3 + c) * 6 + s) * want.size();
+          CHECK(std::equal(want.begin(), want.end(), out.begin() + long(at)));
+        }
+  }
 }
 
 TEST_CASE("threaded dtype conversion equals weights::encodeValues", "[host-data]") {

@@ -45,9 +45,18 @@ int main(int argc, char **argv) {
   trainCmd->add_option("plan", to.plan, "Training plan (inputs images, labels; outputs loss [, correct])")->required();
   trainCmd->add_option("--steps", to.steps, "Number of steps to run")->required();
   trainCmd->add_option("--data", to.data,
-                       "synthetic (N(0,1) images, uniform labels), idx:DIR (train-images-idx3-ubyte[.gz], "
-                       "train-labels-idx1-ubyte[.gz]) or npy:DIR (images.npy float [M,C,H,W], labels.npy int64 [M], "
-                       "in file order, wrapping around)");
+                       "synthetic (uniform 8-bit pixels made on the device, normalised to mean 0 and variance 1; "
+                       "uniform labels), idx:DIR (train-images-idx3-ubyte[.gz], train-labels-idx1-ubyte[.gz]), "
+                       "npy:DIR (images.npy float [M,C,H,W], labels.npy int64 [M], in file order, wrapping around) "
+                       "or folder:DIR (DIR/<class>/<image>.jpg|.png, classes sorted by name; RandomResizedCrop and "
+                       "horizontal flip)");
+  trainCmd->add_option("--decode", to.decode,
+                       "Image folders: fast (JPEGs decoded at a reduced DCT scale where the crop allows) or exact "
+                       "(always at full size, as torchvision)")
+      ->check(CLI::IsMember({"fast", "exact"}));
+  trainCmd->add_flag("--skip-corrupt", to.skipCorrupt,
+                     "Image folders: replace a file that does not decode by the next one (counted) instead of stopping");
+  trainCmd->add_option("--data-threads", to.dataThreads, "Image folders: decoding threads (default: the host's cores)");
   trainCmd->add_option("--device", to.device, "cpu or cuda (cuda: builds with -DCASTOR_ENABLE_CUDA=ON)");
   trainCmd->add_option("--seed", to.seed,
                        "Seed of the parameter initializers and of the data (synthetic batches, shuffling); "
@@ -63,8 +72,12 @@ int main(int argc, char **argv) {
   trainCmd->add_option("--save-every", to.saveEvery, "Also write it every K steps");
   trainCmd->add_option("--resume", to.resume, "Continue from a state written by --save")->excludes(weightsOpt);
   trainCmd->add_option("--classes", to.classes, "Class count of synthetic labels (default: from the plan's loss, else 10)");
-  trainCmd->add_option("--mean", to.mean, "IDX pixel normalization mean (after scaling to [0, 1])");
-  trainCmd->add_option("--std", to.std, "IDX pixel normalization standard deviation");
+  trainCmd
+      ->add_option("--mean", to.mean,
+                   "Pixel normalization mean (after scaling to [0, 1]): one value, or one per channel separated by "
+                   "commas (default: Fashion-MNIST's for idx, ImageNet's for folder)")
+      ->delimiter(',');
+  trainCmd->add_option("--std", to.std, "Pixel normalization standard deviation, as --mean")->delimiter(',');
   trainCmd->add_flag("--poison", to.poison, "Fill each tensor's arena slot with NaN after its last use");
   trainCmd->add_option("--grad-stats", to.gradStats,
                        "Every K steps, print the plan's grad_stats:<param> outputs (mean |g|, max |g|, non-finite "
@@ -87,8 +100,8 @@ int main(int argc, char **argv) {
   evalCmd->add_option("--data", eo.data, "idx:DIR")->required();
   evalCmd->add_option("--split", eo.split, "test (t10k-* files) or train");
   evalCmd->add_option("--device", eo.device, "cpu or cuda (cuda: builds with -DCASTOR_ENABLE_CUDA=ON)");
-  evalCmd->add_option("--mean", eo.mean, "Pixel normalization mean (after scaling to [0, 1])");
-  evalCmd->add_option("--std", eo.std, "Pixel normalization standard deviation");
+  evalCmd->add_option("--mean", eo.mean, "Pixel normalization mean (after scaling to [0, 1])")->delimiter(',');
+  evalCmd->add_option("--std", eo.std, "Pixel normalization standard deviation")->delimiter(',');
   evalCmd->add_flag("--json", eo.json, "One JSON line");
 
   CLI11_PARSE(app, argc, argv);

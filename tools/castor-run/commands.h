@@ -28,14 +28,18 @@ struct TrainOptions {
   std::string tensorboard; // directory for TensorBoard event files
   int64_t saveEvery = 0;
   int64_t classes = 0; // 0: from the plan's loss kernel
-  double mean = 0.2860, std = 0.3530;
+  // Of pixels scaled to [0, 1], one value or one per channel; empty: the source's default.
+  std::vector<double> mean, std;
+  std::string decode = "exact"; // image folders: exact | fast
+  bool skipCorrupt = false;
+  int dataThreads = 0;
   bool poison = false;
   int64_t gradStats = 0; // every K steps: the plan's grad_stats:<param> outputs (0: never)
 };
 
 struct EvalOptions {
   std::string plan, weights, data, split = "test", device = "cpu";
-  double mean = 0.2860, std = 0.3530;
+  std::vector<double> mean{0.2860}, std{0.3530}; // Fashion-MNIST's training set
   bool json = false;
 };
 

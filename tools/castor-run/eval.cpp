@@ -8,7 +8,6 @@
 #include "core/session.h"
 #include "data/idx.h"
 #include "data/idx_source.h"
-#include "data/normalization.h"
 #include "data/shape_text.h"
 #include "plan/plan_io.h"
 #include "train/plan_index.h"
@@ -52,7 +51,9 @@ int eval(const EvalOptions &o) {
   if (Status shape = data::checkIdxImageShape(imageShape, *set, dir); !shape)
     return fail(shape.message());
   const int64_t batch = imageShape[0], classes = output->shape(1), pixels = set->rows * set->cols;
-  const data::PixelNormalization normalization{o.mean, o.std};
+  if (o.mean.size() != 1 || o.std.size() != 1)
+    return fail("IDX images have one channel: give --mean and --std one value each");
+  const PixelTransform transform = pixelTransform(o.mean, o.std, 1);
 
   SessionOptions so;
   auto paired = plan::weightsFileFor(p, o.plan, o.weights);
@@ -67,12 +68,12 @@ int eval(const EvalOptions &o) {
 
   int64_t correct = 0;
   auto start = std::chrono::steady_clock::now();
-  std::vector<double> values(size_t(batch * pixels));
+  std::vector<uint8_t> batchPixels(size_t(batch * pixels));
   for (int64_t first = 0; first < set->count; first += batch) {
     const int64_t rows = std::min(batch, set->count - first);
-    std::fill(values.begin(), values.end(), 0.0); // padding rows of the last batch
-    normalization.apply(set->pixels.data() + first * pixels, size_t(rows * pixels), values.data());
-    Status st = s.setInput("images", {"images", plan::F64, imageShape, weights::encodeValues(plan::F64, values)});
+    std::fill(batchPixels.begin(), batchPixels.end(), uint8_t(0)); // padding rows of the last batch
+    std::copy_n(set->pixels.data() + first * pixels, rows * pixels, batchPixels.data());
+    Status st = s.setInputPixels("images", batchPixels.data(), transform); // as training feeds them
     if (st)
       st = s.run();
     if (!st)

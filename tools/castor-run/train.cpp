@@ -58,7 +58,10 @@ public:
     if (events_) {
       // TensorBoard: the same values as the JSON line, grouped by prefix.
       std::vector<std::pair<std::string, double>> scalars = {
-          {"train/loss", m.loss}, {"train/img_per_s", m.imagesPerSecond}, {"train/epoch", double(m.epoch)}};
+          {"train/loss", m.loss},
+          {"train/img_per_s", m.imagesPerSecond},
+          {"train/epoch", double(m.epoch)},
+          {"train/data_wait_ms", 1e3 * m.dataWaitSeconds}};
       if (m.correct >= 0)
         scalars.push_back({"train/accuracy", m.accuracy});
       for (const train::ReportedValue &v : m.scalars)
@@ -73,14 +76,15 @@ public:
     }
     if (log_) {
       fmt::print(log_,
-                 "{{\"step\": {}, \"epoch\": {}, \"loss\": {}, \"accuracy\": {}, \"correct\": {}, \"img_per_s\": {}{}}}\n",
+                 "{{\"step\": {}, \"epoch\": {}, \"loss\": {}, \"accuracy\": {}, \"correct\": {}, \"img_per_s\": {}, "
+                 "\"data_wait_ms\": {}{}}}\n",
                  m.step, m.epoch, jsonNumber(m.loss), jsonNumber(m.accuracy), m.correct, jsonNumber(m.imagesPerSecond),
-                 extraJson);
+                 jsonNumber(1e3 * m.dataWaitSeconds), extraJson);
       std::fflush(log_);
     }
     if (terminal_)
-      fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  accuracy {:.3f}{}  {:.1f} img/s   ", m.step, lastStep_, m.loss,
-                 m.accuracy, extraText, m.imagesPerSecond);
+      fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  accuracy {:.3f}{}  {:.1f} img/s  data {:.1f} ms   ", m.step,
+                 lastStep_, m.loss, m.accuracy, extraText, m.imagesPerSecond, 1e3 * m.dataWaitSeconds);
   }
 
   double lastLoss = NAN, lastAccuracy = NAN, totalSeconds = 0;
@@ -129,7 +133,13 @@ int train(const TrainOptions &o) {
   data::SourceOptions sourceOptions;
   sourceOptions.seed = resumed.dataSeed;
   sourceOptions.syntheticClasses = o.classes;
-  sourceOptions.normalization = {o.mean, o.std};
+  sourceOptions.reducedDecode = o.decode == "fast";
+  sourceOptions.skipCorrupt = o.skipCorrupt;
+  sourceOptions.threads = o.dataThreads;
+  if (!o.mean.empty())
+    sourceOptions.mean = o.mean;
+  if (!o.std.empty())
+    sourceOptions.std = o.std;
   auto source = data::openBatchSource(o.data, {signature->imageShape, signature->classes}, sourceOptions);
   if (!source)
     return fail(source.message());

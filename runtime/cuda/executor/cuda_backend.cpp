@@ -13,7 +13,9 @@
 // Inputs overlap the step: upload() copies an input into a pinned host buffer and starts its
 // transfer on a second stream into a device buffer of its own; a step begins by copying its
 // inputs from those buffers into the arena (outside the graph) and marks that, so the next
-// batch's transfer starts while the rest of the step still runs. run() returns once the step is
+// batch's transfer starts while the rest of the step still runs. Images uploaded as 8-bit pixels
+// (uploadPixels) cross as bytes and are normalised into the arena by one kernel; synthetic ones
+// (generatePixels) are made there, with nothing crossing. run() returns once the step is
 // enqueued; download() waits for it.
 //
 // Environment: CASTOR_CUDA_LAYOUT=nchw keeps every tensor row-major, =nhwc stores every rank-4
@@ -23,6 +25,7 @@
 #include "castor/cuda_backend.h"
 #include "cuda/kernels/elementwise.h"
 #include "cuda/kernels/layout.h"
+#include "cuda/kernels/pixels.h"
 
 #include "cuda/tuning/tuner.h"
 #include "cuda/executor/device_context.h"
@@ -148,6 +151,7 @@ public:
         CASTOR_CUDA(allocate(&buffer, std::max<uint64_t>(t.bytes(), 1)));
         CASTOR_CUDA(cudaMemsetAsync(buffer, 0, t.bytes(), ctx_.stream)); // an input never uploaded reads zeros
         inputBuffers_.push_back({&t, buffer});
+        pixelSources_.emplace_back();
         CASTOR_CUDA(cudaMallocHost(&pinned, std::max<uint64_t>(t.bytes(), 1)));
         pinnedInputs_.push_back(pinned);
       }
@@ -233,6 +237,7 @@ public:
       // (enqueueStep): the transfer overlaps the running step.
       const size_t i = inputIndex(*t);
       CASTOR_CUDA(cudaEventSynchronize(inputsReady_));
+      pixelSources_[i].kind = PixelSource::None;
       std::memcpy(pinnedInputs_[i], data, bytes);
       CASTOR_CUDA(cudaStreamWaitEvent(copyStream_, inputsConsumed_));
       CASTOR_CUDA(cudaMemcpyAsync(inputBuffers_[i].second, pinnedInputs_[i], bytes, cudaMemcpyHostToDevice, copyStream_));
@@ -248,6 +253,35 @@ public:
     return cuda::cudaStatus(cudaStreamSynchronize(ctx_.stream), "uploading a tensor");
   }
 
+  // 8-bit pixels: uploaded as they are (a quarter of fp32's bytes) into the input's buffer; the
+  // step converts them into the arena in one kernel (enqueueInputs).
+  Status uploadPixels(const Tensor &input, const uint8_t *pixels, const PixelTransform &transform) override {
+    auto px = pixelSourceFor(input, transform);
+    if (!px)
+      return px.status();
+    const size_t i = inputIndex(px->tensor);
+    CASTOR_CUDA(cudaEventSynchronize(inputsReady_));
+    std::memcpy(pinnedInputs_[i], pixels, px->shape.count());
+    CASTOR_CUDA(cudaStreamWaitEvent(copyStream_, inputsConsumed_));
+    CASTOR_CUDA(cudaMemcpyAsync(inputBuffers_[i].second, pinnedInputs_[i], px->shape.count(), cudaMemcpyHostToDevice,
+                                copyStream_));
+    px->kind = PixelSource::Pixels;
+    pixelSources_[i] = *px;
+    return cuda::cudaStatus(cudaEventRecord(inputsReady_, copyStream_), "uploading pixels");
+  }
+
+  // Synthetic pixels: nothing crosses the bus; the step generates them in the arena.
+  Status generatePixels(const Tensor &input, uint64_t seed, int64_t step, const PixelTransform &transform) override {
+    auto px = pixelSourceFor(input, transform);
+    if (!px)
+      return px.status();
+    px->kind = PixelSource::Synthetic;
+    px->seed = seed;
+    px->step = step;
+    pixelSources_[inputIndex(px->tensor)] = *px;
+    return Status::ok();
+  }
+
   Status download(uint32_t id, void *data, size_t bytes) override {
     auto t = find(id, bytes);
     if (!t)
@@ -256,7 +290,19 @@ public:
       // The last upload, from the input's own buffer (in the plan's layout): a step reuses the
       // arena slot once it has read the input.
       CASTOR_CUDA(cudaStreamSynchronize(copyStream_));
-      return cuda::cudaStatus(cudaMemcpy(data, inputBuffers_[inputIndex(*t)].second, bytes, cudaMemcpyDeviceToHost),
+      const size_t i = inputIndex(*t);
+      const PixelSource &px = pixelSources_[i];
+      if (px.kind != PixelSource::None) {
+        // Its pixels, converted as the device does (castor/pixel_input.h).
+        std::vector<uint8_t> pixels(px.shape.count());
+        if (px.kind == PixelSource::Synthetic)
+          syntheticPixels(px.seed, px.step, pixels.size(), pixels.data());
+        else
+          CASTOR_CUDA(cudaMemcpy(pixels.data(), inputBuffers_[i].second, pixels.size(), cudaMemcpyDeviceToHost));
+        pixelsToTensor(pixels.data(), px.shape, px.transform, (*t)->dtype(), static_cast<uint8_t *>(data));
+        return Status::ok();
+      }
+      return cuda::cudaStatus(cudaMemcpy(data, inputBuffers_[i].second, bytes, cudaMemcpyDeviceToHost),
                               "downloading an input");
     }
     const bool reorder = ctx_.channelsLast(*t);
@@ -387,6 +433,41 @@ private:
     return false;
   }
 
+  // How an input's last upload reaches the arena: as bytes, or from 8-bit pixels.
+  struct PixelSource {
+    enum Kind { None, Pixels, Synthetic } kind = None;
+    const Tensor *tensor = nullptr;
+    PixelShape shape;
+    PixelTransform transform;
+    cuda::PixelConversion conv;
+    uint64_t seed = 0; // Synthetic: of (seed, step)
+    int64_t step = 0;
+  };
+
+  Expected<PixelSource> pixelSourceFor(const Tensor &input, const PixelTransform &transform) {
+    auto t = find(input.id(), input.bytes());
+    if (!t)
+      return t.status();
+    if ((*t)->kind() != Tensor::INPUT)
+      return Status::error("pixels fill inputs only, not '" + (*t)->name() + "'");
+    auto shape = pixelShapeOf(**t, transform);
+    if (!shape)
+      return shape.status();
+    if (shape->c > cuda::kMaxPixelChannels)
+      return Status::error("input '" + (*t)->name() + "': pixels of at most " +
+                           std::to_string(cuda::kMaxPixelChannels) + " channels");
+    PixelSource px;
+    px.tensor = *t;
+    px.shape = *shape;
+    px.transform = transform;
+    px.conv.n = shape->n, px.conv.c = shape->c, px.conv.h = shape->h, px.conv.w = shape->w;
+    for (int64_t c = 0; c < shape->c; ++c) {
+      px.conv.scale[c] = transform.scale[size_t(c)];
+      px.conv.bias[c] = transform.bias[size_t(c)];
+    }
+    return px;
+  }
+
   size_t inputIndex(const Tensor *t) const {
     size_t i = 0;
     while (inputBuffers_[i].first != t)
@@ -398,8 +479,17 @@ private:
   // channels-last); then the buffers are free for the next upload.
   Status enqueueInputs() {
     CASTOR_CUDA(cudaStreamWaitEvent(ctx_.stream, inputsReady_));
-    for (const auto &[t, buffer] : inputBuffers_) {
-      if (ctx_.channelsLast(t)) {
+    for (size_t i = 0; i < inputBuffers_.size(); ++i) {
+      const auto &[t, buffer] = inputBuffers_[i];
+      const PixelSource &px = pixelSources_[i];
+      if (px.kind != PixelSource::None) {
+        cuda::PixelConversion conv = px.conv;
+        conv.channelsLast = ctx_.channelsLast(t);
+        const cuda::Ref out{ctx_.ptr(t), int(t->dtype())};
+        CASTOR_CUDA(px.kind == PixelSource::Synthetic
+                        ? cuda::syntheticPixelsToTensor(px.seed, px.step, kSyntheticPixelsTag, out, conv, ctx_.stream)
+                        : cuda::pixelsToTensor(static_cast<const uint8_t *>(buffer), out, conv, ctx_.stream));
+      } else if (ctx_.channelsLast(t)) {
         const cuda::Shape s = cuda::shapeOf(*t);
         CASTOR_CUDA(cuda::toChannelsLast(buffer, ctx_.ptr(t), s[0], s[1], s[2] * s[3],
                                          int(plan::dtypeSize(t->dtype())), ctx_.stream));
@@ -470,6 +560,7 @@ private:
   // pinned host buffer (same index).
   std::vector<std::pair<const Tensor *, void *>> inputBuffers_;
   std::vector<void *> pinnedInputs_;
+  std::vector<PixelSource> pixelSources_; // same index: inputs filled from pixels
   cudaStream_t copyStream_ = nullptr;
   cudaEvent_t inputsReady_ = nullptr, inputsConsumed_ = nullptr;
 };

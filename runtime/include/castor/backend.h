@@ -13,6 +13,7 @@
 // No method throws. Data crosses the interface in the tensor's own dtype and byte size.
 #pragma once
 
+#include "castor/pixel_input.h"
 #include "castor/status.h"
 #include "plan/op_registry.h"
 #include "plan/plan.h"
@@ -66,6 +67,14 @@ public:
   // reuses its arena slot once it is read, so the backend keeps a copy).
   virtual Status upload(uint32_t tensorId, const void *data, size_t bytes) = 0;
   virtual Status download(uint32_t tensorId, void *data, size_t bytes) = 0;
+
+  // 8-bit images into image input `t` (castor/pixel_input.h): pixels[N][H][W][C], converted by
+  // `transform` to the tensor's dtype and layout. The default converts on the host and uploads;
+  // a device backend uploads the bytes and converts where the step runs.
+  virtual Status uploadPixels(const plan::Tensor &t, const uint8_t *pixels, const PixelTransform &transform);
+  // The synthetic pixels of (seed, step) into image input `t`, converted as uploadPixels does.
+  // The default makes them on the host; a device backend makes them where the step runs.
+  virtual Status generatePixels(const plan::Tensor &t, uint64_t seed, int64_t step, const PixelTransform &transform);
 
   // Runs the plan's kernel list once, in order. A device backend may return once the step is
   // enqueued: download() waits for it, and an error inside the step surfaces there.

@@ -1,0 +1,342 @@
+#include "data/folder_source.h"
+
+#include "data/image_augment.h"
+#include "data/image_decode.h"
+#include "data/parallel.h"
+#include "data/random_streams.h"
+#include "data/shape_text.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <dirent.h>
+#include <fstream>
+#include <iterator>
+#include <numeric>
+#include <sys/stat.h>
+
+namespace castor::data {
+namespace {
+
+constexpr uint32_t kFolderShuffleTag = 0x464F4C44, kAugmentTag = 0x41554721;
+
+bool isDirectory(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Entries of `dir` other than "." and "..", sorted by name (byte order, as Python's sorted()).
+Expected<std::vector<std::string>> listSorted(const std::string &dir) {
+  DIR *d = ::opendir(dir.c_str());
+  if (!d)
+    return Status::error("cannot read the folder " + dir);
+  std::vector<std::string> names;
+  while (const dirent *e = ::readdir(d))
+    if (std::string n = e->d_name; n != "." && n != "..")
+      names.push_back(n);
+  ::closedir(d);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool isImageName(const std::string &name) {
+  std::string lower = name;
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char ch) { return char(std::tolower(ch)); });
+  for (const char *ext : {".jpg", ".jpeg", ".png"})
+    if (lower.size() > std::strlen(ext) && lower.compare(lower.size() - std::strlen(ext), std::string::npos, ext) == 0)
+      return true;
+  return false;
+}
+
+Expected<std::vector<uint8_t>> readFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Status::error("cannot open " + path);
+  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return bytes;
+}
+
+// Uniform doubles for one sample's augmentation: Philox(counter {position, epoch, k}) for k = 0,
+// 1, ..., two draws a block.
+class SampleDraws {
+public:
+  SampleDraws(uint64_t seed, int64_t epoch, int64_t position)
+      : key_(dataKey(seed, kAugmentTag)), epoch_(uint32_t(epoch)), position_(uint64_t(position)) {}
+  double operator()() {
+    if (next_ == 2) {
+      block_ = weights::philox4x32_10({uint32_t(position_), uint32_t(position_ >> 32), epoch_, counter_++}, key_);
+      next_ = 0;
+    }
+    const int i = next_++;
+    return u53(block_[2 * i], block_[2 * i + 1]);
+  }
+
+private:
+  weights::PhiloxKey key_;
+  uint32_t epoch_;
+  uint64_t position_;
+  uint32_t counter_ = 0;
+  int next_ = 2;
+  weights::PhiloxCounter block_{};
+};
+
+} // namespace
+
+Expected<std::unique_ptr<FolderSource>> FolderSource::open(const std::string &dir, const std::vector<int64_t> &planImages,
+                                                           int64_t classes, FolderOptions options) {
+  if (planImages.size() != 4 || (planImages[1] != 1 && planImages[1] != 3))
+    return Status::error("an image folder feeds images [N, 3, H, W] or [N, 1, H, W], but the plan's input is " +
+                         shapeText(planImages));
+  if (!isDirectory(dir))
+    return Status::error(dir + " is not a folder");
+  auto entries = listSorted(dir);
+  if (!entries)
+    return entries.status();
+  std::vector<std::string> files, classNames;
+  std::vector<int64_t> labels;
+  for (const std::string &name : *entries) {
+    const std::string classDir = dir + "/" + name;
+    if (!isDirectory(classDir))
+      continue;
+    auto images = listSorted(classDir);
+    if (!images)
+      return images.status();
+    const size_t before = files.size();
+    for (const std::string &f : *images)
+      if (isImageName(f)) {
+        files.push_back(classDir + "/" + f);
+        labels.push_back(int64_t(classNames.size()));
+      }
+    // torchvision's ImageFolder refuses a class without images; so does this.
+    if (files.size() == before)
+      return Status::error("the class folder " + classDir + " holds no .jpg, .jpeg or .png file");
+    classNames.push_back(name);
+  }
+  if (classNames.empty())
+    return Status::error(dir + " holds no class folders (the layout is DIR/<class>/<image>.jpg)");
+  if (classes > 0 && int64_t(classNames.size()) != classes)
+    return Status::error(dir + " has " + std::to_string(classNames.size()) + " classes, but the plan's logits have " +
+                         std::to_string(classes));
+  if (options.train && int64_t(files.size()) < planImages[0])
+    return Status::error(dir + " holds " + std::to_string(files.size()) + " images, fewer than one batch of " +
+                         std::to_string(planImages[0]));
+  const bool rgb = planImages[1] == 3;
+  if (options.mean.empty())
+    options.mean = rgb ? std::vector<double>{0.485, 0.456, 0.406} : std::vector<double>{0.2860};
+  if (options.std.empty())
+    options.std = rgb ? std::vector<double>{0.229, 0.224, 0.225} : std::vector<double>{0.3530};
+  for (const std::vector<double> *v : {&options.mean, &options.std})
+    if (v->size() != 1 && int64_t(v->size()) != planImages[1])
+      return Status::error("--mean and --std take one value or one per channel (" + std::to_string(planImages[1]) + ")");
+  return std::unique_ptr<FolderSource>(
+      new FolderSource(std::move(files), std::move(labels), std::move(classNames), planImages, std::move(options)));
+}
+
+FolderSource::FolderSource(std::vector<std::string> files, std::vector<int64_t> labels,
+                           std::vector<std::string> classNames, std::vector<int64_t> planImages, FolderOptions options)
+    : files_(std::move(files)), labels_(std::move(labels)), classNames_(std::move(classNames)), n_(planImages[0]),
+      c_(planImages[1]), h_(planImages[2]), w_(planImages[3]), options_(std::move(options)) {
+  transform_ = castor::pixelTransform(options_.mean, options_.std, int(c_));
+}
+
+FolderSource::~FolderSource() { stop(); }
+
+const std::vector<int64_t> &FolderSource::order(int64_t epoch) {
+  std::lock_guard<std::mutex> lock(orderMutex_);
+  if (orderEpoch_ != epoch) {
+    // Fisher-Yates with j = floor(u * (i + 1)), u from Philox(counter {i, 0, epoch, 0}).
+    order_.resize(files_.size());
+    std::iota(order_.begin(), order_.end(), 0);
+    if (options_.train) {
+      const auto key = dataKey(options_.seed, kFolderShuffleTag);
+      for (int64_t i = int64_t(order_.size()) - 1; i > 0; --i) {
+        auto w = weights::philox4x32_10({uint32_t(i), uint32_t(uint64_t(i) >> 32), uint32_t(epoch), 0}, key);
+        const int64_t j = std::min(int64_t(u53(w[0], w[1]) * double(i + 1)), i);
+        std::swap(order_[size_t(i)], order_[size_t(j)]);
+      }
+    }
+    orderEpoch_ = epoch;
+  }
+  return order_;
+}
+
+Status FolderSource::sample(int64_t epoch, int64_t position, int64_t file, uint8_t *out) {
+  const std::string &path = files_[size_t(file)];
+  auto bytes = readFile(path);
+  if (!bytes)
+    return bytes.status();
+  const int outW = int(w_), outH = int(h_), channels = int(c_);
+  if (!options_.train) {
+    auto image = decodeImage(bytes->data(), bytes->size(), channels, path);
+    if (!image)
+      return image.status();
+    resizeCenterCrop(*image, int(h_ * 8 / 7), int(std::min(h_, w_)), out);
+    return Status::ok();
+  }
+  auto size = imageSize(bytes->data(), bytes->size(), path);
+  if (!size)
+    return size.status();
+  SampleDraws draws(options_.seed, epoch, position);
+  CropBox box = randomResizedCropBox(size->first, size->second, std::ref(draws));
+  const bool flip = draws() < 0.5;
+  int num = 1, denom = 1;
+  Expected<Image> image = Status::error("");
+  if (options_.reducedDecode) {
+    // The smallest DCT scale at which the crop still has the output's resolution.
+    const int minW = int((int64_t(size->first) * outW + box.width - 1) / box.width);
+    const int minH = int((int64_t(size->second) * outH + box.height - 1) / box.height);
+    image = decodeImageScaled(bytes->data(), bytes->size(), channels, minW, minH, path, &num, &denom);
+  } else {
+    image = decodeImage(bytes->data(), bytes->size(), channels, path);
+  }
+  if (!image)
+    return image.status();
+  if (num != denom) {
+    // The box in the reduced image's pixels, within it.
+    const int left = box.left * num / denom, top = box.top * num / denom;
+    box = {left, top, std::max(1, std::min(image->width - left, (box.width * num + denom - 1) / denom)),
+           std::max(1, std::min(image->height - top, (box.height * num + denom - 1) / denom))};
+  }
+  resizedCrop(*image, box, outW, outH, flip, out);
+  return Status::ok();
+}
+
+FolderSource::Batch FolderSource::make(int64_t epoch, int64_t cursor) {
+  Batch b;
+  b.epoch = epoch;
+  b.cursor = cursor;
+  const std::vector<int64_t> &ord = order(epoch);
+  const size_t per = size_t(h_ * w_ * c_);
+  b.pixels.assign(size_t(n_) * per, 0);
+  b.labels.assign(size_t(n_), 0);
+  std::vector<Status> errors(size_t(n_), Status::ok());
+  std::atomic<int64_t> nextSample{0};
+  auto work = [&] {
+    for (int64_t i = nextSample++; i < n_; i = nextSample++) {
+      const int64_t position = cursor + i;
+      if (position >= int64_t(ord.size()))
+        continue; // evaluation's last batch: padding
+      int64_t file = ord[size_t(position)];
+      Status st = sample(epoch, position, file, b.pixels.data() + size_t(i) * per);
+      // A file that does not decode, when skipped: the next ones in the epoch's order instead.
+      for (int64_t k = 1; !st && options_.skipCorrupt && k < int64_t(ord.size()); ++k) {
+        ++skipped_;
+        file = ord[size_t((position + k) % int64_t(ord.size()))];
+        st = sample(epoch, position, file, b.pixels.data() + size_t(i) * per);
+      }
+      b.labels[size_t(i)] = labels_[size_t(file)];
+      errors[size_t(i)] = std::move(st);
+    }
+  };
+  const int threads = std::max(1, options_.threads > 0 ? options_.threads : dataThreads());
+  std::vector<std::thread> pool;
+  for (int t = 1; t < std::min<int64_t>(threads, n_); ++t)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &t : pool)
+    t.join();
+  for (Status &e : errors)
+    if (!e) {
+      b.status = std::move(e);
+      break;
+    }
+  return b;
+}
+
+// Batches in order from the position the producer started at, `ahead` at most waiting.
+void FolderSource::produce() {
+  int64_t epoch, cursor;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    epoch = epoch_, cursor = cursor_;
+  }
+  for (;;) {
+    if (options_.train && cursor + n_ > files()) {
+      ++epoch;
+      cursor = 0;
+    }
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      changed_.wait(lock, [&] { return stopping_ || int64_t(ready_.size()) < std::max(1, options_.ahead); });
+      if (stopping_)
+        return;
+    }
+    Batch b = make(epoch, cursor);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (stopping_)
+        return;
+      ready_.push_back(std::move(b));
+    }
+    changed_.notify_all();
+    cursor += n_;
+    if (!options_.train && cursor >= files()) {
+      ++epoch;
+      cursor = 0;
+    }
+  }
+}
+
+void FolderSource::start() {
+  if (!producer_.joinable())
+    producer_ = std::thread([this] { produce(); });
+}
+
+void FolderSource::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (producer_.joinable())
+    producer_.join();
+  std::lock_guard<std::mutex> lock(mutex_);
+  stopping_ = false;
+  ready_.clear();
+}
+
+Status FolderSource::nextPixels(int64_t, std::vector<uint8_t> &pixels, std::vector<int64_t> &labels) {
+  start();
+  Batch b;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return !ready_.empty(); });
+    b = std::move(ready_.front());
+    ready_.pop_front();
+    epoch_ = b.epoch;
+    cursor_ = b.cursor + n_;
+    if (!options_.train && cursor_ >= files())
+      epoch_ = b.epoch + 1, cursor_ = 0;
+  }
+  changed_.notify_all();
+  if (!b.status)
+    return b.status;
+  pixels.swap(b.pixels);
+  labels.swap(b.labels);
+  return Status::ok();
+}
+
+Status FolderSource::next(int64_t step, std::vector<double> &images, std::vector<int64_t> &labels) {
+  std::vector<uint8_t> pixels;
+  CASTOR_RETURN_IF_ERROR(nextPixels(step, pixels, labels));
+  pixelsToValues(pixels, {n_, c_, h_, w_}, transform_, images);
+  return Status::ok();
+}
+
+void FolderSource::savePosition(DataPosition &position) const {
+  position["castor.data.epoch"] = std::to_string(epoch_);
+  position["castor.data.cursor"] = std::to_string(cursor_);
+}
+
+Status FolderSource::restorePosition(const DataPosition &position) {
+  auto e = position.find("castor.data.epoch"), c = position.find("castor.data.cursor");
+  if (e == position.end() || c == position.end())
+    return Status::error("the state file holds no image-folder position (castor.data.epoch, castor.data.cursor)");
+  stop();
+  std::lock_guard<std::mutex> lock(mutex_);
+  epoch_ = std::stoll(e->second);
+  cursor_ = std::stoll(c->second);
+  return Status::ok();
+}
+
+} // namespace castor::data
