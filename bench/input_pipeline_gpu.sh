@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# The input-pipeline measurements on the GPU machine, from the repository root, with what
+# scripts/build_gpu.sh put in gpu-carry/ (and bench/compile_recompute_plans.sh's ResNet-50 plan):
+# the pixel kernels' tests; castor-run bench and castor-run train on synthetic data (made on the
+# device) for ResNet-50 fp16 batch 256; a JPEG folder of ImageNet-sized images (500x375, quality
+# 90, made here with scripts/make_image_folder.py) trained with exact and with reduced-scale
+# decoding; PyTorch's DataLoader on the same folder (torch_folder_train.py, 16 workers).
+#
+#   bench/input_pipeline_gpu.sh [OUT_DIR]     # OUT_DIR defaults to $OUT
+set -u
+out="${1:-$OUT}"
+carry=gpu-carry
+site=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
+export LD_LIBRARY_PATH="$PWD/$carry/lib:$site/cudnn/lib:$site/cu13/lib:${LD_LIBRARY_PATH:-}"
+export CASTOR_TUNING_CACHE=/tmp/castor-tuning
+mkdir -p "$out" "$CASTOR_TUNING_CACHE"
+bin="$carry/bin" P="$carry/plans" log="$out/pipeline.txt"
+timeout 120 "$bin/castor_cuda_kernel_tests" pixels >"$out/pixel_tests.txt" 2>&1
+echo "pixel kernel tests exit $?: $(tail -1 "$out/pixel_tests.txt")" >>"$log"
+plan="$P/r50_fp16_b256.plan"
+timeout 200 "$bin/castor-run" bench "$plan" --device cuda --steps 30 --warmup 5 --json 2>>"$out/stderr.txt" |
+  tail -1 >"$out/bench.json"
+python3 -c "import json,sys; print('bench', json.load(open(sys.argv[1]))['img_per_s'], 'img/s')" "$out/bench.json" >>"$log"
+timeout 120 "$bin/castor-run" train "$plan" --device cuda --steps 40 --data synthetic --log-json "$out/train_synthetic.jsonl" \
+  2>>"$out/stderr.txt" | tail -1 >>"$log"
+# 1000 classes (the plan's) x 8 ImageNet-sized JPEGs (made on all cores).
+folder=/tmp/jpeg-folder
+python3 scripts/make_image_folder.py --kind synthetic --out "$folder" --classes 1000 --per-class 8 --width 500 \
+  --height 375 --quality 90 --seed 1 --jobs 16 >>"$log" 2>&1
+for decode in exact fast; do
+  timeout 150 "$bin/castor-run" train "$plan" --device cuda --steps 30 --data "folder:$folder" --decode "$decode" \
+    --log-json "$out/train_folder_$decode.jsonl" 2>>"$out/stderr.txt" | tail -1 | sed "s/^/decode $decode: /" >>"$log"
+done
+(cd "$carry" && timeout 200 python3 torch_folder_train.py "$folder" --batch 256 --steps 30 --warmup 5 --workers 16) \
+  >"$out/torch_folder.json" 2>>"$out/stderr.txt"
+python3 - "$out" >>"$log" <<'PY'
+import json, statistics, sys
+out = sys.argv[1]
+bench = json.load(open(out + "/bench.json"))["img_per_s"]
+for name in ["train_synthetic", "train_folder_exact", "train_folder_fast"]:
+    try:
+        rows = [json.loads(l) for l in open(f"{out}/{name}.jsonl")][5:]
+    except FileNotFoundError:
+        continue
+    ips = statistics.median(r["img_per_s"] for r in rows)
+    wait = statistics.median(r["data_wait_ms"] for r in rows)
+    print(f"{name:22s} median {ips:8.1f} img/s = {ips / bench:.3f} of bench; median data wait {wait:.1f} ms")
+try:
+    t = json.load(open(out + "/torch_folder.json"))
+    print(f"pytorch dataloader     {t['img_per_s']:8.1f} img/s = {t['img_per_s'] / bench:.3f} of Castor's bench; wait share {t['data_wait_share']}")
+except Exception as e:
+    print("pytorch dataloader failed:", e)
+PY
+cat "$log"
