@@ -575,17 +575,20 @@ int runPixelCase(const char *layout, plan::DType dtype, bool synthetic) {
   auto cpu = createCpuBackend();
   auto gpu = createCudaBackend();
   const PixelTransform transform = pixelTransform({0.485, 0.456, 0.406}, {0.229, 0.224, 0.225}, 3);
-  std::vector<uint8_t> pixels(3 * 5 * 7 * 3);
-  for (size_t i = 0; i < pixels.size(); ++i)
-    pixels[i] = uint8_t((i * 37 + 11) % 256);
+  // Step k's pixels, the same for both backends.
+  auto pixelsOf = [](int64_t step) {
+    std::vector<uint8_t> p(3 * 5 * 7 * 3);
+    for (size_t i = 0; i < p.size(); ++i)
+      p[i] = uint8_t((i * 37 + 11 + size_t(step) * 101) % 256);
+    return p;
+  };
   std::vector<std::vector<uint8_t>> outs, inputs;
   for (Backend *b : {cpu.get(), gpu.get()}) {
     const plan::Tensor &t = c.plan.tensors(int(images));
     Status s = b->load(c.plan);
     // Twice: a second batch replaces the first (the second step reads it).
     for (int64_t step = 0; s && step < 2; ++step) {
-      if (step == 1)
-        std::reverse(pixels.begin(), pixels.end());
+      const std::vector<uint8_t> pixels = pixelsOf(step);
       s = synthetic ? b->generatePixels(t, 9, 40 + step, transform) : b->uploadPixels(t, pixels.data(), transform);
       if (s)
         s = b->run();
