@@ -15,9 +15,13 @@ cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCASTOR_ENABLE
   -DCASTOR_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs"
 ninja -C "$build" -j"${JOBS:-2}" castor-run castor_cuda_tests castor_cuda_kernel_tests castor_conv_tests
 
-mkdir -p "$carry/bin" "$carry/plans"
+mkdir -p "$carry/bin" "$carry/plans" "$carry/lib"
 for b in castor-run castor_cuda_tests castor_cuda_kernel_tests castor_conv_tests; do
   strip -o "$carry/bin/$b" "$build/bin/$b"
+done
+# The Debian libraries castor-run links that the GPU machine lacks (it has the CUDA ones).
+for l in libfmt.so.9 libprotobuf.so.32 libturbojpeg.so.0 libpng16.so.16; do
+  cp -L "/usr/lib/x86_64-linux-gnu/$l" "$carry/lib/"
 done
 
 castor="$root/build/bin/castor"
