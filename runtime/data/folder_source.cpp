@@ -10,8 +10,7 @@
 #include <cctype>
 #include <cstring>
 #include <dirent.h>
-#include <fstream>
-#include <iterator>
+#include <cstdio>
 #include <numeric>
 #include <sys/stat.h>
 
@@ -48,12 +47,19 @@ bool isImageName(const std::string &name) {
   return false;
 }
 
-Expected<std::vector<uint8_t>> readFile(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+// One read of the whole file into `bytes` (kept by the calling thread, so no allocation per file).
+Status readFile(const std::string &path, std::vector<uint8_t> &bytes) {
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
     return Status::error("cannot open " + path);
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return bytes;
+  struct stat st;
+  const bool sized = ::fstat(::fileno(f), &st) == 0;
+  bytes.resize(sized ? size_t(st.st_size) : 0);
+  const size_t got = bytes.empty() ? 0 : std::fread(bytes.data(), 1, bytes.size(), f);
+  std::fclose(f);
+  if (!sized || got != bytes.size())
+    return Status::error("cannot read " + path);
+  return Status::ok();
 }
 
 // Uniform doubles for one sample's augmentation: Philox(counter {position, epoch, k}) for k = 0,
@@ -162,9 +168,9 @@ const std::vector<int64_t> &FolderSource::order(int64_t epoch) {
 
 Status FolderSource::sample(int64_t epoch, int64_t position, int64_t file, uint8_t *out) {
   const std::string &path = files_[size_t(file)];
-  auto bytes = readFile(path);
-  if (!bytes)
-    return bytes.status();
+  thread_local std::vector<uint8_t> fileBytes;
+  CASTOR_RETURN_IF_ERROR(readFile(path, fileBytes));
+  const std::vector<uint8_t> *bytes = &fileBytes;
   const int outW = int(w_), outH = int(h_), channels = int(c_);
   if (!options_.train) {
     auto image = decodeImage(bytes->data(), bytes->size(), channels, path);
