@@ -83,6 +83,16 @@ Expected<std::unique_ptr<Session>> Session::create(plan::Plan plan, std::unique_
   return s;
 }
 
+Status Session::setParameters(const weights::TensorFile &file) {
+  for (const plan::Parameter &p : plan_.parameters()) {
+    const HostTensor *w = file.find(p.name());
+    if (!w)
+      return Status::error("parameter '" + p.name() + "' is not in the given state");
+    CASTOR_RETURN_IF_ERROR(setTensor(*byId(p.tensor()), *w, "parameter '" + p.name() + "'"));
+  }
+  return Status::ok();
+}
+
 Status Session::setInput(const std::string &name, const HostTensor &value) {
   for (const plan::Binding &b : plan_.inputs())
     if (b.name() == name)

@@ -51,6 +51,9 @@ public:
   // Any tensor of the plan by id.
   Expected<HostTensor> tensor(uint32_t id);
 
+  // Every parameter from `file`, by name (float dtypes converted); one the file lacks is an error.
+  // A forward plan takes a training session's state() this way (validation during training).
+  Status setParameters(const weights::TensorFile &file);
   // The state kept between steps: every PARAMETER and STATE tensor, named as its Parameter
   // entry (else as the tensor), in the plan's tensor order. Written back by Session::create
   // (weightsPath), so a saved state resumes bit-exactly.

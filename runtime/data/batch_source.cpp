@@ -55,6 +55,7 @@ Expected<std::unique_ptr<BatchSource>> openBatchSource(const std::string &spec, 
     folder.seed = options.seed;
     folder.reducedDecode = options.reducedDecode;
     folder.skipCorrupt = options.skipCorrupt;
+    folder.augment = options.augment;
     folder.threads = options.threads;
     folder.mean = options.mean;
     folder.std = options.std;

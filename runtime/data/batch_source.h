@@ -66,9 +66,10 @@ struct SourceOptions {
   // Of 8-bit pixels scaled to [0, 1]: one value for every channel, or one per channel; empty: the
   // source's default (idx: Fashion-MNIST's training set, 0.2860 and 0.3530; folder: ImageNet's).
   std::vector<double> mean, std;
-  // Image folders (folder_source.h): decode JPEGs at a reduced DCT scale where the crop allows;
+  // Image folders (folder_source.h): augment (RandomResizedCrop and flip; Resize and CenterCrop
+  // in evaluation) or resize whole images; decode JPEGs at a reduced DCT scale where the crop allows;
   // replace files that do not decode instead of failing; decoding threads (0: the host's cores).
-  bool reducedDecode = false, skipCorrupt = false;
+  bool reducedDecode = false, skipCorrupt = false, augment = true;
   int threads = 0;
 };
 

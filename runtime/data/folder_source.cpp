@@ -172,6 +172,13 @@ Status FolderSource::sample(int64_t epoch, int64_t position, int64_t file, uint8
   CASTOR_RETURN_IF_ERROR(readFile(path, fileBytes));
   const std::vector<uint8_t> *bytes = &fileBytes;
   const int outW = int(w_), outH = int(h_), channels = int(c_);
+  if (!options_.augment) {
+    auto image = decodeImage(bytes->data(), bytes->size(), channels, path);
+    if (!image)
+      return image.status();
+    resizedCrop(*image, {0, 0, image->width, image->height}, outW, outH, false, out);
+    return Status::ok();
+  }
   if (!options_.train) {
     auto image = decodeImage(bytes->data(), bytes->size(), channels, path);
     if (!image)

@@ -8,7 +8,8 @@
 // with probability 1/2, its draws from Philox keyed by the seed and counted by (epoch, position
 // in the epoch), so a resumed run sees the same crops. Evaluation (`train = false`): files in
 // order, Resize(H * 8 / 7) + CenterCrop(H) (256 and 224 for a 224 plan), the last batch padded.
-// The position (epoch, cursor) is saved with a training state.
+// Without `augment`, every image is resized whole to H x W instead. The position (epoch, cursor) is
+// saved with a training state.
 //
 // Decoding: TurboJPEG and libpng on the host (image_decode.h). With `reducedDecode`, a JPEG whose
 // crop is much larger than the output is decoded at a reduced DCT scale (1/2, 1/4, 1/8) that
@@ -30,6 +31,9 @@ struct FolderOptions {
   uint64_t seed = 0;
   bool train = true;
   bool reducedDecode = false;
+  // false: every image resized whole to the plan's H x W (Pillow's BILINEAR), no crop, no flip,
+  // in training and evaluation alike (images already at the plan's size pass unchanged).
+  bool augment = true;
   bool skipCorrupt = false; // else a file that does not decode stops training, naming it
   int threads = 0;          // decoding threads (0: the host's cores)
   int ahead = 3;            // batches made ahead of the one handed out

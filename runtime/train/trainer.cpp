@@ -114,6 +114,9 @@ Status Trainer::run(int64_t steps, StepObserver &observer) {
     m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     m.imagesPerSecond = m.seconds > 0 ? double(signature_.batch) / m.seconds : 0.0;
     observer.onStep(m);
+    if (options_.evaluate &&
+        ((options_.evaluateEvery > 0 && step_ % options_.evaluateEvery == 0) || step_ == lastStep))
+      CASTOR_RETURN_IF_ERROR(options_.evaluate(step_).withContext("validation after step " + std::to_string(step_)));
 
     if (!options_.checkpointPath.empty() && options_.checkpointEvery > 0 && step_ % options_.checkpointEvery == 0 &&
         step_ < lastStep)

@@ -14,6 +14,7 @@
 #include "train/training_signature.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,10 @@ struct TrainerOptions {
   // of a run excepted (the caller saves the end, see saveCheckpoint).
   std::string checkpointPath;
   int64_t checkpointEvery = 0;
+  // Called with the global step after every step that is a multiple of evaluateEvery and after
+  // the run's last step (validation: the caller evaluates the session's current state).
+  int64_t evaluateEvery = 0;
+  std::function<Status(int64_t step)> evaluate;
 };
 
 class Trainer {

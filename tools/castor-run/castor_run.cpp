@@ -54,9 +54,20 @@ int main(int argc, char **argv) {
                        "Image folders: fast (JPEGs decoded at a reduced DCT scale where the crop allows) or exact "
                        "(always at full size, as torchvision)")
       ->check(CLI::IsMember({"fast", "exact"}));
+  trainCmd
+      ->add_option("--augment", to.augment,
+                   "Image folders: standard (RandomResizedCrop + flip; validation Resize + CenterCrop) or none (each "
+                   "image resized whole to the plan's size, for training and validation)")
+      ->check(CLI::IsMember({"standard", "none"}));
   trainCmd->add_flag("--skip-corrupt", to.skipCorrupt,
                      "Image folders: replace a file that does not decode by the next one (counted) instead of stopping");
   trainCmd->add_option("--data-threads", to.dataThreads, "Image folders: decoding threads (default: the host's cores)");
+  trainCmd->add_option("--val-plan", to.valPlan,
+                       "Forward plan of the model (castor compile without --train) for validation with the current "
+                       "weights and BN running statistics");
+  trainCmd->add_option("--val-data", to.valData, "Validation set: idx:DIR (its --val-split files) or folder:DIR");
+  trainCmd->add_option("--val-split", to.valSplit, "IDX validation split: test (t10k-*, default) or train");
+  trainCmd->add_option("--eval-every", to.evalEvery, "Validate every K steps and after the last (0: after the last only)");
   trainCmd->add_option("--device", to.device, "cpu or cuda (cuda: builds with -DCASTOR_ENABLE_CUDA=ON)");
   trainCmd->add_option("--seed", to.seed,
                        "Seed of the parameter initializers and of the data (synthetic batches, shuffling); "
@@ -93,15 +104,21 @@ int main(int argc, char **argv) {
   benchCmd->add_flag("--json", bo.json, "One JSON line");
 
   castor::run::EvalOptions eo;
-  auto *evalCmd = app.add_subcommand("eval", "Accuracy of a forward plan on an IDX data set");
+  auto *evalCmd = app.add_subcommand("eval", "Top-1 and top-5 accuracy of a forward plan on an IDX set or an image folder");
   evalCmd->add_option("plan", eo.plan, "Forward plan (input images, output logits \"output\")")->required();
   evalCmd->add_option("--weights", eo.weights,
                       "safetensors state (parameters by name); default: the weights file the plan names");
-  evalCmd->add_option("--data", eo.data, "idx:DIR")->required();
+  evalCmd->add_option("--data", eo.data,
+                      "idx:DIR (the --split's files) or folder:DIR (DIR/<class>/<image>; Resize + CenterCrop)")
+      ->required();
   evalCmd->add_option("--split", eo.split, "test (t10k-* files) or train");
   evalCmd->add_option("--device", eo.device, "cpu or cuda (cuda: builds with -DCASTOR_ENABLE_CUDA=ON)");
   evalCmd->add_option("--mean", eo.mean, "Pixel normalization mean (after scaling to [0, 1])")->delimiter(',');
   evalCmd->add_option("--std", eo.std, "Pixel normalization standard deviation")->delimiter(',');
+  evalCmd
+      ->add_option("--augment", eo.augment,
+                   "Image folders: standard (Resize + CenterCrop) or none (each image resized whole to the plan's size)")
+      ->check(CLI::IsMember({"standard", "none"}));
   evalCmd->add_flag("--json", eo.json, "One JSON line");
 
   CLI11_PARSE(app, argc, argv);

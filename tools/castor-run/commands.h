@@ -31,6 +31,10 @@ struct TrainOptions {
   // Of pixels scaled to [0, 1], one value or one per channel; empty: the source's default.
   std::vector<double> mean, std;
   std::string decode = "exact"; // image folders: exact | fast
+  std::string augment = "standard"; // image folders: standard | none
+  // Validation: a forward plan of the model, its data, every K steps (and after the last).
+  std::string valPlan, valData, valSplit = "test";
+  int64_t evalEvery = 0;
   bool skipCorrupt = false;
   int dataThreads = 0;
   bool poison = false;
@@ -39,7 +43,8 @@ struct TrainOptions {
 
 struct EvalOptions {
   std::string plan, weights, data, split = "test", device = "cpu";
-  std::vector<double> mean{0.2860}, std{0.3530}; // Fashion-MNIST's training set
+  std::vector<double> mean, std; // empty: the set's default (Fashion-MNIST's for idx, ImageNet's for folder)
+  std::string augment = "standard"; // image folders: standard (Resize + CenterCrop) | none (resize whole)
   bool json = false;
 };
 

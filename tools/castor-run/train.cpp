@@ -8,6 +8,7 @@
 #include "data/batch_source.h"
 #include "plan/plan_io.h"
 #include "train/checkpoint.h"
+#include "train/evaluation.h"
 #include "train/event_file.h"
 #include "train/trainer.h"
 #include "train/training_signature.h"
@@ -135,6 +136,7 @@ int train(const TrainOptions &o) {
   sourceOptions.syntheticClasses = o.classes;
   sourceOptions.reducedDecode = o.decode == "fast";
   sourceOptions.skipCorrupt = o.skipCorrupt;
+  sourceOptions.augment = o.augment == "standard";
   sourceOptions.threads = o.dataThreads;
   if (!o.mean.empty())
     sourceOptions.mean = o.mean;
@@ -186,6 +188,53 @@ int train(const TrainOptions &o) {
   to.gradStatsEvery = o.gradStats;
   to.checkpointPath = o.save;
   to.checkpointEvery = o.saveEvery;
+  // Validation: the forward plan on a backend of its own, with the training session's state.
+  std::unique_ptr<train::Evaluator> evaluator;
+  if (o.valPlan.empty() != o.valData.empty())
+    return fail("--val-plan and --val-data go together");
+  if (!o.valPlan.empty()) {
+    auto valPlan = plan::readPlanFile(o.valPlan);
+    if (!valPlan)
+      return fail(valPlan.message());
+    auto valBackend = createBackend(o.device, bo);
+    if (!valBackend)
+      return fail(valBackend.message());
+    SessionOptions vo;
+    auto paired = plan::weightsFileFor(*valPlan, o.valPlan, "");
+    if (paired)
+      vo.weightsPath = *paired;
+    auto valSession = Session::create(std::move(*valPlan), std::move(*valBackend), vo);
+    if (!valSession)
+      return fail(valSession.message());
+    data::SourceOptions valOptions;
+    valOptions.mean = o.mean;
+    valOptions.std = o.std;
+    valOptions.threads = o.dataThreads;
+    valOptions.augment = o.augment == "standard";
+    auto made = train::Evaluator::create(std::move(*valSession), o.valData, o.valSplit, valOptions);
+    if (!made)
+      return fail(made.message());
+    evaluator = std::move(*made);
+    to.evaluateEvery = o.evalEvery;
+    to.evaluate = [&](int64_t step) -> Status {
+      CASTOR_RETURN_IF_ERROR(evaluator->loadState(**created));
+      auto a = evaluator->run();
+      if (!a)
+        return a.status();
+      if (terminal)
+        fmt::print(stderr, "\n");
+      fmt::print(stderr, "validation after step {}: top-1 {:.4f}, top-5 {:.4f} ({} images, {:.1f} s)\n", step,
+                 a->top1Rate(), a->top5Rate(), a->count, a->seconds);
+      if (log) {
+        fmt::print(log, "{{\"step\": {}, \"val_top1\": {}, \"val_top5\": {}, \"val_count\": {}, \"val_seconds\": {}}}\n",
+                   step, jsonNumber(a->top1Rate()), jsonNumber(a->top5Rate()), a->count, jsonNumber(a->seconds));
+        std::fflush(log);
+      }
+      if (events)
+        CASTOR_RETURN_IF_ERROR(events->addScalars(step, {{"val/top1", a->top1Rate()}, {"val/top5", a->top5Rate()}}));
+      return Status::ok();
+    };
+  }
   train::Trainer trainer(**created, batches, std::move(*signature), to, resumed.step);
   StepReport report(log, events.get(), terminal, resumed.step + o.steps);
   Status ran = trainer.run(o.steps, report);
