@@ -51,6 +51,7 @@ private:
   func::FuncOp step_;
   std::vector<StateSlot> slots_;
   llvm::DenseMap<Value, Value> grads_;
+  Value lr_; // this step's learning rate (an optimizer's schedule), reported as the output "lr"
   size_t iteration_ = 0, optimizerStep_ = 0;
   // Trainable parameters' slots, each with the slot of its first optimizer buffer.
   std::vector<std::pair<size_t, size_t>> trainable_;
@@ -204,6 +205,8 @@ LogicalResult TrainStepBuilder::run() {
   for (auto &s : slots_)
     results.push_back(s.updated);
   results.append({loss, correct});
+  if (lr_)
+    results.push_back(lr_);
   if (opts_.emitGradients)
     for (auto &s : slots_)
       if (s.trainable) {
@@ -219,6 +222,8 @@ LogicalResult TrainStepBuilder::run() {
   step_.setResultAttr(slots_.size(), "castor.name", b_.getStringAttr("loss"));
   step_.setResultAttr(slots_.size() + 1, "castor.name", b_.getStringAttr("correct"));
   unsigned r = slots_.size() + 2;
+  if (lr_)
+    step_.setResultAttr(r++, "castor.name", b_.getStringAttr("lr"));
   if (opts_.emitGradients)
     for (auto &s : slots_)
       if (s.trainable)
@@ -317,6 +322,7 @@ LogicalResult TrainStepBuilder::buildOptimizer() {
                                      b_.getF64FloatAttr(opts_.lr), b_.getI64IntegerAttr(opts_.warmupSteps),
                                      b_.getI64IntegerAttr(opts_.stepSize), b_.getF64FloatAttr(opts_.gamma),
                                      b_.getI64IntegerAttr(opts_.totalSteps), b_.getF64FloatAttr(opts_.minLr));
+  lr_ = b_.create<IdentityOp>(loc, f32Scalar, lr); // an output of its own
   Value stepArg = slots_[optimizerStep_].arg;
   Value step = b_.create<IncrementOp>(loc, stepArg.getType(), stepArg);
   slots_[optimizerStep_].updated = step;

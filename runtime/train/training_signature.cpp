@@ -52,9 +52,9 @@ Expected<TrainingSignature> readTrainingSignature(const plan::Plan &plan) {
   sig.classes = lossClasses(index, labels.id());
   sig.hasCorrect = bound->correct != nullptr;
 
-  // The loss scaler's state, when the plan reports it.
-  for (auto [name, integer] : {std::pair{"loss_scale", false}, std::pair{"steps_since_overflow", true},
-                               std::pair{"skipped_steps", true}}) {
+  // The learning rate and the loss scaler's state, when the plan reports them.
+  for (auto [name, integer] : {std::pair{"lr", false}, std::pair{"loss_scale", false},
+                               std::pair{"steps_since_overflow", true}, std::pair{"skipped_steps", true}}) {
     const plan::Tensor *t = index.output(name);
     if (!t)
       continue;

@@ -9,7 +9,7 @@
 // CHECK-SAME: %[[SCALE:[a-z0-9]+]]: tensor<f32> {castor.init = #castor.init<fill>, castor.init_value = 6.553600e+04 : f64, castor.state = "castor.loss_scale"}
 // CHECK-SAME: %[[TRACKER:[a-z0-9]+]]: tensor<i64> {castor.init = #castor.init<zeros>, castor.state = "castor.loss_scale_growth_tracker"}
 // CHECK-SAME: %[[SKIPPED:[a-z0-9]+]]: tensor<i64> {castor.init = #castor.init<zeros>, castor.state = "castor.skipped_steps"}
-// CHECK-SAME: -> ({{.*}}tensor<f32> {castor.state = "castor.loss_scale"}, tensor<i64> {castor.state = "castor.loss_scale_growth_tracker"}, tensor<i64> {castor.state = "castor.skipped_steps"}, tensor<f32> {castor.name = "loss"}, tensor<i64> {castor.name = "correct"}, tensor<i64> {castor.name = "skipped_steps"}, tensor<f32> {castor.name = "loss_scale"}, tensor<i64> {castor.name = "steps_since_overflow"}, tensor<3xf32> {castor.name = "grad_stats:fc.weight"}, tensor<3xf32> {castor.name = "grad_stats:fc.bias"})
+// CHECK-SAME: -> ({{.*}}tensor<f32> {castor.state = "castor.loss_scale"}, tensor<i64> {castor.state = "castor.loss_scale_growth_tracker"}, tensor<i64> {castor.state = "castor.skipped_steps"}, tensor<f32> {castor.name = "loss"}, tensor<i64> {castor.name = "correct"}, tensor<f32> {castor.name = "lr"}, tensor<i64> {castor.name = "skipped_steps"}, tensor<f32> {castor.name = "loss_scale"}, tensor<i64> {castor.name = "steps_since_overflow"}, tensor<3xf32> {castor.name = "grad_stats:fc.weight"}, tensor<3xf32> {castor.name = "grad_stats:fc.bias"})
 // CHECK: castor.softmax_cross_entropy_backward %[[SCALE]], %{{.*}}, %{{.*}}
 // CHECK: %[[LR:.*]] = castor.lr_schedule
 // CHECK: %[[UNSCALED:.*]]:2, %[[INF:.*]] = castor.unscale_gradients %{{.*}}, %{{.*}} scale %[[SCALE]]

@@ -15,7 +15,7 @@
 // CHECK-SAME: %[[STEP:[a-z0-9]+]]: tensor<i64> {castor.init = #castor.init<zeros>, castor.state = "castor.optimizer_step"}
 // CHECK-SAME: %[[X:[a-z0-9]+]]: tensor<2x4x4x4xf32> {castor.name = "images"}, %[[L:[a-z0-9]+]]: tensor<2xi64> {castor.name = "labels"}
 // CHECK-SAME: -> (tensor<4x4x3x3xf32> {castor.state = "conv.weight"}
-// CHECK-SAME: tensor<f32> {castor.name = "loss"}, tensor<i64> {castor.name = "correct"})
+// CHECK-SAME: tensor<f32> {castor.name = "loss"}, tensor<i64> {castor.name = "correct"}, tensor<f32> {castor.name = "lr"})
 
 // Forward, with the parameters replaced by state.
 // CHECK: %[[C:.*]] = castor.conv2d %[[X]], %[[W]]
@@ -41,6 +41,7 @@
 // BN running statistics, then the optimizer: weight decay on weights, not on BN parameters.
 // CHECK: castor.batch_norm_running_update %[[RM]], %{{.*}}, %[[MEAN]], %[[ISTD]] {count = 32 : i64}
 // CHECK: %[[LR:.*]] = castor.lr_schedule %[[IT]] {base_lr = 5.000000e-02 : f64} : (tensor<i64>) -> tensor<f32>
+// CHECK-NEXT: %[[LR_OUT:.*]] = castor.identity %[[LR]] : tensor<f32>
 // CHECK: %[[STEP2:.*]] = castor.increment %[[STEP]]
 // CHECK: castor.sgd_update %[[W]], %[[DW]], %{{.*}}, %[[LR]], %[[STEP2]] {momentum = 9.000000e-01 : f64, weight_decay = 1.000000e-04 : f64}
 // CHECK: castor.sgd_update %[[G]], %[[DG]], %{{.*}}, %[[LR]], %[[STEP2]] {momentum = 9.000000e-01 : f64}

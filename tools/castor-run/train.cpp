@@ -24,7 +24,10 @@ namespace {
 
 // The progress line's short name of each reported scalar.
 const char *progressLabel(const std::string &name) {
-  return name == "loss_scale" ? "scale" : name == "steps_since_overflow" ? "clean" : "skipped";
+  return name == "lr"                     ? "lr"
+         : name == "loss_scale"           ? "scale"
+         : name == "steps_since_overflow" ? "clean"
+                                          : "skipped";
 }
 
 // Prints each step as it ends, and keeps what the summary line needs.
