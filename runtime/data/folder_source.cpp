@@ -1,5 +1,6 @@
 #include "data/folder_source.h"
 
+#include "data/epoch_order.h"
 #include "data/image_augment.h"
 #include "data/image_decode.h"
 #include "data/parallel.h"
@@ -150,16 +151,11 @@ FolderSource::~FolderSource() { stop(); }
 const std::vector<int64_t> &FolderSource::order(int64_t epoch) {
   std::lock_guard<std::mutex> lock(orderMutex_);
   if (orderEpoch_ != epoch) {
-    // Fisher-Yates with j = floor(u * (i + 1)), u from Philox(counter {i, 0, epoch, 0}).
-    order_.resize(files_.size());
-    std::iota(order_.begin(), order_.end(), 0);
     if (options_.train) {
-      const auto key = dataKey(options_.seed, kFolderShuffleTag);
-      for (int64_t i = int64_t(order_.size()) - 1; i > 0; --i) {
-        auto w = weights::philox4x32_10({uint32_t(i), uint32_t(uint64_t(i) >> 32), uint32_t(epoch), 0}, key);
-        const int64_t j = std::min(int64_t(u53(w[0], w[1]) * double(i + 1)), i);
-        std::swap(order_[size_t(i)], order_[size_t(j)]);
-      }
+      order_ = shuffledOrder(options_.seed, kFolderShuffleTag, epoch, int64_t(files_.size()));
+    } else {
+      order_.resize(files_.size());
+      std::iota(order_.begin(), order_.end(), 0);
     }
     orderEpoch_ = epoch;
   }
@@ -336,19 +332,15 @@ Status FolderSource::next(int64_t step, std::vector<double> &images, std::vector
   return Status::ok();
 }
 
-void FolderSource::savePosition(DataPosition &position) const {
-  position["castor.data.epoch"] = std::to_string(epoch_);
-  position["castor.data.cursor"] = std::to_string(cursor_);
-}
+void FolderSource::savePosition(DataPosition &position) const { saveEpochPosition(position, epoch_, cursor_); }
 
 Status FolderSource::restorePosition(const DataPosition &position) {
-  auto e = position.find("castor.data.epoch"), c = position.find("castor.data.cursor");
-  if (e == position.end() || c == position.end())
-    return Status::error("the state file holds no image-folder position (castor.data.epoch, castor.data.cursor)");
+  int64_t epoch = 0, cursor = 0;
+  CASTOR_RETURN_IF_ERROR(restoreEpochPosition(position, "image-folder", epoch, cursor));
   stop();
   std::lock_guard<std::mutex> lock(mutex_);
-  epoch_ = std::stoll(e->second);
-  cursor_ = std::stoll(c->second);
+  epoch_ = epoch;
+  cursor_ = cursor;
   return Status::ok();
 }
 

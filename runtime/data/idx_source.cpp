@@ -1,5 +1,6 @@
 #include "data/idx_source.h"
 
+#include "data/epoch_order.h"
 #include "data/random_streams.h"
 #include "data/shape_text.h"
 
@@ -43,8 +44,10 @@ Status IdxSource::nextPixels(int64_t, std::vector<uint8_t> &images, std::vector<
     ++epoch_;
     cursor_ = 0;
   }
-  if (permEpoch_ != epoch_)
-    shuffle();
+  if (permEpoch_ != epoch_) {
+    perm_ = shuffledOrder(seed_, kShuffleTag, epoch_, data_.count);
+    permEpoch_ = epoch_;
+  }
   const int64_t pixels = data_.rows * data_.cols;
   images.resize(size_t(batch_ * pixels));
   labels.resize(size_t(batch_));
@@ -57,31 +60,10 @@ Status IdxSource::nextPixels(int64_t, std::vector<uint8_t> &images, std::vector<
   return Status::ok();
 }
 
-void IdxSource::savePosition(DataPosition &position) const {
-  position["castor.data.epoch"] = std::to_string(epoch_);
-  position["castor.data.cursor"] = std::to_string(cursor_);
-}
+void IdxSource::savePosition(DataPosition &position) const { saveEpochPosition(position, epoch_, cursor_); }
 
 Status IdxSource::restorePosition(const DataPosition &position) {
-  auto e = position.find("castor.data.epoch"), c = position.find("castor.data.cursor");
-  if (e == position.end() || c == position.end())
-    return Status::error("the state file holds no IDX loader position (castor.data.epoch, castor.data.cursor)");
-  epoch_ = std::stoll(e->second);
-  cursor_ = std::stoll(c->second);
-  return Status::ok();
-}
-
-// Fisher-Yates with j = floor(u * (i + 1)), u from Philox(counter {i, 0, epoch, 0}).
-void IdxSource::shuffle() {
-  perm_.resize(size_t(data_.count));
-  std::iota(perm_.begin(), perm_.end(), 0);
-  const auto key = dataKey(seed_, kShuffleTag);
-  for (int64_t i = data_.count - 1; i > 0; --i) {
-    auto w = weights::philox4x32_10({uint32_t(i), uint32_t(uint64_t(i) >> 32), uint32_t(epoch_), 0}, key);
-    int64_t j = std::min(int64_t(u53(w[0], w[1]) * double(i + 1)), i);
-    std::swap(perm_[size_t(i)], perm_[size_t(j)]);
-  }
-  permEpoch_ = epoch_;
+  return restoreEpochPosition(position, "IDX loader", epoch_, cursor_);
 }
 
 } // namespace castor::data

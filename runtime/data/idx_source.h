@@ -32,8 +32,6 @@ public:
   Status restorePosition(const DataPosition &position) override;
 
 private:
-  void shuffle();
-
   idx::LabelledImages data_;
   uint64_t seed_;
   int64_t batch_;

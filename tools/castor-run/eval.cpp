@@ -15,6 +15,8 @@ int eval(const EvalOptions &o) {
   auto backend = createBackend(o.device, BackendOptions{});
   if (!backend)
     return fail(backend.message());
+  if (o.data.rfind("idx:", 0) != 0 && o.data.rfind("folder:", 0) != 0)
+    return fail("eval reads --data idx:DIR or folder:DIR, not '" + o.data + "'");
   auto read = plan::readPlanFile(o.plan);
   if (!read)
     return fail(read.message());
