@@ -12,12 +12,8 @@
 # summary.md,fusion.jsonl}, OUT_DIR/amp/amp_resnet50.{json,txt,log}.
 set -u
 out="${1:-$OUT}"
-carry=gpu-carry
-site=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-export LD_LIBRARY_PATH="$PWD/$carry/lib:$site/cudnn/lib:$site/cu13/lib:${LD_LIBRARY_PATH:-}"
-export CASTOR_TUNING_CACHE=/tmp/castor-tuning
-mkdir -p "$out/bench" "$out/amp" "$CASTOR_TUNING_CACHE"
-bin="$carry/bin"
+source "$(dirname "$0")/gpu_env.sh"
+mkdir -p "$out/bench" "$out/amp"
 log="$out/tests.txt"
 section() { echo "== $1 ($(date +%T))" >>"$log"; }
 # The kernel tests run cuDNN's batch norm under each API (CASTOR_BN_API=ex, =graph, tuned); the

@@ -9,12 +9,9 @@
 #   bench/input_pipeline_gpu.sh [OUT_DIR]     # OUT_DIR defaults to $OUT
 set -u
 out="${1:-$OUT}"
-carry=gpu-carry
-site=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-export LD_LIBRARY_PATH="$PWD/$carry/lib:$site/cudnn/lib:$site/cu13/lib:${LD_LIBRARY_PATH:-}"
-export CASTOR_TUNING_CACHE=/tmp/castor-tuning
-mkdir -p "$out" "$CASTOR_TUNING_CACHE"
-bin="$carry/bin" P="$carry/plans" log="$out/pipeline.txt"
+source "$(dirname "$0")/gpu_env.sh"
+mkdir -p "$out"
+P="$carry/plans" log="$out/pipeline.txt"
 timeout 120 "$bin/castor_cuda_kernel_tests" pixels >"$out/pixel_tests.txt" 2>&1
 echo "pixel kernel tests exit $?: $(tail -1 "$out/pixel_tests.txt")" >>"$log"
 plan="$P/r50_fp16_b256.plan"

@@ -15,12 +15,9 @@
 set -u
 part="$1"
 out="${2:-$OUT}"
-carry=gpu-carry
-site=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-export LD_LIBRARY_PATH="$PWD/$carry/lib:$site/cudnn/lib:$site/cu13/lib:${LD_LIBRARY_PATH:-}"
-export CASTOR_TUNING_CACHE=/tmp/castor-tuning
-mkdir -p "$out" "$CASTOR_TUNING_CACHE"
-bin="$carry/bin" P="$carry/plans" log="$out/tests.txt"
+source "$(dirname "$0")/gpu_env.sh"
+mkdir -p "$out"
+P="$carry/plans" log="$out/tests.txt"
 bench() { # PLAN [STEPS]: one castor-run bench line in castor.jsonl
   timeout 150 "$bin/castor-run" bench "$P/$1.plan" --device cuda --steps "${2:-20}" --warmup 5 --json \
     2>>"$out/bench_stderr.txt" | tail -1 >>"$out/castor.jsonl" || echo "$1: bench failed" >>"$log"
