@@ -23,6 +23,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 #include <functional>
 #include <limits>
 #include <atomic>
@@ -341,9 +342,15 @@ public:
         return Status::error(error);
       tensors_[t.id()] = &t;
     }
+    // A size the machine cannot hold is refused before anything is allocated (a hostile or
+    // corrupt plan may claim terabytes; the zero-fill would touch every page of it).
+    const uint64_t physical = uint64_t(::sysconf(_SC_PHYS_PAGES)) * uint64_t(::sysconf(_SC_PAGE_SIZE));
+    if (plan_.arena_bytes() > physical)
+      return Status::error("the plan needs an arena of " + std::to_string(plan_.arena_bytes()) +
+                           " bytes, more than this machine's " + std::to_string(physical) + " bytes of memory");
     try {
       arena_.assign(plan_.arena_bytes(), 0);
-    } catch (const std::bad_alloc &) {
+    } catch (const std::exception &) {
       return Status::error("cannot allocate an arena of " + std::to_string(plan_.arena_bytes()) + " bytes");
     }
     for (int i = 0; i < plan_.kernels_size(); ++i) {

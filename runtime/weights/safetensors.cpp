@@ -123,26 +123,33 @@ Status writeSafetensors(const TensorFile &file, const std::string &path) {
 }
 
 Expected<TensorFile> readSafetensors(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in)
     return Status::error("cannot open " + path + ": " + std::strerror(errno));
-  std::vector<uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto fail = [&](const std::string &why) { return Status::error(path + ": not a valid safetensors file: " + why); };
-  if (bytes.size() < 8)
+  std::vector<uint8_t> bytes(size_t(in.tellg()));
+  in.seekg(0);
+  if (!in.read(reinterpret_cast<char *>(bytes.data()), std::streamsize(bytes.size())))
+    return Status::error("cannot read " + path + ": " + std::strerror(errno));
+  return parseSafetensors(bytes.data(), bytes.size(), path);
+}
+
+Expected<TensorFile> parseSafetensors(const uint8_t *bytes, size_t size, const std::string &what) {
+  auto fail = [&](const std::string &why) { return Status::error(what + ": not a valid safetensors file: " + why); };
+  if (size < 8)
     return fail("shorter than its 8-byte header length");
   uint64_t headerLen = 0;
   for (int i = 0; i < 8; ++i)
     headerLen |= uint64_t(bytes[i]) << (8 * i);
-  if (headerLen > bytes.size() - 8)
-    return fail("header length " + std::to_string(headerLen) + " exceeds the file size " +
-                std::to_string(bytes.size()));
-  auto header = json::parse(std::string(bytes.begin() + 8, bytes.begin() + 8 + long(headerLen)));
+  // A length beyond the bytes at hand is refused before anything is allocated for it.
+  if (headerLen > size - 8)
+    return fail("header length " + std::to_string(headerLen) + " exceeds the file size " + std::to_string(size));
+  auto header = json::parse(std::string(reinterpret_cast<const char *>(bytes) + 8, size_t(headerLen)));
   if (!header)
     return fail(header.message());
   if (header->type != json::Value::Type::Object)
     return fail("the header is not a JSON object");
-  const uint8_t *data = bytes.data() + 8 + headerLen;
-  const uint64_t dataLen = bytes.size() - 8 - headerLen;
+  const uint8_t *data = bytes + 8 + headerLen;
+  const uint64_t dataLen = size - 8 - headerLen;
   TensorFile file;
   std::vector<std::pair<uint64_t, size_t>> order; // (begin, index) to return tensors in data order
   for (const auto &[name, entry] : header->object) {
@@ -180,9 +187,12 @@ Expected<TensorFile> readSafetensors(const std::string &path) {
     if (end > dataLen)
       return fail("tensor '" + name + "' data [" + std::to_string(begin) + ", " + std::to_string(end) +
                   ") lies beyond the " + std::to_string(dataLen) + " data bytes (truncated file?)");
-    if (end - begin != count * plan::dtypeSize(t.dtype))
+    uint64_t need = 0;
+    if (__builtin_mul_overflow(count, plan::dtypeSize(t.dtype), &need))
+      return fail("tensor '" + name + "' is too large");
+    if (end - begin != need)
       return fail("tensor '" + name + "' has " + std::to_string(end - begin) + " bytes, its dtype and shape need " +
-                  std::to_string(count * plan::dtypeSize(t.dtype)));
+                  std::to_string(need));
     t.data.assign(data + begin, data + end);
     order.emplace_back(begin, file.tensors.size());
     file.tensors.push_back(std::move(t));

@@ -31,6 +31,8 @@ struct TensorFile {
 // Writes atomically (temporary file, fsync, rename).
 Status writeSafetensors(const TensorFile &file, const std::string &path);
 Expected<TensorFile> readSafetensors(const std::string &path);
+// The same, from the file's bytes; `what` names them in error messages.
+Expected<TensorFile> parseSafetensors(const uint8_t *bytes, size_t size, const std::string &what);
 
 // "F32" <-> plan::F32, ...
 std::string safetensorsDtypeName(plan::DType dtype);
