@@ -143,6 +143,17 @@ TEST_CASE("safetensors files written by other tools, and broken ones", "[weights
   CHECK_THAT(readSafetensors(path).message(), Contains("unsupported dtype U8"));
   write(R"({"a":)", data);
   CHECK_THAT(readSafetensors(path).message(), Contains("not a valid safetensors file"));
+  // A shape whose byte count wraps around 2^64 to the bytes at hand (2^63 f16 values: 0 bytes).
+  write(R"({"a":{"dtype":"F16","shape":[4611686018427387904,2],"data_offsets":[0,0]}})", data);
+  CHECK_THAT(readSafetensors(path).message(), Contains("too large"));
+  // A header length that claims more than the file holds, refused before it is read.
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    const uint64_t len = uint64_t(1) << 40;
+    out.write(reinterpret_cast<const char *>(&len), 8);
+    out << "{}";
+  }
+  CHECK_THAT(readSafetensors(path).message(), Contains("exceeds the file size"));
   std::remove(path.c_str());
 }
 
