@@ -14,7 +14,7 @@ out="${2:-$root/build/fuzz-long}"
 mkdir -p "$out"
 ninja -C "$root/build" castor-runtime-fuzz castor-import-fuzz castor castor-run >/dev/null
 export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:allocator_may_return_null=1
-for target in image safetensors plan; do
+for target in image safetensors tuning-cache plan; do
   { time python3 "$root/test/fuzz/run_runtime_fuzz.py" --fuzzer "$root/build/bin/castor-runtime-fuzz" \
       --iterations "$n" --bin "$root/build/bin" --models "$root/models" --images "$root/test/fixtures/images" \
       --work "$out/seeds" --targets "$target" --messages-dir "$out"; } >"$out/$target.log" 2>&1

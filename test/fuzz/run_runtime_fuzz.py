@@ -15,7 +15,7 @@ def main():
     ap = argparse.ArgumentParser()
     for a in ("--fuzzer", "--iterations", "--bin", "--models", "--images", "--work"):
         ap.add_argument(a, required=True)
-    ap.add_argument("--targets", nargs="*", default=["plan", "safetensors", "image"])
+    ap.add_argument("--targets", nargs="*", default=["plan", "safetensors", "image", "tuning-cache"])
     ap.add_argument("--messages-dir")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -35,7 +35,14 @@ def main():
     state = os.path.join(w, "state.safetensors")
     subprocess.run([castor_run, "train", plans[0], "--steps", "1", "--save", state], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    cache = os.path.join(w, "tuning.txt")
+    with open(cache, "w") as f:  # the format the CUDA backend writes (cuda/tuning/tuning_cache.h)
+        f.write("# castor tuning cache\n"
+                "conv2d|fwd|f16|nhwc|256x64x56x56|64x64x3x3|p1,1|s1,1|d1,1|g1\tgraph:eng12\t0.0871\n"
+                "conv2d|dgrad|f16|nhwc|256x256x14x14|256x256x3x3|p1,1|s1,1|d1,1|g1\tgraph:eng7\t0.1204\n"
+                "batch_norm|f16|nhwc|256x64x112x112\tex\t0.233\n")
     seeds = {
+        "tuning-cache": [cache],
         "plan": plans,
         "safetensors": [state] + glob.glob(os.path.join(w, "*.weights.safetensors")),
         "image": sorted(p for p in glob.glob(os.path.join(args.images, "*")) if p.endswith((".jpg", ".png"))),

@@ -1,9 +1,9 @@
 // Seeded mutation fuzzing of what the runtime reads from disk, built with AddressSanitizer and
 // UndefinedBehaviorSanitizer: plans (container, decoding, validation, loading on the CPU backend),
-// safetensors files (weights and training states) and images (JPEG and PNG decoding, then the
-// augmentations).
+// safetensors files (weights and training states), images (JPEG and PNG decoding, then the
+// augmentations) and the CUDA backend's tuning cache (its text format, which needs no GPU).
 //
-// Usage: castor-runtime-fuzz plan|safetensors|image ITERATIONS SEED_FILE... [--messages FILE]
+// Usage: castor-runtime-fuzz plan|safetensors|image|tuning-cache ITERATIONS SEED_FILE... [--messages FILE]
 // Each iteration mutates one seed: its bytes (bit flips, edge bytes, insertions, deletions,
 // truncation, splices with another seed), or its structure where a checksum or length field would
 // make byte mutations stop at the first check (a plan's fields re-encoded into a valid container;
@@ -12,6 +12,7 @@
 // rate and the number of distinct refusals (each listed with its count with --messages). Fails
 // when nothing is accepted or nothing refused: the mutations would then test nothing.
 #include "castor/backend.h"
+#include "cuda/tuning/cache_format.h"
 #include "data/image_augment.h"
 #include "data/image_decode.h"
 #include "plan/plan_io.h"
@@ -224,6 +225,14 @@ std::string runSafetensors(const Bytes &b) {
   return f ? "" : f.message();
 }
 
+std::string runTuningCache(const Bytes &b) {
+  const auto entries = castor::cuda::tuning::parseCacheText(std::string(b.begin(), b.end()));
+  for (const auto &[key, e] : entries)
+    if (key.empty() || e.candidate.empty() || key.find('\n') != std::string::npos)
+      std::abort(); // the parser let a malformed line through
+  return entries.empty() ? "no entry" : "";
+}
+
 std::string runImage(const Bytes &b) {
   auto size = castor::data::imageSize(b.data(), b.size(), "input");
   if (!size)
@@ -247,7 +256,8 @@ std::string messageKind(const std::string &m) {
 
 int main(int argc, char **argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: castor-runtime-fuzz plan|safetensors|image ITERATIONS SEED... [--messages FILE]\n");
+    std::fprintf(stderr,
+                 "usage: castor-runtime-fuzz plan|safetensors|image|tuning-cache ITERATIONS SEED... [--messages FILE]\n");
     return 2;
   }
   const std::string target = argv[1];
@@ -268,6 +278,7 @@ int main(int argc, char **argv) {
   std::string (*run)(const Bytes &) = target == "plan"          ? runPlan
                                       : target == "safetensors" ? runSafetensors
                                       : target == "image"       ? runImage
+                                      : target == "tuning-cache" ? runTuningCache
                                                                 : nullptr;
   if (!run || seeds.empty()) {
     std::fprintf(stderr, "unknown target '%s' or no seeds\n", target.c_str());

@@ -10,13 +10,14 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <unistd.h>
 
 namespace castor::cuda::tuning {
 namespace {
 
 namespace fs = std::filesystem;
-using Entries = std::map<std::string, CacheEntry>;
+using Entries = CacheEntries;
 
 struct CacheFile {
   bool loaded = false;
@@ -65,24 +66,10 @@ std::string cacheDirectory() {
 // Entries of the file at `path` (none when it does not exist or cannot be read); lines that do
 // not parse are skipped.
 Entries readFile(const std::string &path) {
-  Entries entries;
   std::ifstream in(path);
-  std::string line;
-  while (in && std::getline(in, line)) {
-    if (line.empty() || line[0] == '#')
-      continue;
-    const size_t a = line.find('\t');
-    const size_t b = a == std::string::npos ? a : line.find('\t', a + 1);
-    if (a == std::string::npos || b == std::string::npos || a == 0 || b == a + 1)
-      continue;
-    CacheEntry e;
-    e.candidate = line.substr(a + 1, b - a - 1);
-    char *end = nullptr;
-    const std::string ms = line.substr(b + 1);
-    e.ms = std::strtod(ms.c_str(), &end);
-    entries[line.substr(0, a)] = e;
-  }
-  return entries;
+  std::stringstream text;
+  text << in.rdbuf();
+  return parseCacheText(text.str());
 }
 
 // Writes `entries` to `path` through a temporary file renamed over it; false with `error` set

@@ -20,16 +20,12 @@
 #pragma once
 
 #include "cuda/executor/device_context.h"
+#include "cuda/tuning/cache_format.h"
 
 #include <optional>
 #include <string>
 
 namespace castor::cuda::tuning {
-
-struct CacheEntry {
-  std::string candidate;
-  double ms = 0;
-};
 
 // The file of this GPU and cuDNN version, or "" when the disk cache is off.
 std::string cachePath(const DeviceContext &ctx);
