@@ -164,25 +164,24 @@ const std::vector<int64_t> &FolderSource::order(int64_t epoch) {
 
 Status FolderSource::sample(int64_t epoch, int64_t position, int64_t file, uint8_t *out) {
   const std::string &path = files_[size_t(file)];
-  thread_local std::vector<uint8_t> fileBytes;
-  CASTOR_RETURN_IF_ERROR(readFile(path, fileBytes));
-  const std::vector<uint8_t> *bytes = &fileBytes;
+  thread_local std::vector<uint8_t> bytes;
+  CASTOR_RETURN_IF_ERROR(readFile(path, bytes));
   const int outW = int(w_), outH = int(h_), channels = int(c_);
   if (!options_.augment) {
-    auto image = decodeImage(bytes->data(), bytes->size(), channels, path);
+    auto image = decodeImage(bytes.data(), bytes.size(), channels, path);
     if (!image)
       return image.status();
     resizedCrop(*image, {0, 0, image->width, image->height}, outW, outH, false, out);
     return Status::ok();
   }
   if (!options_.train) {
-    auto image = decodeImage(bytes->data(), bytes->size(), channels, path);
+    auto image = decodeImage(bytes.data(), bytes.size(), channels, path);
     if (!image)
       return image.status();
     resizeCenterCrop(*image, int(h_ * 8 / 7), int(std::min(h_, w_)), out);
     return Status::ok();
   }
-  auto size = imageSize(bytes->data(), bytes->size(), path);
+  auto size = imageSize(bytes.data(), bytes.size(), path);
   if (!size)
     return size.status();
   SampleDraws draws(options_.seed, epoch, position);
@@ -194,9 +193,9 @@ Status FolderSource::sample(int64_t epoch, int64_t position, int64_t file, uint8
     // The smallest DCT scale at which the crop still has the output's resolution.
     const int minW = int((int64_t(size->first) * outW + box.width - 1) / box.width);
     const int minH = int((int64_t(size->second) * outH + box.height - 1) / box.height);
-    image = decodeImageScaled(bytes->data(), bytes->size(), channels, minW, minH, path, &num, &denom);
+    image = decodeImageScaled(bytes.data(), bytes.size(), channels, minW, minH, path, &num, &denom);
   } else {
-    image = decodeImage(bytes->data(), bytes->size(), channels, path);
+    image = decodeImage(bytes.data(), bytes.size(), channels, path);
   }
   if (!image)
     return image.status();

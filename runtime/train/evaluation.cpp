@@ -4,6 +4,7 @@
 #include "data/idx.h"
 #include "data/idx_source.h"
 #include "data/shape_text.h"
+#include "plan/plan_io.h"
 #include "train/plan_index.h"
 #include "weights/init.h"
 
@@ -99,6 +100,25 @@ Expected<std::unique_ptr<Evaluator>> Evaluator::create(std::unique_ptr<Session> 
   e->classes_ = output->shape(1);
   e->set_ = std::move(set);
   return e;
+}
+
+Expected<std::unique_ptr<Evaluator>> Evaluator::open(const std::string &planPath, const std::string &weightsPath,
+                                                     bool requireAllFromFile, std::unique_ptr<Backend> backend,
+                                                     const std::string &spec, const std::string &split,
+                                                     const data::SourceOptions &options) {
+  auto read = plan::readPlanFile(planPath);
+  if (!read)
+    return read.status();
+  SessionOptions so;
+  auto paired = plan::weightsFileFor(*read, planPath, weightsPath);
+  if (!paired)
+    return paired.status();
+  so.weightsPath = *paired;
+  so.requireAllFromFile = requireAllFromFile;
+  auto session = Session::create(std::move(*read), std::move(backend), so);
+  if (!session)
+    return session.status();
+  return create(std::move(*session), spec, split, options);
 }
 
 Status Evaluator::loadState(Session &training) {

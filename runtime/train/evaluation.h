@@ -31,6 +31,13 @@ public:
   // `session` runs a forward plan; `spec` names the set ("idx:DIR" or "folder:DIR").
   static Expected<std::unique_ptr<Evaluator>> create(std::unique_ptr<Session> session, const std::string &spec,
                                                      const std::string &split, const data::SourceOptions &options);
+  // The forward plan in the file `planPath` on `backend`, its parameters from `weightsPath`, else
+  // from the weights file the plan names, else from their initializers (with
+  // `requireAllFromFile`, every one from a file).
+  static Expected<std::unique_ptr<Evaluator>> open(const std::string &planPath, const std::string &weightsPath,
+                                                   bool requireAllFromFile, std::unique_ptr<Backend> backend,
+                                                   const std::string &spec, const std::string &split,
+                                                   const data::SourceOptions &options);
   // The forward plan's parameters from a training session's state (by name).
   Status loadState(Session &training);
   // One pass over the set.

@@ -24,28 +24,25 @@ Status Trainer::feed(int64_t step) {
   // The time the source takes to hand out the batch: what the step waits for data when the
   // source could not make it ahead.
   const auto start = std::chrono::steady_clock::now();
+  auto handedOut = [&] {
+    fedDataSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fedEpoch_ = source_.epoch();
+  };
   switch (source_.imageForm()) {
   case data::ImageForm::Values:
     CASTOR_RETURN_IF_ERROR(source_.next(step, imageValues_, labelValues_));
-    break;
-  case data::ImageForm::Pixels:
-    CASTOR_RETURN_IF_ERROR(source_.nextPixels(step, pixels_, labelValues_));
-    break;
-  case data::ImageForm::SyntheticPixels:
-    CASTOR_RETURN_IF_ERROR(source_.nextLabels(step, labelValues_));
-    break;
-  }
-  fedDataSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  fedEpoch_ = source_.epoch();
-  switch (source_.imageForm()) {
-  case data::ImageForm::Values:
+    handedOut();
     data::encodeValuesParallel(images_.dtype, imageValues_, images_.data);
     CASTOR_RETURN_IF_ERROR(session_.setInput("images", images_));
     break;
   case data::ImageForm::Pixels:
+    CASTOR_RETURN_IF_ERROR(source_.nextPixels(step, pixels_, labelValues_));
+    handedOut();
     CASTOR_RETURN_IF_ERROR(session_.setInputPixels("images", pixels_.data(), source_.pixelTransform()));
     break;
   case data::ImageForm::SyntheticPixels:
+    CASTOR_RETURN_IF_ERROR(source_.nextLabels(step, labelValues_));
+    handedOut();
     CASTOR_RETURN_IF_ERROR(
         session_.generateInputPixels("images", source_.syntheticSeed(), step, source_.pixelTransform()));
     break;

@@ -4,7 +4,6 @@
 #include "commands.h"
 #include "device.h"
 
-#include "plan/plan_io.h"
 #include "train/evaluation.h"
 
 #include <fmt/core.h>
@@ -17,24 +16,12 @@ int eval(const EvalOptions &o) {
     return fail(backend.message());
   if (o.data.rfind("idx:", 0) != 0 && o.data.rfind("folder:", 0) != 0)
     return fail("eval reads --data idx:DIR or folder:DIR, not '" + o.data + "'");
-  auto read = plan::readPlanFile(o.plan);
-  if (!read)
-    return fail(read.message());
-  plan::Plan p = std::move(*read);
-  SessionOptions so;
-  auto paired = plan::weightsFileFor(p, o.plan, o.weights);
-  if (!paired)
-    return fail(paired.message());
-  so.weightsPath = *paired;
-  so.requireAllFromFile = true;
-  auto created = Session::create(std::move(p), std::move(*backend), so);
-  if (!created)
-    return fail(created.message());
   data::SourceOptions options;
   options.mean = o.mean;
   options.std = o.std;
   options.augment = o.augment == "standard";
-  auto evaluator = train::Evaluator::create(std::move(*created), o.data, o.split, options);
+  auto evaluator = train::Evaluator::open(o.plan, o.weights, /*requireAllFromFile=*/true, std::move(*backend), o.data,
+                                          o.split, options);
   if (!evaluator)
     return fail(evaluator.message());
   auto a = (*evaluator)->run();

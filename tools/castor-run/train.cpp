@@ -196,25 +196,17 @@ int train(const TrainOptions &o) {
   if (o.valPlan.empty() != o.valData.empty())
     return fail("--val-plan and --val-data go together");
   if (!o.valPlan.empty()) {
-    auto valPlan = plan::readPlanFile(o.valPlan);
-    if (!valPlan)
-      return fail(valPlan.message());
     auto valBackend = createBackend(o.device, bo);
     if (!valBackend)
       return fail(valBackend.message());
-    SessionOptions vo;
-    auto paired = plan::weightsFileFor(*valPlan, o.valPlan, "");
-    if (paired)
-      vo.weightsPath = *paired;
-    auto valSession = Session::create(std::move(*valPlan), std::move(*valBackend), vo);
-    if (!valSession)
-      return fail(valSession.message());
     data::SourceOptions valOptions;
     valOptions.mean = o.mean;
     valOptions.std = o.std;
     valOptions.threads = o.dataThreads;
     valOptions.augment = o.augment == "standard";
-    auto made = train::Evaluator::create(std::move(*valSession), o.valData, o.valSplit, valOptions);
+    // Its parameters are replaced by the training state's before each evaluation.
+    auto made = train::Evaluator::open(o.valPlan, "", /*requireAllFromFile=*/false, std::move(*valBackend), o.valData,
+                                       o.valSplit, valOptions);
     if (!made)
       return fail(made.message());
     evaluator = std::move(*made);
