@@ -23,11 +23,11 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
       getOperation().emitError("no @train_step: run castor-make-train-step first");
       return signalPassFailure();
     }
-    if (mode != "dynamic" && mode != "static" && mode != "none") {
-      step.emitError("loss-scale mode must be dynamic, static or none, got '") << mode << "'";
+    if (mode != "dynamic" && mode != "static" && mode != "guard" && mode != "none") {
+      step.emitError("loss-scale mode must be dynamic, static, guard or none, got '") << mode << "'";
       return signalPassFailure();
     }
-    if (mode != "none" && !(init > 0)) {
+    if ((mode == "dynamic" || mode == "static") && !(init > 0)) {
       step.emitError("the loss scale must be positive");
       return signalPassFailure();
     }
@@ -77,13 +77,16 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
       skipped = addState(step, "castor.skipped_steps", i64, Init::zeros, std::nullopt);
 
     OpBuilder b(updates.front());
-    if (mode == "static") {
+    // `guard` checks the gradients as an unscale by exactly 1 does (x * 1 keeps every bit), without
+    // scaling the loss: an fp32 or bf16 step then skips a non-finite update as a scaled one does.
+    if (mode == "static" || mode == "guard") {
       OpBuilder atStart = OpBuilder::atBlockBegin(&body);
-      scale = atStart.create<ConstantOp>(loc, DenseElementsAttr::get(f32, b.getF32FloatAttr(float(init))));
+      const float value = mode == "guard" ? 1.0f : float(init);
+      scale = atStart.create<ConstantOp>(loc, DenseElementsAttr::get(f32, b.getF32FloatAttr(value)));
     }
 
     // The seed of the backward pass, d(loss) = 1, becomes the scale.
-    if (scale) {
+    if (scale && mode != "guard") {
       SmallVector<SoftmaxCrossEntropyBackwardOp> seeds;
       for (auto bwd : body.getOps<SoftmaxCrossEntropyBackwardOp>())
         if (bwd.getLossGrad().getDefiningOp<ConstantOp>())
@@ -151,7 +154,8 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
       scaleOut = update.getNewScale();
       trackerOut = update.getNewGrowthTracker();
     }
-    outputs_.push_back({"loss_scale", b.create<IdentityOp>(loc, scaleOut)});
+    if (mode != "guard")
+      outputs_.push_back({"loss_scale", b.create<IdentityOp>(loc, scaleOut)});
     if (trackerOut)
       outputs_.push_back({"steps_since_overflow", b.create<IdentityOp>(loc, trackerOut)});
     finishResults(step, ret);

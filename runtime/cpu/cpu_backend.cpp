@@ -323,7 +323,13 @@ const KernelTable &forwardKernels();
 class CpuBackend final : public Backend, public Memory {
 public:
   explicit CpuBackend(const BackendOptions &options)
-      : poison_(options.poison || poisonRequestedByEnvironment()), noiseSeed_(options.roundingNoiseSeed) {}
+      : poison_(options.poison || poisonRequestedByEnvironment()), noiseSeed_(options.roundingNoiseSeed) {
+    auto plant = plantedNonFinite(options);
+    if (plant)
+      plant_ = *plant;
+    else
+      plantError_ = plant.status();
+  }
 
   std::string name() const override { return "cpu"; }
 
@@ -333,6 +339,7 @@ public:
   }
 
   Status load(const plan::Plan &p) override {
+    CASTOR_RETURN_IF_ERROR(plantError_);
     plan_ = p;
     tensors_.clear();
     kernels_.clear();
@@ -389,6 +396,13 @@ public:
           poisonAfter_[end].push_back(&t);
       }
     }
+    plantTensor_ = nullptr;
+    if (plant_) {
+      auto target = plantTarget(plan_, plant_->kernel);
+      if (!target)
+        return target.status();
+      plantTensor_ = *target;
+    }
     return Status::ok();
   }
 
@@ -416,6 +430,23 @@ public:
   }
 
   Status run() override {
+    CASTOR_RETURN_IF_ERROR(execute(steps_, nullptr));
+    ++steps_;
+    return Status::ok();
+  }
+
+  Expected<NonFiniteFound> replayToFirstNonFinite() override {
+    if (steps_ == 0)
+      return Status::error("no step to replay: the plan has not run");
+    NonFiniteFound found;
+    CASTOR_RETURN_IF_ERROR(execute(steps_ - 1, &found));
+    return found;
+  }
+
+private:
+  // The kernels of run `runIndex` (0-based). With `found`, a replay: no poisoning, and it stops
+  // after the first kernel that leaves a non-finite value in a floating-point output.
+  Status execute(uint64_t runIndex, NonFiniteFound *found) {
     for (const auto &[id, bytes] : inputs_)
       std::memcpy(arena_.data() + tensors_.at(id)->offset(), bytes.data(), bytes.size());
     for (size_t i = 0; i < kernels_.size(); ++i) {
@@ -430,16 +461,27 @@ public:
       if (noiseSeed_ != 0)
         for (uint32_t id : plan_.kernels(int(i)).outputs())
           addRoundingNoise(*tensors_.at(id), arena_.data() + tensors_.at(id)->offset(), noiseSeed_,
-                           (steps_ << 32) ^ i);
-      if (poison_)
+                           (runIndex << 32) ^ i);
+      if (plantTensor_ && int(i) == plant_->kernel && int64_t(runIndex) + 1 == plant_->run) {
+        const std::vector<uint8_t> bad = nonFiniteElement(plantTensor_->dtype(), plant_->inf);
+        std::memcpy(arena_.data() + plantTensor_->offset(), bad.data(), bad.size());
+      }
+      if (found) {
+        for (uint32_t id : plan_.kernels(int(i)).outputs()) {
+          const Tensor &t = *tensors_.at(id);
+          if (int64_t n = countNonFinite(t.dtype(), arena_.data() + t.offset(), t.bytes()); n > 0) {
+            *found = {int(i), id, n};
+            return Status::ok();
+          }
+        }
+      } else if (poison_) {
         for (const Tensor *t : poisonAfter_[i])
           std::memset(arena_.data() + t->offset(), 0xFF, t->bytes());
+      }
     }
-    ++steps_;
     return Status::ok();
   }
 
-private:
   Expected<const Tensor *> find(uint32_t id, size_t bytes) {
     auto it = tensors_.find(id);
     if (it == tensors_.end())
@@ -452,6 +494,9 @@ private:
 
   bool poison_;
   uint64_t noiseSeed_ = 0, steps_ = 0;
+  std::optional<PlantedNonFinite> plant_;
+  Status plantError_;
+  const Tensor *plantTensor_ = nullptr;
   plan::Plan plan_;
   std::unordered_map<uint32_t, const Tensor *> tensors_;
   std::map<uint32_t, std::vector<uint8_t>> inputs_; // the last upload of each INPUT tensor

@@ -1,6 +1,7 @@
 #include "train/trainer.h"
 
 #include "data/image_encoding.h"
+#include "plan/plan_validator.h"
 #include "train/scalar_output.h"
 #include "weights/init.h"
 
@@ -81,10 +82,79 @@ Status Trainer::readMetrics(StepMetrics &m, bool withGradStats) {
   return Status::ok();
 }
 
+namespace {
+const ReportedValue *reported(const StepMetrics &m, const std::string &name) {
+  for (const ReportedValue &v : m.scalars)
+    if (v.name == name)
+      return &v;
+  return nullptr;
+}
+} // namespace
+
+bool Trainer::guarded() const { return signature_.hasScalar("skipped_steps"); }
+
+Status Trainer::nonFiniteError(int64_t index, const StepMetrics &m, bool updateSkipped) {
+  const std::string step = "step " + std::to_string(index + 1);
+  std::string what = updateSkipped ? step + ": non-finite gradients; the update was skipped"
+                                   : step + ": the loss is " + (std::isnan(m.loss) ? "NaN" : "infinite") +
+                                         " and the update was applied (the plan has no non-finite guard: compile "
+                                         "without --loss-scale none to keep the state of the step before)";
+  if (!updateSkipped)
+    return Status::error(what + "; stopped (--on-nonfinite stop)");
+  // The step again on its own batch, kernel by kernel, to name where the first non-finite value
+  // appears (the guard left the state as it was before the step).
+  std::string where;
+  data::DataPosition resume;
+  source_.savePosition(resume);
+  Status replay = source_.restorePosition(positionOfStep_);
+  if (replay)
+    replay = feed(index);
+  fed_ = false;
+  if (replay) {
+    auto found = session_.backend().replayToFirstNonFinite();
+    if (!found)
+      replay = found.status();
+    else if (found->kernel < 0)
+      where = "; a replay of the step found every value finite (the fault did not recur)";
+    else {
+      const plan::Plan &p = session_.plan();
+      std::string tensorName;
+      for (const plan::Tensor &t : p.tensors())
+        if (t.id() == found->tensor)
+          tensorName = t.name();
+      where = "; the first non-finite value appears in '" + tensorName + "' (" + std::to_string(found->count) +
+              " values), written by " + plan::describeKernel(p, found->kernel);
+    }
+  }
+  if (!replay)
+    where = "; replaying the step to find the first non-finite tensor failed: " + replay.message();
+  if (lastSaved_ >= 0)
+    where += "; " + previousCheckpoint();
+  return Status::error(what + where + "; stopped (--on-nonfinite stop)");
+}
+
 Status Trainer::run(int64_t steps, StepObserver &observer) {
   const int64_t lastStep = step_ + steps;
+  const bool checkGuard = guarded() && !signature_.hasScalar("steps_since_overflow");
+  if (checkGuard && skippedSoFar_ < 0) {
+    // The count so far, from the state (a resumed run starts from the saved one).
+    skippedSoFar_ = 0;
+    for (const plan::Parameter &p : session_.plan().parameters())
+      if (p.name() == "castor.skipped_steps") {
+        auto t = session_.tensor(p.tensor());
+        if (!t)
+          return t.status();
+        skippedSoFar_ = int64_t(weights::decodeValues(t->dtype, t->data).at(0));
+      }
+  }
   for (int64_t index = step_; index < lastStep; ++index) {
     const auto start = std::chrono::steady_clock::now();
+    if (fed_) {
+      positionOfStep_ = positionBeforeFed_;
+    } else {
+      positionOfStep_.clear();
+      source_.savePosition(positionOfStep_);
+    }
     Status st = fed_ ? Status::ok() : feed(index);
     const double dataSeconds = fedDataSeconds_; // of this step's batch
     if (st)
@@ -108,6 +178,18 @@ Status Trainer::run(int64_t steps, StepObserver &observer) {
     m.dataWaitSeconds = dataSeconds;
     const bool gradStats = options_.gradStatsEvery > 0 && m.step % options_.gradStatsEvery == 0;
     CASTOR_RETURN_IF_ERROR(readMetrics(m, gradStats));
+    // Non-finite values: a guarded plan (not a dynamic loss scaler) counts the skipped update; a
+    // plan without a guard shows them in its loss only.
+    if (checkGuard) {
+      const int64_t skipped = int64_t(reported(m, "skipped_steps")->value);
+      const bool stepSkipped = skipped > skippedSoFar_;
+      skippedSoFar_ = skipped;
+      m.nonFiniteSkipped = stepSkipped;
+      if (stepSkipped && options_.onNonFinite == OnNonFinite::Stop)
+        return nonFiniteError(index, m, /*updateSkipped=*/true);
+    } else if (!guarded() && !std::isfinite(m.loss)) {
+      return nonFiniteError(index, m, /*updateSkipped=*/false);
+    }
     m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     m.imagesPerSecond = m.seconds > 0 ? double(signature_.batch) / m.seconds : 0.0;
     observer.onStep(m);
@@ -117,9 +199,17 @@ Status Trainer::run(int64_t steps, StepObserver &observer) {
 
     if (!options_.checkpointPath.empty() && options_.checkpointEvery > 0 && step_ % options_.checkpointEvery == 0 &&
         step_ < lastStep)
-      CASTOR_RETURN_IF_ERROR(saveCheckpoint(options_.checkpointPath));
+      if (Status saved = saveCheckpoint(options_.checkpointPath); !saved)
+        return Status::error("saving the state after step " + std::to_string(step_) + " failed (" + saved.message() +
+                             "); " + previousCheckpoint());
   }
   return Status::ok();
+}
+
+std::string Trainer::previousCheckpoint() const {
+  if (lastSaved_ < 0)
+    return "this run wrote no checkpoint to " + options_.checkpointPath + " (a file there from before is untouched)";
+  return "the last checkpoint, " + options_.checkpointPath + ", holds step " + std::to_string(lastSaved_);
 }
 
 Status Trainer::saveCheckpoint(const std::string &path) {
@@ -131,7 +221,10 @@ Status Trainer::saveCheckpoint(const std::string &path) {
     progress.dataPosition = positionBeforeFed_;
   else
     source_.savePosition(progress.dataPosition);
-  return writeCheckpoint(session_, progress, path);
+  CASTOR_RETURN_IF_ERROR(writeCheckpoint(session_, progress, path));
+  if (path == options_.checkpointPath)
+    lastSaved_ = step_;
+  return Status::ok();
 }
 
 } // namespace castor::train

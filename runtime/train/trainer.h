@@ -45,6 +45,7 @@ struct StepMetrics {
   double dataWaitSeconds = 0;           // the source handing out this step's batch (when made ahead,
                                         // it overlapped the step before)
   double imagesPerSecond = 0;           // batch / seconds
+  bool nonFiniteSkipped = false;        // a guarded plan skipped this step's update (not a loss scaler)
 };
 
 class StepObserver {
@@ -52,6 +53,14 @@ public:
   virtual ~StepObserver() = default;
   // Called after every step, before a periodic checkpoint of that step is written.
   virtual void onStep(const StepMetrics &metrics) = 0;
+};
+
+// What a step with non-finite values does to the run. A plan whose update is guarded (the loss
+// scaler's or the non-finite guard's skipped_steps output) has already left the state alone; a
+// dynamic loss scaler's skipped steps are its own business and never stop a run.
+enum class OnNonFinite {
+  Stop, // end the run with an error naming the step and the first non-finite tensor
+  Skip, // count the step as skipped and go on (guarded plans only)
 };
 
 struct TrainerOptions {
@@ -65,6 +74,7 @@ struct TrainerOptions {
   // the run's last step (validation: the caller evaluates the session's current state).
   int64_t evaluateEvery = 0;
   std::function<Status(int64_t step)> evaluate;
+  OnNonFinite onNonFinite = OnNonFinite::Stop;
 };
 
 class Trainer {
@@ -76,14 +86,23 @@ public:
 
   // Runs `steps` steps. An error stops the loop (its message names the step); the steps done
   // before it stay done.
+  // Whether the plan skips a non-finite update itself (it reports skipped_steps).
+  bool guarded() const;
   Status run(int64_t steps, StepObserver &observer);
   // The state after the steps done so far, with the data position of the next step.
   Status saveCheckpoint(const std::string &path);
   int64_t stepsDone() const { return step_; }
+  // "the last checkpoint, PATH, holds step N" (writes replace the file atomically: a failed one
+  // leaves it as it was).
+  std::string previousCheckpoint() const;
 
 private:
   Status feed(int64_t step);
   Status readMetrics(StepMetrics &metrics, bool withGradStats);
+  // The error that ends a run at step `index` + 1 with non-finite values: the step is replayed
+  // on its own batch to find the first kernel whose output is not finite.
+  Status nonFiniteError(int64_t index, const StepMetrics &metrics, bool updateSkipped);
+
 
   Session &session_;
   data::BatchSource &source_;
@@ -94,6 +113,9 @@ private:
   // before it was taken.
   bool fed_ = false;
   data::DataPosition positionBeforeFed_;
+  data::DataPosition positionOfStep_; // before the running step's batch was taken
+  int64_t skippedSoFar_ = -1;
+  int64_t lastSaved_ = -1; // the step of the last checkpoint written to options_.checkpointPath         // the plan's skipped_steps after the last step (-1: unread)
   int64_t fedEpoch_ = 0; // the source's epoch after the last batch it handed out
   // Kept across steps: the batch as values, then encoded into the plan's dtype.
   std::vector<double> imageValues_;

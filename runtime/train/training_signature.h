@@ -39,6 +39,13 @@ struct TrainingSignature {
   bool hasCorrect = false;
   std::vector<ReportedScalar> scalars;  // in the order above, those the plan has
   std::vector<std::string> gradStats;   // output names, in the plan's order
+
+  bool hasScalar(const std::string &name) const {
+    for (const ReportedScalar &r : scalars)
+      if (r.name == name)
+        return true;
+    return false;
+  }
 };
 
 // Checks the bindings, the labels' dtype and shape, the batch and the optional outputs' types.

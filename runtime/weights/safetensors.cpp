@@ -8,6 +8,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <unistd.h>
@@ -120,6 +121,23 @@ Status writeSafetensors(const TensorFile &file, const std::string &path) {
     return Status::error("writing " + path + ": " + why);
   }
   return Status::ok();
+}
+
+int removeInterruptedWrites(const std::string &path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp.";
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  int removed = 0;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    // mkstemp's suffix: six characters.
+    if (name.size() == prefix.size() + 6 && name.compare(0, prefix.size(), prefix) == 0 &&
+        it->is_regular_file(ec) && fs::remove(it->path(), ec))
+      ++removed;
+  }
+  return removed;
 }
 
 Expected<TensorFile> readSafetensors(const std::string &path) {

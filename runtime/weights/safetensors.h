@@ -30,6 +30,9 @@ struct TensorFile {
 
 // Writes atomically (temporary file, fsync, rename).
 Status writeSafetensors(const TensorFile &file, const std::string &path);
+// Deletes the temporary files writeSafetensors leaves beside `path` when its process is killed
+// mid-write ("PATH.tmp.XXXXXX"); returns how many. Only for a path no other process is writing.
+int removeInterruptedWrites(const std::string &path);
 Expected<TensorFile> readSafetensors(const std::string &path);
 // The same, from the file's bytes; `what` names them in error messages.
 Expected<TensorFile> parseSafetensors(const uint8_t *bytes, size_t size, const std::string &what);

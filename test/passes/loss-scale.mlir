@@ -1,6 +1,7 @@
 // RUN: castor-opt %s -castor-make-train-step='optimizer=sgd' -castor-loss-scale='clip-grad-norm=1.0' -castor-gradient-stats | FileCheck %s
 // RUN: castor-opt %s -castor-make-train-step='optimizer=adamw' -castor-loss-scale='mode=static init=128.0' | FileCheck --check-prefix=STATIC %s
 // RUN: castor-opt %s -castor-make-train-step='optimizer=sgd' -castor-loss-scale='mode=none' | FileCheck --check-prefix=NONE %s
+// RUN: castor-opt %s -castor-make-train-step='optimizer=sgd' -castor-loss-scale='mode=guard' | FileCheck --check-prefix=GUARD %s
 
 // Dynamic scaling: the scale and its growth tracker are state, the scale seeds the backward
 // pass, every gradient is unscaled in place (found_inf on any inf/NaN) and clipped, and on
@@ -31,6 +32,19 @@
 // STATIC: castor.unscale_gradients {{.*}} scale %[[S]]
 // STATIC: castor.adamw_update {{.*}} skip_if
 // STATIC-NOT: castor.update_loss_scale
+
+// The guard scales nothing: the seed stays the constant 1 of the backward pass, the gradients are
+// checked by an unscale by exactly 1, a non-finite step is skipped and counted.
+// GUARD-LABEL: func.func @train_step
+// GUARD-SAME: %[[SKIPPED:[a-z0-9]+]]: tensor<i64> {castor.init = #castor.init<zeros>, castor.state = "castor.skipped_steps"}
+// GUARD-NOT: castor.loss_scale
+// GUARD-SAME: tensor<i64> {castor.name = "skipped_steps"})
+// GUARD: %[[ONE:.*]] = castor.constant dense<1.000000e+00> : tensor<f32>
+// GUARD-NOT: castor.softmax_cross_entropy_backward %[[ONE]]
+// GUARD: castor.unscale_gradients {{.*}} scale %[[ONE]]
+// GUARD: castor.sgd_update {{.*}} skip_if
+// GUARD: castor.increment %[[SKIPPED]] if %{{.*}} {when = "set"}
+// GUARD-NOT: castor.update_loss_scale
 
 // NONE-NOT: unscale_gradients
 // NONE-NOT: skip_if

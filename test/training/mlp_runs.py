@@ -20,6 +20,17 @@ def read_state(path):
             for k, v in header.items() if k != "__metadata__"}
 
 
+def compile_mlp(castor, models, work, hidden, flags=()):
+    """models/mlp.py --hidden `hidden` compiled into an AdamW training plan in `work`; its path."""
+    os.makedirs(work, exist_ok=True)
+    model, plan = os.path.join(work, f"mlp{hidden}.onnx"), os.path.join(work, f"mlp{hidden}.plan")
+    subprocess.run([sys.executable, os.path.join(models, "mlp.py"), "--hidden", str(hidden), "--weights", "none", "-o",
+                    model], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([castor, "compile", model, "--init", "kaiming", "--train", "--batch", "8", "--optimizer", "adamw",
+                    "-o", plan] + list(flags), check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return plan
+
+
 class MlpRuns:
     """Trains `models/mlp.py --hidden 32` with `compile_flags` common to every run."""
 

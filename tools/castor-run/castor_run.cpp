@@ -6,9 +6,9 @@
 //   castor-run train train.plan --steps N [--data synthetic|idx:DIR|npy:DIR] [--seed S] [--weights W]
 //                               [--log-json FILE] [--tensorboard DIR] [--save STATE] [--save-every K]
 //                               [--resume STATE]
-//                               [--grad-stats K]
+//                               [--grad-stats K] [--deterministic] [--on-nonfinite stop|skip]
 //   castor-run eval forward.plan --weights STATE --data idx:DIR [--split test] [--json]
-//   castor-run bench train.plan [--device cuda] [--steps N] [--warmup K] [--json]
+//   castor-run bench train.plan [--device cuda] [--steps N] [--warmup K] [--json] [--deterministic]
 //
 // This file holds the command line; each command lives in its own file (commands.h).
 
@@ -90,6 +90,15 @@ int main(int argc, char **argv) {
       ->delimiter(',');
   trainCmd->add_option("--std", to.std, "Pixel normalization standard deviation, as --mean")->delimiter(',');
   trainCmd->add_flag("--poison", to.poison, "Fill each tensor's arena slot with NaN after its last use");
+  trainCmd->add_flag("--deterministic", to.deterministic,
+                     "Bit-identical states run after run on the same GPU (deterministic cuDNN engines and "
+                     "reductions; also CASTOR_DETERMINISTIC=1)");
+  trainCmd
+      ->add_option("--on-nonfinite", to.onNonFinite,
+                   "A step with non-finite values: stop (default: end the run naming the step and the first "
+                   "non-finite tensor; the last checkpoint stays) or skip (count it and go on; the plan's guard "
+                   "left the state alone). A dynamic loss scaler's skipped steps never stop a run")
+      ->check(CLI::IsMember({"stop", "skip"}));
   trainCmd->add_option("--grad-stats", to.gradStats,
                        "Every K steps, print the plan's grad_stats:<param> outputs (mean |g|, max |g|, non-finite "
                        "count) to stderr and the JSON log");
@@ -102,6 +111,8 @@ int main(int argc, char **argv) {
   benchCmd->add_option("--device", bo.device, "cuda (default) or cpu");
   benchCmd->add_option("--seed", bo.seed, "Seed of the parameter initializers and the synthetic batch");
   benchCmd->add_flag("--json", bo.json, "One JSON line");
+  benchCmd->add_flag("--deterministic", bo.deterministic,
+                     "Deterministic cuDNN engines and reductions, as train --deterministic (also CASTOR_DETERMINISTIC=1)");
 
   castor::run::EvalOptions eo;
   auto *evalCmd = app.add_subcommand("eval", "Top-1 and top-5 accuracy of a forward plan on an IDX set or an image folder");

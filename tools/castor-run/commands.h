@@ -38,7 +38,9 @@ struct TrainOptions {
   bool skipCorrupt = false;
   int dataThreads = 0;
   bool poison = false;
+  bool deterministic = false; // BackendOptions::deterministic
   int64_t gradStats = 0; // every K steps: the plan's grad_stats:<param> outputs (0: never)
+  std::string onNonFinite = "stop"; // stop | skip
 };
 
 struct EvalOptions {
@@ -53,6 +55,7 @@ struct BenchOptions {
   int64_t steps = 20, warmup = 5;
   uint64_t seed = 0;
   bool json = false;
+  bool deterministic = false; // BackendOptions::deterministic
 };
 
 int inspect(const std::string &plan, bool json);

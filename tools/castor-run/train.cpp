@@ -12,6 +12,7 @@
 #include "train/event_file.h"
 #include "train/trainer.h"
 #include "train/training_signature.h"
+#include "weights/safetensors.h"
 
 #include <fmt/core.h>
 
@@ -38,6 +39,9 @@ public:
 
   void onStep(const train::StepMetrics &m) override {
     lastLoss = m.loss;
+    if (m.nonFiniteSkipped)
+      fmt::print(stderr, "{}step {}: non-finite gradients, the update was skipped (--on-nonfinite skip)\n",
+                 terminal_ ? "\n" : "", m.step);
     lastAccuracy = m.accuracy;
     totalSeconds += m.seconds;
     // Loss scaling: the scale and counters after this step, as JSON members and progress text.
@@ -106,6 +110,7 @@ private:
 int train(const TrainOptions &o) {
   BackendOptions bo;
   bo.poison = o.poison;
+  bo.deterministic = o.deterministic;
   auto backend = createBackend(o.device, bo);
   if (!backend)
     return fail(backend.message());
@@ -156,6 +161,12 @@ int train(const TrainOptions &o) {
       return fail(r.message());
   }
 
+  // A run killed while saving leaves its temporary file beside the state; the state itself is
+  // whole (the write renames over it), the leftover only takes space.
+  if (!o.save.empty())
+    if (int removed = weights::removeInterruptedWrites(o.save); removed > 0)
+      fmt::print(stderr, "castor-run: removed {} temporary file(s) of interrupted saves beside {}\n", removed, o.save);
+
   SessionOptions so;
   if (!o.resume.empty()) {
     so.weightsPath = o.resume;
@@ -191,6 +202,7 @@ int train(const TrainOptions &o) {
   to.gradStatsEvery = o.gradStats;
   to.checkpointPath = o.save;
   to.checkpointEvery = o.saveEvery;
+  to.onNonFinite = o.onNonFinite == "skip" ? train::OnNonFinite::Skip : train::OnNonFinite::Stop;
   // Validation: the forward plan on a backend of its own, with the training session's state.
   std::unique_ptr<train::Evaluator> evaluator;
   if (o.valPlan.empty() != o.valData.empty())
@@ -231,6 +243,9 @@ int train(const TrainOptions &o) {
     };
   }
   train::Trainer trainer(**created, batches, std::move(*signature), to, resumed.step);
+  if (to.onNonFinite == train::OnNonFinite::Skip && !trainer.guarded())
+    return fail("--on-nonfinite skip: the plan applies every update (compiled with --loss-scale none); compile it "
+                "with the default non-finite guard to skip steps");
   StepReport report(log, events.get(), terminal, resumed.step + o.steps);
   Status ran = trainer.run(o.steps, report);
   const int rc = ran ? 0 : fail(ran.message());
@@ -244,7 +259,8 @@ int train(const TrainOptions &o) {
     return fail(report.eventError);
   if (!o.save.empty())
     if (Status w = trainer.saveCheckpoint(o.save); !w)
-      return fail(w.message());
+      return fail("saving the state after step " + std::to_string(trainer.stepsDone()) + " failed (" + w.message() +
+                  "); " + trainer.previousCheckpoint());
   fmt::print("trained steps {}..{} on {} data: last loss {:.6f}, last batch accuracy {:.4f}, {:.1f} img/s\n",
              resumed.step + 1, resumed.step + o.steps, batches.kind(), report.lastLoss, report.lastAccuracy,
              report.totalSeconds > 0 ? double(batch * o.steps) / report.totalSeconds : 0.0);

@@ -95,7 +95,9 @@ cl::opt<std::string> reportDir("report",
                                         "memory over the kernels by kind) and report.html (with the saved tensors)"),
                                cl::value_desc("DIR"), cl::sub(compileCommand));
 cl::opt<std::string> lossScale("loss-scale",
-                               cl::desc("dynamic, static:S or none (default: dynamic for fp16, none otherwise)"),
+                               cl::desc("dynamic, static:S, guard (no scaling; a step with non-finite gradients "
+                                        "changes no parameter) or none (default: dynamic for fp16, guard "
+                                        "otherwise)"),
                                cl::sub(compileCommand));
 cl::opt<double> lossScaleInit("loss-scale-init", cl::desc("Initial loss scale"), cl::init(65536.0),
                               cl::sub(compileCommand));
@@ -229,7 +231,7 @@ int runCompile() {
     pm.addPass(createCastorMakeTrainStep(step));
     CastorLossScaleOptions scaling;
     std::string modeText = lossScale.getNumOccurrences() ? std::string(lossScale)
-                                                         : std::string(precision == "fp16" ? "dynamic" : "none");
+                                                         : std::string(precision == "fp16" ? "dynamic" : "guard");
     scaling.mode = modeText;
     scaling.init = lossScaleInit;
     if (llvm::StringRef(modeText).starts_with("static:")) {

@@ -20,7 +20,8 @@
 //
 // Environment: CASTOR_CUDA_LAYOUT=nchw keeps every tensor row-major, =nhwc stores every rank-4
 // float tensor channels-last; CASTOR_CUDA_GRAPH=0 launches
-// kernel by kernel; CASTOR_CUDA_SYNC=1 synchronises after every kernel (debugging; no graph).
+// kernel by kernel; CASTOR_CUDA_SYNC=1 synchronises after every kernel (debugging; no graph);
+// CASTOR_DETERMINISTIC=1 is BackendOptions::deterministic.
 
 #include "castor/cuda_backend.h"
 #include "cuda/kernels/elementwise.h"
@@ -28,6 +29,7 @@
 #include "cuda/kernels/pixels.h"
 
 #include "cuda/tuning/tuner.h"
+#include "cuda/tuning/tuning_cache.h"
 #include "cuda/executor/device_context.h"
 #include "cuda/executor/kernel_table.h"
 #include "plan/op_attrs.h"
@@ -68,9 +70,18 @@ public:
       : poison_(options.poison || poisonRequestedByEnvironment()),
         syncEach_(std::getenv("CASTOR_CUDA_SYNC") && !envIs("CASTOR_CUDA_SYNC", "0")),
         useGraph_(!poison_ && !syncEach_ && !envIs("CASTOR_CUDA_GRAPH", "0")) {
+    auto plant = plantedNonFinite(options);
+    if (plant)
+      plant_ = *plant;
+    else
+      plantError_ = plant.status();
+    if (plant_)
+      useGraph_ = false; // the fault goes into one run only
     layout_ = envIs("CASTOR_CUDA_LAYOUT", "nchw")   ? LayoutChoice::RowMajor
               : envIs("CASTOR_CUDA_LAYOUT", "nhwc") ? LayoutChoice::ChannelsLast
                                                     : LayoutChoice::Auto;
+    const char *det = std::getenv("CASTOR_DETERMINISTIC");
+    ctx_.deterministic = options.deterministic || (det && *det && std::strcmp(det, "0") != 0);
   }
 
   ~CudaBackend() override {
@@ -108,7 +119,15 @@ public:
   Status load(const plan::Plan &p) override {
     if (ctx_.arena)
       return Status::error("the cuda backend loads one plan per backend object");
+    CASTOR_RETURN_IF_ERROR(plantError_);
     plan_ = p;
+    if (plant_) {
+      auto target = plantTarget(plan_, plant_->kernel);
+      if (!target)
+        return target.status();
+      plantTensor_ = *target;
+      plantBytes_ = nonFiniteElement(plantTensor_->dtype(), plant_->inf);
+    }
     int devices = 0;
     cudaError_t e = cudaGetDeviceCount(&devices);
     if (e != cudaSuccess || devices == 0)
@@ -180,6 +199,10 @@ public:
     CASTOR_CUDA(cudaEventCreate(&stop_));
     cuda::configureDevice(ctx_.smCount); // the own kernels size their grids for this GPU
 
+    // The tuner's choices are timed: only a cache file pins them from one run to the next.
+    if (ctx_.deterministic && cuda::tuning::cachePath(ctx_).empty())
+      std::fprintf(stderr, "castor: deterministic, but the tuning cache is off (CASTOR_TUNING_CACHE): each run times "
+                           "its engines anew and may choose others, so another run may differ in its bits\n");
     ctx_.plan = &plan_;
     ctx_.tensorsById = &tensors_;
     for (int i = 0; i < plan_.kernels_size(); ++i) {
@@ -223,7 +246,8 @@ public:
     }
     CASTOR_CUDA(cudaStreamSynchronize(ctx_.stream));
     if (std::string tuning = cuda::tuning::tuningSummary(); !tuning.empty())
-      std::fprintf(stderr, "castor-run: cuda %s\n", tuning.c_str());
+      std::fprintf(stderr, "castor-run: cuda %s%s\n", tuning.c_str(),
+                   ctx_.deterministic ? "; deterministic engines and reductions" : "");
     return Status::ok();
   }
 
@@ -319,6 +343,31 @@ public:
   // Enqueues the step and returns: a failure inside a kernel surfaces at the next download (or
   // at once with CASTOR_CUDA_SYNC=1).
   Status run() override { return enqueueStep(); }
+
+  Expected<NonFiniteFound> replayToFirstNonFinite() override {
+    if (runs_ == 0)
+      return Status::error("no step to replay: the plan has not run");
+    CASTOR_RETURN_IF_ERROR(enqueueInputs());
+    NonFiniteFound found;
+    std::vector<uint8_t> host;
+    for (size_t i = 0; i < kernels_.size(); ++i) {
+      if (Status s = kernels_[i](); !s)
+        return s.withContext(plan::describeKernel(plan_, int(i)) + " on cuda");
+      CASTOR_RETURN_IF_ERROR(plantAfter(i));
+      CASTOR_CUDA(cudaStreamSynchronize(ctx_.stream));
+      for (uint32_t id : plan_.kernels(int(i)).outputs()) {
+        const Tensor *t = tensors_.at(id);
+        // The bytes as stored (channels-last or not): a count needs no order.
+        host.resize(t->bytes());
+        CASTOR_CUDA(cudaMemcpy(host.data(), ctx_.ptr(t), t->bytes(), cudaMemcpyDeviceToHost));
+        if (int64_t n = countNonFinite(t->dtype(), host.data(), host.size()); n > 0) {
+          found = {int(i), id, n};
+          return found;
+        }
+      }
+    }
+    return found;
+  }
 
   uint64_t allocatedBytes() const override { return allocated_; }
   std::vector<std::pair<std::string, uint64_t>> allocatedBytesByPurpose() const override {
@@ -508,11 +557,21 @@ private:
         s = cuda::cudaStatus(cudaStreamSynchronize(ctx_.stream), "after the kernel");
       if (!s)
         return s.withContext(plan::describeKernel(plan_, int(i)) + " on cuda");
+      CASTOR_RETURN_IF_ERROR(plantAfter(i));
       if (poison_)
         for (const Tensor *t : poisonAfter_[i])
           CASTOR_CUDA(cudaMemsetAsync(ctx_.ptr(t), 0xFF, t->bytes(), ctx_.stream));
     }
     return Status::ok();
+  }
+
+  // The planted fault (tests), after its kernel in its run.
+  Status plantAfter(size_t kernel) {
+    if (!plantTensor_ || int(kernel) != plant_->kernel || runs_ != plant_->run)
+      return Status::ok();
+    return cuda::cudaStatus(cudaMemcpyAsync(ctx_.ptr(plantTensor_), plantBytes_.data(), plantBytes_.size(),
+                                            cudaMemcpyHostToDevice, ctx_.stream),
+                            "planting a non-finite value");
   }
 
   // One step: its inputs, then the kernels, eagerly the first time, then captured once and
@@ -543,6 +602,10 @@ private:
 
   enum class LayoutChoice { Auto, RowMajor, ChannelsLast };
   bool poison_, syncEach_, useGraph_;
+  std::optional<PlantedNonFinite> plant_;
+  Status plantError_;
+  const Tensor *plantTensor_ = nullptr;
+  std::vector<uint8_t> plantBytes_; // one non-finite element of its dtype
   LayoutChoice layout_ = LayoutChoice::Auto;
   plan::Plan plan_;
   cuda::DeviceContext ctx_;

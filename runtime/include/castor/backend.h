@@ -21,22 +21,48 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace castor {
 
+// A fault planted by tests (CASTOR_PLANT_NONFINITE="K@R" or "K@R:inf"): in the R-th run()
+// (1-based; a replay counts as the run it replays), right after kernel K, the first element of
+// K's first floating-point output becomes NaN (or +inf).
+struct PlantedNonFinite {
+  int kernel = -1;
+  int64_t run = 0;
+  bool inf = false;
+};
+
+// What a replay found: the first kernel that left a non-finite value in a floating-point output
+// (kernel -1 when every output stayed finite), that output and how many of its values are.
+struct NonFiniteFound {
+  int kernel = -1;
+  uint32_t tensor = 0;
+  int64_t count = 0;
+};
+
 struct BackendOptions {
   // Fill each activation's and input's slot with NaN (all-ones bytes) right after its last use,
   // so that a plan whose live tensors alias produces NaN instead of silently wrong numbers.
   // Also switched on by the environment variable CASTOR_POISON=1.
   bool poison = false;
+  // Bit-identical results run after run on the same GPU (same cuDNN, plan, seed, data and tuning
+  // cache file): the cuda backend keeps to deterministic cuDNN engines and algorithms and to
+  // reductions summed in a fixed order, and tunes under cache keys of their own. Also switched
+  // on by the environment variable CASTOR_DETERMINISTIC=1. The CPU backend is always
+  // deterministic.
+  bool deterministic = false;
   // The CPU backend only: when nonzero, the values each kernel writes to float tensors move as an
   // implementation that rounds differently would have stored them, drawn from this seed, the
   // kernel's index and the step (cpu/rounding_noise.h). The reference's own sensitivity to
   // rounding, the yardstick of agreement tests.
   uint64_t roundingNoiseSeed = 0;
+  // Test fault injection; CASTOR_PLANT_NONFINITE sets it too (plantRequestedByEnvironment).
+  std::optional<PlantedNonFinite> plantNonFinite;
 };
 
 // How a backend runs one kernel of the loaded plan (castor-run bench's per-layer report). The
@@ -95,6 +121,14 @@ public:
   // How each kernel of the loaded plan runs: one entry per kernel, in plan order, or none when
   // the backend reports nothing (the default) or has no plan loaded.
   virtual std::vector<KernelChoice> kernelChoices() const { return {}; }
+
+  // Diagnosis of a step that produced non-finite values: runs the last run() again, kernel by
+  // kernel on the current inputs (upload the step's inputs again first; its planted fault
+  // recurs), and stops after the first kernel that leaves a non-finite value in one of its
+  // floating-point outputs. The state changes as a run up to that kernel would change it.
+  virtual Expected<NonFiniteFound> replayToFirstNonFinite() {
+    return Status::error("the " + name() + " backend cannot replay a step");
+  }
 };
 
 // The CPU reference backend: plain loops, fp64 accumulation, exact fp16/bf16 rounding,
@@ -105,5 +139,13 @@ std::vector<plan::OpId> cpuBackendOps();
 
 // Whether CASTOR_POISON is set to a value other than "" or "0".
 bool poisonRequestedByEnvironment();
+// `options.plantNonFinite`, else CASTOR_PLANT_NONFINITE parsed; an error names a malformed value.
+Expected<std::optional<PlantedNonFinite>> plantedNonFinite(const BackendOptions &options);
+// The tensor a plant writes to: kernel `kernel`'s first floating-point output (an error when the
+// kernel does not exist or has none), and the bytes of one NaN (or +inf) element of its dtype.
+Expected<const plan::Tensor *> plantTarget(const plan::Plan &plan, int kernel);
+std::vector<uint8_t> nonFiniteElement(plan::DType dtype, bool inf);
+// How many values of `bytes` (elements of `dtype`, any layout) are inf or NaN; 0 for integers.
+int64_t countNonFinite(plan::DType dtype, const uint8_t *bytes, size_t size);
 
 } // namespace castor

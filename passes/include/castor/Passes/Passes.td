@@ -125,11 +125,13 @@ def CastorLossScale : Pass<"castor-loss-scale", "mlir::ModuleOp"> {
     moments and the optimizer's step count is skipped (the iteration counter advances).
     `dynamic` keeps the scale as state (`castor.loss_scale`, initialised to `init`) with its
     growth tracker and updates it on the device: backoff on overflow, growth after `interval`
-    clean steps. `static` uses a fixed `init`. `none` only clips (when asked). The step also
-    returns `loss_scale`, `steps_since_overflow` and `skipped_steps`.
+    clean steps. `static` uses a fixed `init`. `guard` scales nothing but checks the gradients
+    (an unscale by exactly 1) and skips a non-finite update the same way (fp32 and bf16 steps).
+    `none` only clips (when asked). The step also returns `skipped_steps`, `loss_scale` (dynamic,
+    static) and `steps_since_overflow` (dynamic).
   }];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"dynamic\"", "dynamic, static or none">,
+    Option<"mode", "mode", "std::string", /*default=*/"\"dynamic\"", "dynamic, static, guard or none">,
     Option<"init", "init", "double", /*default=*/"65536.0", "initial (or static) scale">,
     Option<"growth", "growth", "double", /*default=*/"2.0", "growth factor">,
     Option<"backoff", "backoff", "double", /*default=*/"0.5", "backoff factor">,
