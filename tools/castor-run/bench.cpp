@@ -23,12 +23,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <vector>
 
 namespace castor::run {
 namespace {
+
+// Whether the run keeps to deterministic kernels: asked for (--deterministic or
+// CASTOR_DETERMINISTIC, which the cuda backend reads), or the CPU reference, which always is.
+bool runsDeterministic(const BenchOptions &o, const Backend &b) {
+  const char *v = std::getenv("CASTOR_DETERMINISTIC");
+  return o.deterministic || (v && *v && std::strcmp(v, "0") != 0) || b.name() == "cpu";
+}
 
 // bench's errors name the command.
 int benchFail(const std::string &message) { return fail(message, "castor-run bench"); }
@@ -123,7 +131,9 @@ int bench(const BenchOptions &o) {
   if (classes <= 0)
     classes = 10;
 
-  auto backend = createBackend(o.device, BackendOptions{});
+  BackendOptions options;
+  options.deterministic = o.deterministic;
+  auto backend = createBackend(o.device, options);
   if (!backend)
     return benchFail(backend.message());
   SessionOptions so;
@@ -150,6 +160,7 @@ int bench(const BenchOptions &o) {
 
   Backend &b = s.backend();
   const ChoiceReport choices = reportChoices(s.plan(), b);
+  const bool deterministic = runsDeterministic(o, b);
   for (int64_t i = 0; i < o.warmup; ++i)
     if (Status st = b.run(); !st)
       return benchFail(st.withContext(fmt::format("warm-up step {}", i + 1)).message());
@@ -204,15 +215,16 @@ int bench(const BenchOptions &o) {
                "\"min_ms\": {:.3f}, \"max_ms\": {:.3f}, \"img_per_s\": {:.1f}, \"peak_bytes\": {}, "
                "\"peak_gib\": {:.3f}, \"kernel_ms\": {{{}}}, \"op_ms\": {{{}}}, \"kernel_total_ms\": {:.3f}, "
                "\"allocated_bytes\": {{{}}}, \"predicted_peak_bytes\": {}, \"loss_first\": {}, "
-               "\"loss_last\": {}, {}}}\n",
+               "\"loss_last\": {}, \"deterministic\": {}, {}}}\n",
                o.plan, b.name(), batch, o.steps, median, sorted.front(), sorted.back(), imgPerS, peak, gib, cats, ops,
                kernelTotal, allocations, predicted, std::isfinite(*firstLoss) ? fmt::format("{:.6g}", *firstLoss) : "null",
-               std::isfinite(*lastLoss) ? fmt::format("{:.6g}", *lastLoss) : "null", choicesJson(choices));
+               std::isfinite(*lastLoss) ? fmt::format("{:.6g}", *lastLoss) : "null", deterministic,
+               choicesJson(choices));
     return 0;
   }
   fmt::print("{} on {}: batch {}, {} timed steps after {} warm-up\n", o.plan, b.name(), batch, o.steps, o.warmup);
   fmt::print("  step time  median {:.3f} ms (min {:.3f}, max {:.3f})\n", median, sorted.front(), sorted.back());
-  fmt::print("  throughput {:.1f} img/s\n", imgPerS);
+  fmt::print("  throughput {:.1f} img/s{}\n", imgPerS, deterministic ? " (deterministic)" : "");
   fmt::print("  peak device memory {:.3f} GiB ({} bytes allocated by the backend)\n", gib, peak);
   if (predicted > 0 && peak > 0)
     fmt::print("  predicted by the compiler {:.3f} GiB (measured/predicted {:.3f})\n",

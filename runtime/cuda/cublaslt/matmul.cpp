@@ -16,6 +16,11 @@
 // matmul's batch: one strided-batch call when neither operand broadcasts, one tall gemm when only
 // B is shared ([.., M, K] x [K, N]), otherwise (or when cuBLASLt has no algorithm for those) one
 // call per batch entry.
+//
+// Deterministic as it stands (BackendOptions::deterministic asks nothing more here): the algorithm
+// is the heuristic's answer for the shapes, alignments and workspace cap, never timed, and
+// cuBLASLt gives the same bits for one algorithm and workspace on one GPU and stream (its split-K
+// reductions keep a fixed order).
 #include "cuda/cublaslt/matmul.h"
 #include "cuda/kernels/elementwise.h"
 

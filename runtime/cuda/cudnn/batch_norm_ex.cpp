@@ -22,7 +22,9 @@ using plan::Tensor;
 
 // Persistent kernels for NHWC half-precision data, as PyTorch picks for channels-last AMP
 // training; plain spatial kernels for fp32 data (the persistent ones gave wrong scale gradients
-// for channels-last fp32 data in the CPU/CUDA agreement test) and for inference.
+// for channels-last fp32 data in the CPU/CUDA agreement test) and for inference. Both modes are
+// deterministic (the persistent one reduces with scaled integer atomics, in any order the same),
+// so BackendOptions::deterministic changes nothing here.
 cudnnBatchNormMode_t modeOf(const Problem &p) {
   const bool half = p.dtype == plan::F16 || p.dtype == plan::BF16;
   return p.pass != Pass::Inference && p.nhwc && half ? CUDNN_BATCHNORM_SPATIAL_PERSISTENT : CUDNN_BATCHNORM_SPATIAL;

@@ -14,7 +14,8 @@
 //   no epsilon: each run first computes 1/sqrt(var + eps) per channel (own kernel, reduce.cu)
 //   into a buffer of the layer's.
 // Engines noted DOWN_CONVERT_INPUTS or REDUCED_PRECISION_REDUCTION are never used (statistics in
-// fp32), nor TENSOR_CORE ones for fp32 data (no TF32).
+// fp32), nor TENSOR_CORE ones for fp32 data (no TF32), nor, under ctx.deterministic,
+// NONDETERMINISTIC ones.
 #include "cuda/cudnn/batch_norm.h"
 #include "cuda/kernels/reduce.h"
 #include "cuda/cudnn/cudnn_graph.h"
@@ -128,6 +129,8 @@ Expected<std::shared_ptr<frontend::PlanGraph>> makeGraph(DeviceContext &ctx, con
                                           fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION};
   if (p.dtype == plan::F32)
     barred.push_back(fe::NumericalNote_t::TENSOR_CORE);
+  if (ctx.deterministic)
+    barred.push_back(fe::NumericalNote_t::NONDETERMINISTIC);
   b.g->deselect_numeric_notes(barred);
   b.g->deselect_workspace_greater_than(int64_t(ctx.workspaceLimit));
   return b.g;

@@ -6,7 +6,8 @@
 //
 // Numerics: engines noted DOWN_CONVERT_INPUTS are never used; for fp32 operands neither are
 // TENSOR_CORE engines (so fp32 means no TF32) nor REDUCED_PRECISION_REDUCTION ones; f16/bf16 may
-// use the latter (see reducedPrecisionReductionAllowed).
+// use the latter (see reducedPrecisionReductionAllowed). Under ctx.deterministic neither are
+// engines noted NONDETERMINISTIC.
 #include "cuda/cudnn/convolution.h"
 #include "cuda/tuning/tuner.h"
 #include "cuda/cudnn/cudnn_graph.h"
@@ -90,6 +91,8 @@ Expected<std::shared_ptr<ConvGraph>> makeGraph(DeviceContext &ctx, const Problem
     barred.push_back(fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION);
   if (p.dtype == plan::F32)
     barred.push_back(fe::NumericalNote_t::TENSOR_CORE); // no TF32
+  if (ctx.deterministic)
+    barred.push_back(fe::NumericalNote_t::NONDETERMINISTIC); // e.g. wgrad engines that split K with atomics
   g->deselect_numeric_notes(barred);
   g->deselect_workspace_greater_than(int64_t(ctx.workspaceLimit));
   return g;

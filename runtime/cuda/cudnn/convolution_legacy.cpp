@@ -1,6 +1,8 @@
 // Convolutions through cuDNN's legacy convolution API: NCHW or NHWC descriptors following the
 // tensors' layout, the algorithm picked by cuDNN's heuristic (cudnnGet*Algorithm_v7), FMA math
-// (no TF32) for fp32. The path for f64 and the fallback when the graph API finds no engine.
+// (no TF32) for fp32; under ctx.deterministic only algorithms cuDNN reports CUDNN_DETERMINISTIC
+// (not, e.g., the filter gradient's ALGO_0 and ALGO_3, which accumulate with atomics). The path
+// for f64 and the fallback when the graph API finds no engine.
 #include "cuda/cudnn/convolution.h"
 
 #include <memory>
@@ -61,20 +63,21 @@ Expected<RunFn> buildLegacy(DeviceContext &ctx, const Problem &p) {
                          std::to_string(oh) + ", " + std::to_string(ow) + "] differs from the plan's");
 
   // The heuristic's first algorithm that runs within the workspace limit (and, for fp32, uses
-  // FMA math).
-  auto acceptable = [&](cudnnStatus_t status, size_t memory, cudnnMathType_t math) {
+  // FMA math; under ctx.deterministic, is deterministic).
+  auto acceptable = [&](cudnnStatus_t status, size_t memory, cudnnMathType_t math, cudnnDeterminism_t determinism) {
     return status == CUDNN_STATUS_SUCCESS && memory <= ctx.workspaceLimit &&
-           (!fp32 || math == CUDNN_FMA_MATH || math == CUDNN_DEFAULT_MATH);
+           (!fp32 || math == CUDNN_FMA_MATH || math == CUDNN_DEFAULT_MATH) &&
+           (!ctx.deterministic || determinism == CUDNN_DETERMINISTIC);
   };
   constexpr int kMaxAlgos = 16;
   int returned = 0;
   size_t wsBytes = 0;
   cudnnMathType_t math = fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
   // The heuristic's first engine that fits the workspace (and, in fp32, uses no tensor-core
-  // down-conversion), else `fallback`.
+  // down-conversion), else `fallback` (deterministic, each of them).
   auto choose = [&](const auto *perf, auto fallback) {
     for (int i = 0; i < returned; ++i)
-      if (acceptable(perf[i].status, perf[i].memory, perf[i].mathType)) {
+      if (acceptable(perf[i].status, perf[i].memory, perf[i].mathType, perf[i].determinism)) {
         math = fp32 ? CUDNN_FMA_MATH : perf[i].mathType;
         return perf[i].algo;
       }

@@ -53,6 +53,9 @@ struct DeviceContext {
   std::string deviceName;
   int smCount = 0;
   bool channelsLastEnabled = true;
+  // BackendOptions::deterministic: builders keep to deterministic engines, algorithms and
+  // reductions, and the tuner keys its choices apart (tuning/tuner.cpp).
+  bool deterministic = false;
 
   // One workspace shared by every library call of the step: builders ask for what they need
   // (requestWorkspace) and read `workspace` when they run; the backend allocates it after every

@@ -161,7 +161,8 @@ Expected<RunFn> buildGradientStats(DeviceContext &ctx, const Kernel &k, const Te
   CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
   CASTOR_RETURN_IF_ERROR(need(1, 1));
   const Tensor *g = in[0], *y = out[0];
-  return launch([=]() { return gradientStats(c->ref(g), countOf(*g), c->ref(y), c->scratch, s); });
+  const bool deterministic = ctx.deterministic;
+  return launch([=]() { return gradientStats(c->ref(g), countOf(*g), c->ref(y), c->scratch, deterministic, s); });
 }
 
 } // namespace castor::cuda::own

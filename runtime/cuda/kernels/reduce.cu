@@ -318,8 +318,13 @@ __global__ void gapBackwardKernel(IoT dy, IoT dx, int64_t n, int64_t C, int64_t 
 // --- Gradient statistics ---------------------------------------------------------------------------
 
 // scratch: [0] sum |g| over finite, [1] max |g| (bits of a non-negative double), [2] finite
-// count, [3] non-finite count (both as unsigned long long).
-template <typename IoT> __global__ void gradientStatsKernel(IoT g, int64_t n, double *scratch) {
+// count, [3] non-finite count (both as unsigned long long). The counts and the maximum come out
+// the same in any order; the sum does not: the blocks' sums meet in one atomicAdd, unless
+// `partials` is given (deterministic), where each block stores its own for the finish kernel
+// to add in block order.
+constexpr int kStatsPartials = 60; // scratch[4..63]
+
+template <typename IoT> __global__ void gradientStatsKernel(IoT g, int64_t n, double *scratch, double *partials) {
   double sum = 0, mx = 0, finite = 0, nonFinite = 0;
   CASTOR_GRID_LOOP(i, n) {
     const double v = double(g.ld(i));
@@ -337,16 +342,22 @@ template <typename IoT> __global__ void gradientStatsKernel(IoT g, int64_t n, do
   auto *bits = reinterpret_cast<unsigned long long *>(scratch);
   atomicMax(bits + 1, static_cast<unsigned long long>(__double_as_longlong(mx)));
   if (threadIdx.x == 0) {
-    atomicAdd(scratch, sum);
+    if (partials)
+      partials[blockIdx.x] = sum;
+    else
+      atomicAdd(scratch, sum);
     atomicAdd(bits + 2, static_cast<unsigned long long>(finite));
     atomicAdd(bits + 3, static_cast<unsigned long long>(nonFinite));
   }
 }
 
-__global__ void gradientStatsFinishKernel(const double *scratch, Ref out) {
+__global__ void gradientStatsFinishKernel(const double *scratch, const double *partials, int blocks, Ref out) {
   const auto *bits = reinterpret_cast<const unsigned long long *>(scratch);
   const double finite = double(bits[2]);
-  stAny(out, 0, finite > 0 ? scratch[0] / finite : 0.0);
+  double sum = scratch[0];
+  for (int b = 0; partials && b < blocks; ++b)
+    sum += partials[b];
+  stAny(out, 0, finite > 0 ? sum / finite : 0.0);
   stAny(out, 1, __longlong_as_double(static_cast<long long>(bits[1])));
   stAny(out, 2, double(bits[3]));
 }
@@ -499,20 +510,23 @@ cudaError_t batchNormInvStd(Ref var, float *invStd, int64_t C, double eps, cudaS
   return cudaGetLastError();
 }
 
-cudaError_t gradientStats(Ref g, int64_t n, Ref out, double *scratch, cudaStream_t s) {
+cudaError_t gradientStats(Ref g, int64_t n, Ref out, double *scratch, bool deterministic, cudaStream_t s) {
   cudaError_t e = cudaMemsetAsync(scratch, 0, 4 * sizeof(double), s);
   if (e != cudaSuccess)
     return e;
+  // Deterministic: no more blocks than partial sums (the grid loop covers any n).
+  double *partials = deterministic ? scratch + 4 : nullptr;
+  const int blocks = deterministic ? std::min(gridFor(n), kStatsPartials) : gridFor(n);
   if (n > 0) {
     e = withFloatType(g.dt, [&](auto tag) -> cudaError_t {
       using T = typename decltype(tag)::type;
-      gradientStatsKernel<<<gridFor(n), kThreads, 0, s>>>(io<T>(g), n, scratch);
+      gradientStatsKernel<<<blocks, kThreads, 0, s>>>(io<T>(g), n, scratch, partials);
       return cudaGetLastError();
     });
     if (e != cudaSuccess)
       return e;
   }
-  gradientStatsFinishKernel<<<1, 1, 0, s>>>(scratch, out);
+  gradientStatsFinishKernel<<<1, 1, 0, s>>>(scratch, partials, n > 0 ? blocks : 0, out);
   return cudaGetLastError();
 }
 

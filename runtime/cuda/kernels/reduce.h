@@ -48,7 +48,8 @@ cudaError_t batchNormRunningUpdate(Ref runMean, Ref runVar, Ref mean, Ref invStd
 // inference node takes instead of the variance (cudnn/batch_norm_graph.cpp).
 cudaError_t batchNormInvStd(Ref var, float *invStd, int64_t C, double eps, cudaStream_t s);
 
-// scratch: 4 doubles (ctx.scratch).
-cudaError_t gradientStats(Ref g, int64_t n, Ref out, double *scratch, cudaStream_t s);
+// scratch: ctx.scratch (64 doubles: 4 for the statistics, the rest for the blocks' partial sums
+// when `deterministic`, summed in a fixed order instead of by atomicAdd).
+cudaError_t gradientStats(Ref g, int64_t n, Ref out, double *scratch, bool deterministic, cudaStream_t s);
 
 } // namespace castor::cuda

@@ -83,10 +83,13 @@ size_t powerOfTwoAtMost(size_t n) {
 }
 
 // choose() before its choice is noted under the kernel being built.
-Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &layerKey,
+Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &signature,
                                  const std::vector<Candidate> &candidates) {
   if (candidates.empty())
-    return Status::error("no candidates for " + layerKey);
+    return Status::error("no candidates for " + signature);
+  // A deterministic run chose among deterministic candidates only: its choice is kept under a key
+  // of its own, so that it never stands in for an unrestricted choice, nor the other way round.
+  const std::string layerKey = ctx.deterministic ? signature + "|deterministic" : signature;
   {
     std::lock_guard<std::mutex> lock(pathMutex);
     lastCachePath = cachePath(ctx);

@@ -47,15 +47,16 @@ struct Choice {
   int timedCandidates = 0;
 };
 
-// The candidate to run for the layer `layerKey` (a plan-independent signature of the layer):
-// the cached one if the cache names a candidate that builds and fits ctx.workspaceLimit, else
-// the fastest of the candidates (in the order given, the first CASTOR_TUNING_MAX_CANDIDATES that
-// build, default 16, 0 = all), timed on ctx.stream, and recorded in the cache. Candidates whose
-// workspace exceeds ctx.workspaceLimit are skipped. Of the candidates that compile at build,
-// only the first CASTOR_TUNING_MAX_COMPILED (default 0) are tried; when no other candidate
-// builds, the first of them that compiles is the one kept: a layer must not cost seconds of
-// compilation per engine on its first load. Fails when
-// no candidate builds and runs.
+// The candidate to run for the layer `layerKey` (a plan-independent signature of the layer;
+// cached under `layerKey|deterministic` when ctx.deterministic, since its candidates are then
+// only the deterministic ones): the cached one if the cache names a candidate that builds and
+// fits ctx.workspaceLimit, else the fastest of the candidates (in the order given, the first
+// CASTOR_TUNING_MAX_CANDIDATES that build, default 16, 0 = all), timed on ctx.stream, and
+// recorded in the cache. Candidates whose workspace exceeds ctx.workspaceLimit are skipped. Of
+// the candidates that compile at build, only the first CASTOR_TUNING_MAX_COMPILED (default 0)
+// are tried; when no other candidate builds, the first of them that compiles is the one kept: a
+// layer must not cost seconds of compilation per engine on its first load. Fails when no
+// candidate builds and runs.
 // The chosen candidate's name is noted under the kernel being built (ctx.noteTunedChoice).
 // Synchronises ctx.stream (load time only); the caller requests the chosen workspace.
 Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const std::vector<Candidate> &candidates);
