@@ -2,21 +2,15 @@
 #include "cuda/tuning/tuning_cache.h"
 
 #include <cctype>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <mutex>
-#include <sstream>
-#include <unistd.h>
 
 namespace castor::cuda::tuning {
 namespace {
 
-namespace fs = std::filesystem;
 using Entries = CacheEntries;
 
 struct CacheFile {
@@ -63,63 +57,24 @@ std::string cacheDirectory() {
   return "";
 }
 
-// Entries of the file at `path` (none when it does not exist or cannot be read); lines that do
-// not parse are skipped.
-Entries readFile(const std::string &path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return parseCacheText(text.str());
+CacheIdentity identityOf(const DeviceContext &ctx) {
+  return CacheIdentity{ctx.deviceName, ctx.smCount, static_cast<int64_t>(cudnnGetVersion())};
 }
 
-// Writes `entries` to `path` through a temporary file renamed over it; false with `error` set
-// when that fails.
-bool writeFile(const std::string &path, const DeviceContext &ctx, const Entries &entries, std::string &error) {
-  std::error_code ec;
-  fs::create_directories(fs::path(path).parent_path(), ec);
-  if (ec) {
-    error = "cannot create " + fs::path(path).parent_path().string() + ": " + ec.message();
-    return false;
-  }
-  const std::string tmp = path + ".tmp." + std::to_string(static_cast<long>(getpid()));
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) {
-      error = "cannot write " + tmp;
-      return false;
-    }
-    out << "# Castor tuning cache: the candidate (cuDNN engine or fused graph) chosen per layer signature.\n"
-        << "# GPU " << ctx.deviceName << " (" << ctx.smCount << " SMs), cuDNN " << cudnnGetVersion() << ".\n"
-        << "# <layer signature>\\t<candidate>\\t<median ms when timed>\n";
-    for (const auto &[key, e] : entries) {
-      char ms[32];
-      std::snprintf(ms, sizeof ms, "%.6g", e.ms);
-      out << key << '\t' << e.candidate << '\t' << ms << '\n';
-    }
-    out.flush();
-    if (!out) {
-      error = "cannot write " + tmp;
-      out.close();
-      std::remove(tmp.c_str());
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "cannot rename " + tmp + " to " + path + ": " + std::strerror(errno);
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
-}
-
-// The in-memory cache of this GPU, loaded from disk on first use. Call with `mutex` held.
+// The in-memory cache of this GPU, loaded from disk on first use: a file written for another GPU
+// or cuDNN version is ignored, lines that are not entries are skipped, with one warning naming
+// the file. Call with `mutex` held.
 CacheFile &fileOf(const DeviceContext &ctx, std::string &path) {
   path = cachePath(ctx);
   CacheFile &f = files[path.empty() ? "memory:" + deviceId(ctx) : path];
   if (!f.loaded) {
     f.loaded = true;
-    if (!path.empty())
-      f.entries = readFile(path);
+    if (!path.empty()) {
+      CacheFileRead read = readCacheFile(path, identityOf(ctx));
+      f.entries = std::move(read.entries);
+      if (!read.warning.empty())
+        std::fprintf(stderr, "castor: tuning cache: %s\n", read.warning.c_str());
+    }
   }
   return f;
 }
@@ -150,12 +105,10 @@ void record(const DeviceContext &ctx, const std::string &layerKey, const CacheEn
   f.entries[layerKey] = entry;
   if (path.empty())
     return;
-  // Merge with what other processes wrote since we read the file; ours win on the same key.
-  Entries merged = readFile(path);
-  for (const auto &[key, e] : f.entries)
-    merged[key] = e;
+  // Merged, under the file's lock, with what other processes wrote since we read it (ours win on
+  // the same key); the whole file is rewritten, without what was foreign or malformed in it.
   std::string error;
-  if (!writeFile(path, ctx, merged, error))
+  if (!mergeIntoCacheFile(path, identityOf(ctx), f.entries, error))
     warnOnce(error);
 }
 

@@ -14,9 +14,12 @@
 // within one plan — as TensorRT's timing cache does. The GPU and cuDNN version are in the file
 // name, since engine names and timings mean nothing across them.
 //
-// The file is rewritten atomically (a temporary file renamed over it), merged with what other
-// processes wrote meanwhile; a cache that cannot be read or written never fails a run (one
-// warning on stderr per process).
+// Each record rewrites the whole file atomically (a temporary file of its own renamed over it),
+// merged with what other processes wrote meanwhile under an advisory lock (flock on PATH.lock),
+// so that runs sharing the cache keep each other's entries (cache_format.h). A file whose header
+// names another GPU or cuDNN version is ignored, lines that are not entries are dropped, each
+// with one warning naming the file, and the next write replaces them; a cache that cannot be
+// read or written never fails a run (one warning on stderr per process).
 #pragma once
 
 #include "cuda/executor/device_context.h"
