@@ -21,3 +21,9 @@ python3 "$root/models/resnet.py" --arch resnet18 --weights none --image-size 112
 "$castor" compile "$work/resnet18.onnx" --init kaiming --batch 256 --train --precision fp16 --optimizer adamw \
   --lr 1e-3 --weight-decay 0.01 -o "$out/r18_soak.plan" >/dev/null 2>&1
 ls -la "$out"/tiny_fp32_unguarded.plan "$out"/mlp4096.plan "$out"/r18_soak.plan
+# Castor -> torchvision (bench/torchvision_roundtrip.py): ResNet-18 with torchvision's names,
+# its graph, a training plan and Castor's eval plan.
+python3 "$root/models/resnet.py" --arch resnet18 --weights none --num-classes 1000 -o "$out/resnet18.onnx" >/dev/null
+"$castor" compile "$out/resnet18.onnx" --init kaiming --batch 32 --train --precision fp16 --optimizer adamw \
+  --lr 1e-3 -o "$out/r18_rt_train.plan" >/dev/null 2>&1
+"$castor" compile "$out/resnet18.onnx" --init kaiming --batch 32 --eval -o "$out/r18_rt_eval.plan" >/dev/null 2>&1

@@ -25,6 +25,6 @@ timeout 120 python3 test/training/full_disk.py --castor-run "$run" --plan "$carr
 echo "full_disk exit $?" >>"$log"
 section "kill -9 during saving runs, cuda"
 timeout "${KILL_LIMIT:-400}" python3 test/training/kill_resume.py --castor-run "$run" \
-  --plan "$carry/plans/mlp4096.plan" --work /tmp/kill_resume --kills "${KILLS:-100}" --device cuda \
+  --plan "$carry/plans/mlp4096.plan" --work /tmp/kill_resume --kills "${KILLS:-100}" --device cuda --check-device cpu \
   --json "$out/kills.json" >>"$log" 2>&1
 echo "kill_resume exit $?" >>"$log"

@@ -16,14 +16,15 @@ plan="${SOAK_PLAN:-$carry/plans/r18_soak.plan}"
   --log-json "$out/soak.jsonl" >"$out/soak_stdout.txt" 2>"$out/soak_stderr.txt" &
 pid=$!
 echo "seconds,pid_rss_kib,gpu_used_mib,process_gpu_mib" >"$out/samples.csv"
-start=$(date +%s.%N)
+start=$(date +%s%N)
 while kill -0 "$pid" 2>/dev/null; do
-  now=$(date +%s.%N)
+  now=$(date +%s%N)
   rss=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null)
   used=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0 2>/dev/null | head -1)
   proc=$(nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits 2>/dev/null |
     awk -F', ' -v p="$pid" '$1 == p {print $2}')
-  echo "$(echo "$now - $start" | bc),${rss:-},${used:-},${proc:-}" >>"$out/samples.csv"
+  printf '%d.%03d,%s,%s,%s\n' $(((now - start) / 1000000000)) $(((now - start) / 1000000 % 1000)) \
+    "${rss:-}" "${used:-}" "${proc:-}" >>"$out/samples.csv"
   sleep 2
 done
 wait "$pid"

@@ -47,6 +47,8 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--kills", type=int, default=100)
     ap.add_argument("--device", default="cpu")
+    ap.add_argument("--check-device", help="the device of the resume check (default: --device); a state "
+                    "file is the same whichever backend wrote it")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--json", help="write the counts here")
     args = ap.parse_args()
@@ -88,11 +90,16 @@ def main():
             failures.append(f"kill {kills}: the state went back from step {last_step} to {step}")
         last_step = step
         steps_seen.append(step)
-        check = subprocess.run(train + ["--steps", "1", "--resume", state, "--save",
+        check_device = args.check_device or args.device
+        check = subprocess.run([args.castor_run, "train", args.plan, "--device", check_device, "--seed", "1",
+                                "--steps", "1", "--resume", state, "--save",
                                         os.path.join(args.work, "check.safetensors")],
                                capture_output=True, text=True)
         if check.returncode != 0:
             failures.append(f"kill {kills}: the state at step {step} does not resume: {check.stderr[-300:]}")
+        if args.json:  # progress so far, in case the run is cut short
+            with open(args.json, "w") as f:
+                json.dump({"kills": kills, "failures": failures, "last_step": last_step, "finished": False}, f)
     leftovers = [f for f in os.listdir(args.work) if ".tmp." in f]
     seconds = time.time() - started
     print(f"{kills} kills in {seconds:.0f} s; the state advanced to step {last_step}; "
@@ -103,7 +110,7 @@ def main():
         with open(args.json, "w") as f:
             json.dump({"kills": kills, "resumable": kills - len(failures), "failures": failures,
                        "last_step": last_step, "seconds": round(seconds, 1), "device": args.device,
-                       "leftover_temporary_files": len(leftovers), "seed": seed}, f, indent=1)
+                       "leftover_temporary_files": len(leftovers), "seed": seed, "finished": True}, f, indent=1)
     ok = not failures and kills == args.kills and len(set(steps_seen)) > 1
     print(("ok      " if ok else "FAILED  ") + f"every one of {kills} killed runs left a state that loads and resumes")
     sys.exit(0 if ok else 1)

@@ -47,10 +47,12 @@ def main():
     print(f"seed {seed} (--seed {seed} repeats this run)")
     failures = []
 
-    def expect(ok, what):
+    def expect(ok, what, run=None):
         print(("ok      " if ok else "FAILED  ") + what)
         if not ok:
             failures.append(what)
+            if run is not None:
+                print("        exit %d; stderr ends: %s" % (run.returncode, run.stderr.strip()[-600:]))
 
     plans = args.plans or args.work
     if args.castor:
@@ -72,8 +74,11 @@ def main():
         env.pop("CASTOR_PLANT_NONFINITE", None)
         if plant:
             env["CASTOR_PLANT_NONFINITE"] = plant
+        # Runs are compared bit for bit: on a GPU that takes --deterministic.
+        flags = ["--deterministic"] if args.device != "cpu" else []
         r = subprocess.run([args.castor_run, "train", plan(plan_name), "--steps", str(steps), "--device", args.device,
-                            "--seed", "5", "--save", state] + list(extra), env=env, capture_output=True, text=True)
+                            "--seed", "5", "--save", state] + flags + list(extra), env=env, capture_output=True,
+                           text=True)
         return r, state
 
     def backward_kernels(plan_name):
@@ -112,18 +117,18 @@ def main():
     print(f"fp32: inf after kernel {kernel} ({k['op']} '{k['name']}') in step {step}")
     clean, clean_state = train("tiny_fp32_adamw", "fp32_clean", step - 1)
     stopped, ckpt = train("tiny_fp32_adamw", "fp32_stopped", step + 3, ["--save-every", "1"], plant=f"{kernel}@{step}")
-    message = stopped.stderr.strip().splitlines()[-1] if stopped.stderr.strip() else ""
+    message = next((m for m in stopped.stderr.splitlines() if "castor-run: error" in m), "")
     print(f"        {message}")
     expect(stopped.returncode != 0 and f"step {step}: non-finite gradients" in message and
            f"kernel #{kernel} ({k['op']}" in message and "first non-finite value appears in" in message,
-           "fp32 stop: the run ends naming the step, the first non-finite tensor and its kernel")
+           "fp32 stop: the run ends naming the step, the first non-finite tensor and its kernel", stopped)
     expect(f"the last checkpoint, {ckpt}, holds step {step - 1}" in message, "fp32 stop: the message names the last "
            "checkpoint and its step")
     if clean.returncode == 0 and os.path.exists(ckpt):
         expect(same(read_state(clean_state), read_state(ckpt)),
                f"fp32 stop: the checkpoint is the state after step {step - 1}, bit-identical to a clean run's")
         resumed, _ = train("tiny_fp32_adamw", "fp32_resumed", 2, ["--resume", ckpt])
-        expect(resumed.returncode == 0, "fp32 stop: the checkpoint resumes")
+        expect(resumed.returncode == 0, "fp32 stop: the checkpoint resumes", resumed)
     else:
         expect(False, "fp32 stop: the clean run and the checkpoint exist")
 
@@ -131,7 +136,7 @@ def main():
     skipped, skipped_state = train("tiny_fp32_adamw", "fp32_skipped", step, ["--on-nonfinite", "skip"],
                                    plant=f"{kernel}@{step}")
     expect(skipped.returncode == 0 and f"step {step}: non-finite gradients, the update was skipped" in skipped.stderr,
-           "fp32 skip: the run goes on and reports the skipped step")
+           "fp32 skip: the run goes on and reports the skipped step", skipped)
     if skipped.returncode == 0:
         b = read_state(skipped_state)
         expect(same(owned(read_state(clean_state)), owned(b)) and int(b["castor.skipped_steps"]) == 1,
@@ -141,7 +146,7 @@ def main():
     step = rng.randint(2, 4)
     kernel, k = rng.choice(backward_kernels("tiny_fp32_unguarded"))
     applied, _ = train("tiny_fp32_unguarded", "fp32_unguarded", step + 3, plant=f"{kernel}@{step}")
-    message = applied.stderr.strip().splitlines()[-1] if applied.stderr.strip() else ""
+    message = next((m for m in applied.stderr.splitlines() if "castor-run: error" in m), "")
     print(f"        {message}")
     expect(applied.returncode != 0 and "and the update was applied" in message,
            "no guard: the run stops at the first non-finite loss and says the update was applied")
