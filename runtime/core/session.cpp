@@ -115,6 +115,21 @@ Status Session::generateInputPixels(const std::string &name, uint64_t seed, int6
   return Status::error("the plan has no input named '" + name + "'");
 }
 
+Status Session::setInputEncoded(const std::string &name, const EncodedImageBatch &batch,
+                                const PixelTransform &transform) {
+  for (const plan::Binding &b : plan_.inputs())
+    if (b.name() == name) {
+      const plan::Tensor &t = *byId(b.tensor());
+      if (t.shape_size() != 4 || int64_t(batch.images.size()) != t.shape(0) || batch.channels != t.shape(1) ||
+          batch.outHeight != t.shape(2) || batch.outWidth != t.shape(3))
+        return Status::error("input '" + name + "' " + plan::shapeString(t) + " does not take " +
+                             std::to_string(batch.images.size()) + " images of " + std::to_string(batch.channels) +
+                             " x " + std::to_string(batch.outHeight) + " x " + std::to_string(batch.outWidth));
+      return backend_->uploadEncodedImages(t, batch, transform);
+    }
+  return Status::error("the plan has no input named '" + name + "'");
+}
+
 Status Session::run() { return backend_->run(); }
 
 Expected<HostTensor> Session::tensor(uint32_t id) {

@@ -44,6 +44,9 @@ public:
   Status setInputPixels(const std::string &name, const uint8_t *pixels, const PixelTransform &transform);
   // The synthetic pixels of (seed, step) into image input `name`, made where the step runs.
   Status generateInputPixels(const std::string &name, uint64_t seed, int64_t step, const PixelTransform &transform);
+  // Image files into image input `name` [N, C, H, W], decoded and resized where the step runs
+  // (Backend::uploadEncodedImages); the batch holds N images.
+  Status setInputEncoded(const std::string &name, const EncodedImageBatch &batch, const PixelTransform &transform);
   Status run();
   // The bound tensor, in its own dtype.
   Expected<HostTensor> output(const std::string &name);

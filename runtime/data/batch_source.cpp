@@ -57,6 +57,7 @@ Expected<std::unique_ptr<BatchSource>> openBatchSource(const std::string &spec, 
     folder.skipCorrupt = options.skipCorrupt;
     folder.augment = options.augment;
     folder.threads = options.threads;
+    folder.deviceDecode = options.deviceDecode;
     folder.mean = options.mean;
     folder.std = options.std;
     auto source = FolderSource::open(dir, shape.images, shape.classes, std::move(folder));

@@ -4,6 +4,7 @@
 // uninterrupted one would have seen.
 #pragma once
 
+#include "castor/encoded_images.h"
 #include "castor/pixel_input.h"
 #include "castor/status.h"
 
@@ -24,6 +25,8 @@ enum class ImageForm {
   Pixels,          // nextPixels(): 8-bit pixels [N, H, W, C], normalised where the step runs
   SyntheticPixels, // castor/pixel_input.h's synthetic pixels of (syntheticSeed(), step), made
                    // where the step runs; nextLabels() gives the labels
+  EncodedImages,   // nextEncoded(): files and their resizes (castor/encoded_images.h), decoded and
+                   // resized where the step runs
 };
 
 class BatchSource {
@@ -39,6 +42,10 @@ public:
     return Status::error(kind() + " data does not generate its images");
   }
   virtual uint64_t syntheticSeed() const { return 0; }
+  // EncodedImages: the batch of global step `step` as files and resizes, and its labels.
+  virtual Status nextEncoded(int64_t step, EncodedImageBatch &batch, std::vector<int64_t> &labels) {
+    return Status::error(kind() + " data has no image files");
+  }
   // Pixels and SyntheticPixels: the normalisation of the pixels, per channel.
   virtual PixelTransform pixelTransform() const { return {}; }
   // "synthetic", "idx" or "npy": saved with a training state, so a resume on other data is refused.
@@ -71,6 +78,9 @@ struct SourceOptions {
   // replace files that do not decode instead of failing; decoding threads (0: the host's cores).
   bool reducedDecode = false, skipCorrupt = false, augment = true;
   int threads = 0;
+  // Image folders: hand out the files (EncodedImages) for a backend that decodes and resizes them
+  // (castor-run train --decoder gpu), instead of decoding on the host.
+  bool deviceDecode = false;
 };
 
 // The values the plan takes for pixels[N][H][W][C] (castor/pixel_input.h, in f32), [N, C, H, W].

@@ -128,6 +128,9 @@ Expected<std::unique_ptr<FolderSource>> FolderSource::open(const std::string &di
     return Status::error(dir + " holds " + std::to_string(files.size()) + " images, fewer than one batch of " +
                          std::to_string(planImages[0]));
   const bool rgb = planImages[1] == 3;
+  if (options.deviceDecode && !rgb)
+    return Status::error("decoding on the device takes plans of 3-channel images; this plan's have 1 (use --decoder "
+                         "host)");
   if (options.mean.empty())
     options.mean = rgb ? std::vector<double>{0.485, 0.456, 0.406} : std::vector<double>{0.2860};
   if (options.std.empty())
@@ -162,23 +165,28 @@ const std::vector<int64_t> &FolderSource::order(int64_t epoch) {
   return order_;
 }
 
+ImageResize FolderSource::resizeFor(int64_t epoch, int64_t position, int width, int height) const {
+  const int outW = int(w_), outH = int(h_);
+  if (!options_.augment)
+    return planResizedCrop(width, height, {0, 0, width, height}, outW, outH, false);
+  if (!options_.train)
+    return planResizeCenterCrop(width, height, int(h_ * 8 / 7), int(std::min(h_, w_)));
+  SampleDraws draws(options_.seed, epoch, position);
+  const CropBox box = randomResizedCropBox(width, height, std::ref(draws));
+  const bool flip = draws() < 0.5;
+  return planResizedCrop(width, height, box, outW, outH, flip);
+}
+
 Status FolderSource::sample(int64_t epoch, int64_t position, int64_t file, uint8_t *out) {
   const std::string &path = files_[size_t(file)];
   thread_local std::vector<uint8_t> bytes;
   CASTOR_RETURN_IF_ERROR(readFile(path, bytes));
   const int outW = int(w_), outH = int(h_), channels = int(c_);
-  if (!options_.augment) {
+  if (!options_.train || !options_.augment || !options_.reducedDecode) {
     auto image = decodeImage(bytes.data(), bytes.size(), channels, path);
     if (!image)
       return image.status();
-    resizedCrop(*image, {0, 0, image->width, image->height}, outW, outH, false, out);
-    return Status::ok();
-  }
-  if (!options_.train) {
-    auto image = decodeImage(bytes.data(), bytes.size(), channels, path);
-    if (!image)
-      return image.status();
-    resizeCenterCrop(*image, int(h_ * 8 / 7), int(std::min(h_, w_)), out);
+    runResize(*image, resizeFor(epoch, position, image->width, image->height), outW, outH, out);
     return Status::ok();
   }
   auto size = imageSize(bytes.data(), bytes.size(), path);
@@ -187,16 +195,11 @@ Status FolderSource::sample(int64_t epoch, int64_t position, int64_t file, uint8
   SampleDraws draws(options_.seed, epoch, position);
   CropBox box = randomResizedCropBox(size->first, size->second, std::ref(draws));
   const bool flip = draws() < 0.5;
+  // The smallest DCT scale at which the crop still has the output's resolution.
   int num = 1, denom = 1;
-  Expected<Image> image = Status::error("");
-  if (options_.reducedDecode) {
-    // The smallest DCT scale at which the crop still has the output's resolution.
-    const int minW = int((int64_t(size->first) * outW + box.width - 1) / box.width);
-    const int minH = int((int64_t(size->second) * outH + box.height - 1) / box.height);
-    image = decodeImageScaled(bytes.data(), bytes.size(), channels, minW, minH, path, &num, &denom);
-  } else {
-    image = decodeImage(bytes.data(), bytes.size(), channels, path);
-  }
+  const int minW = int((int64_t(size->first) * outW + box.width - 1) / box.width);
+  const int minH = int((int64_t(size->second) * outH + box.height - 1) / box.height);
+  auto image = decodeImageScaled(bytes.data(), bytes.size(), channels, minW, minH, path, &num, &denom);
   if (!image)
     return image.status();
   if (num != denom) {
@@ -209,13 +212,48 @@ Status FolderSource::sample(int64_t epoch, int64_t position, int64_t file, uint8
   return Status::ok();
 }
 
+Status FolderSource::sampleEncoded(int64_t epoch, int64_t position, int64_t file, EncodedImage &out) {
+  const std::string &path = files_[size_t(file)];
+  out = EncodedImage{};
+  out.name = path;
+  std::vector<uint8_t> bytes;
+  CASTOR_RETURN_IF_ERROR(readFile(path, bytes));
+  if (isYccOrGrayJpeg(bytes.data(), bytes.size())) {
+    auto size = imageSize(bytes.data(), bytes.size(), path);
+    if (!size)
+      return size.status();
+    out.width = size->first;
+    out.height = size->second;
+    out.jpeg = std::move(bytes);
+  } else { // PNG, CMYK: decoded here, as Pillow reads them
+    auto image = decodeImage(bytes.data(), bytes.size(), int(c_), path);
+    if (!image)
+      return image.status();
+    out.width = image->width;
+    out.height = image->height;
+    out.pixels = std::move(image->pixels);
+  }
+  out.resize = resizeFor(epoch, position, out.width, out.height);
+  return Status::ok();
+}
+
 FolderSource::Batch FolderSource::make(int64_t epoch, int64_t cursor) {
   Batch b;
   b.epoch = epoch;
   b.cursor = cursor;
   const std::vector<int64_t> &ord = order(epoch);
   const size_t per = size_t(h_ * w_ * c_);
-  b.pixels.assign(size_t(n_) * per, 0);
+  const bool encoded = options_.deviceDecode;
+  if (encoded) {
+    b.encoded.images.assign(size_t(n_), EncodedImage{});
+    for (EncodedImage &e : b.encoded.images)
+      e.resize.empty = true; // padding until filled
+    b.encoded.channels = int(c_);
+    b.encoded.outWidth = int(w_);
+    b.encoded.outHeight = int(h_);
+  } else {
+    b.pixels.assign(size_t(n_) * per, 0);
+  }
   b.labels.assign(size_t(n_), 0);
   std::vector<Status> errors(size_t(n_), Status::ok());
   std::atomic<int64_t> nextSample{0};
@@ -225,12 +263,16 @@ FolderSource::Batch FolderSource::make(int64_t epoch, int64_t cursor) {
       if (position >= int64_t(ord.size()))
         continue; // evaluation's last batch: padding
       int64_t file = ord[size_t(position)];
-      Status st = sample(epoch, position, file, b.pixels.data() + size_t(i) * per);
+      auto one = [&](int64_t f) {
+        return encoded ? sampleEncoded(epoch, position, f, b.encoded.images[size_t(i)])
+                       : sample(epoch, position, f, b.pixels.data() + size_t(i) * per);
+      };
+      Status st = one(file);
       // A file that does not decode, when skipped: the next ones in the epoch's order instead.
       for (int64_t k = 1; !st && options_.skipCorrupt && k < int64_t(ord.size()); ++k) {
         ++skipped_;
         file = ord[size_t((position + k) % int64_t(ord.size()))];
-        st = sample(epoch, position, file, b.pixels.data() + size_t(i) * per);
+        st = one(file);
       }
       b.labels[size_t(i)] = labels_[size_t(file)];
       errors[size_t(i)] = std::move(st);
@@ -303,9 +345,8 @@ void FolderSource::stop() {
   ready_.clear();
 }
 
-Status FolderSource::nextPixels(int64_t, std::vector<uint8_t> &pixels, std::vector<int64_t> &labels) {
+Status FolderSource::take(Batch &b) {
   start();
-  Batch b;
   {
     std::unique_lock<std::mutex> lock(mutex_);
     changed_.wait(lock, [&] { return !ready_.empty(); });
@@ -317,9 +358,25 @@ Status FolderSource::nextPixels(int64_t, std::vector<uint8_t> &pixels, std::vect
       epoch_ = b.epoch + 1, cursor_ = 0;
   }
   changed_.notify_all();
-  if (!b.status)
-    return b.status;
+  return b.status;
+}
+
+Status FolderSource::nextPixels(int64_t, std::vector<uint8_t> &pixels, std::vector<int64_t> &labels) {
+  if (options_.deviceDecode)
+    return Status::error("this image folder hands out files for the device to decode, not pixels");
+  Batch b;
+  CASTOR_RETURN_IF_ERROR(take(b));
   pixels.swap(b.pixels);
+  labels.swap(b.labels);
+  return Status::ok();
+}
+
+Status FolderSource::nextEncoded(int64_t, EncodedImageBatch &batch, std::vector<int64_t> &labels) {
+  if (!options_.deviceDecode)
+    return Status::error("this image folder decodes on the host: it hands out pixels");
+  Batch b;
+  CASTOR_RETURN_IF_ERROR(take(b));
+  std::swap(batch, b.encoded);
   labels.swap(b.labels);
   return Status::ok();
 }

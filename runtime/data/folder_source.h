@@ -37,6 +37,10 @@ struct FolderOptions {
   bool skipCorrupt = false; // else a file that does not decode stops training, naming it
   int threads = 0;          // decoding threads (0: the host's cores)
   int ahead = 3;            // batches made ahead of the one handed out
+  // Hand out files and resizes (EncodedImages) instead of pixels: the threads read the files and
+  // headers and draw the crops; YCbCr and grayscale JPEGs go as files (to the backend's decoder),
+  // other images as pixels decoded here. reducedDecode does not apply. Three channels only.
+  bool deviceDecode = false;
   // Empty: ImageNet's for three channels, Fashion-MNIST's for one.
   std::vector<double> mean, std;
 };
@@ -51,9 +55,12 @@ public:
 
   std::string kind() const override { return "folder"; }
   int64_t epoch() const override { return epoch_; }
-  ImageForm imageForm() const override { return ImageForm::Pixels; }
+  ImageForm imageForm() const override {
+    return options_.deviceDecode ? ImageForm::EncodedImages : ImageForm::Pixels;
+  }
   PixelTransform pixelTransform() const override { return transform_; }
   Status nextPixels(int64_t step, std::vector<uint8_t> &pixels, std::vector<int64_t> &labels) override;
+  Status nextEncoded(int64_t step, EncodedImageBatch &batch, std::vector<int64_t> &labels) override;
   Status next(int64_t step, std::vector<double> &images, std::vector<int64_t> &labels) override;
   void savePosition(DataPosition &position) const override;
   Status restorePosition(const DataPosition &position) override;
@@ -67,6 +74,7 @@ private:
   struct Batch {
     int64_t epoch = 0, cursor = 0; // of the batch's first sample
     std::vector<uint8_t> pixels;
+    EncodedImageBatch encoded; // deviceDecode
     std::vector<int64_t> labels;
     Status status = Status::ok();
   };
@@ -75,6 +83,11 @@ private:
   // The batch at (epoch, cursor): decoded and augmented on the pool.
   Batch make(int64_t epoch, int64_t cursor);
   Status sample(int64_t epoch, int64_t position, int64_t file, uint8_t *out);
+  Status sampleEncoded(int64_t epoch, int64_t position, int64_t file, EncodedImage &out);
+  // The resize of sample `position` of `epoch`, a width x height image (its draws in training).
+  ImageResize resizeFor(int64_t epoch, int64_t position, int width, int height) const;
+  // Takes the next batch from the producer.
+  Status take(Batch &batch);
   const std::vector<int64_t> &order(int64_t epoch);
   void produce();
   void start();

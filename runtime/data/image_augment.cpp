@@ -63,57 +63,85 @@ CropBox randomResizedCropBox(int width, int height, const std::function<double()
   return box;
 }
 
+ImageResize planResizedCrop(int width, int height, const CropBox &box, int outWidth, int outHeight, bool flip) {
+  ImageResize r;
+  const int left = std::max(box.left, 0), top = std::max(box.top, 0);
+  const int right = std::min(box.left + box.width, width), bottom = std::min(box.top + box.height, height);
+  if (outWidth <= 0 || outHeight <= 0 || right <= left || bottom <= top) {
+    r.empty = true;
+    return r;
+  }
+  r.left = left;
+  r.top = top;
+  r.width = right - left;
+  r.height = bottom - top;
+  r.outWidth = r.colEnd = outWidth;
+  r.outHeight = r.rowEnd = outHeight;
+  r.flip = flip;
+  return r;
+}
+
+ImageResize planResizeCenterCrop(int width, int height, int resize, int crop) {
+  ImageResize r;
+  if (crop <= 0 || width <= 0 || height <= 0 || resize <= 0) {
+    r.empty = true;
+    return r;
+  }
+  // torchvision's _compute_resized_output_size: int(resize * long / short) in double, as Python.
+  const int w = width, h = height;
+  const int resizedWidth = w <= h ? resize : int(double(resize) * w / h);
+  const int resizedHeight = w <= h ? int(double(resize) * h / w) : resize;
+  if (resizedWidth <= 0 || resizedHeight <= 0) { // Pillow refuses an empty size
+    r.empty = true;
+    return r;
+  }
+  const Span cols = centreSpan(resizedWidth, crop), rows = centreSpan(resizedHeight, crop);
+  r.width = w;
+  r.height = h;
+  r.outWidth = resizedWidth;
+  r.outHeight = resizedHeight;
+  r.colBegin = cols.begin;
+  r.colEnd = cols.end;
+  r.rowBegin = rows.begin;
+  r.rowEnd = rows.end;
+  r.rowOffset = rows.offset;
+  r.colOffset = cols.offset;
+  return r;
+}
+
+void runResize(const Image &src, const ImageResize &r, int outWidth, int outHeight, uint8_t *out) {
+  const size_t outRowBytes = size_t(outWidth) * size_t(src.channels);
+  if (r.empty || r.rowOffset > 0 || r.colOffset > 0 || r.rowEnd - r.rowBegin < outHeight ||
+      r.colEnd - r.colBegin < outWidth)
+    std::memset(out, 0, outRowBytes * size_t(outHeight));
+  if (r.empty)
+    return;
+  detail::ResampleRequest request;
+  request.left = r.left;
+  request.top = r.top;
+  request.width = r.width;
+  request.height = r.height;
+  request.outWidth = r.outWidth;
+  request.outHeight = r.outHeight;
+  request.colBegin = r.colBegin;
+  request.colEnd = r.colEnd;
+  request.rowBegin = r.rowBegin;
+  request.rowEnd = r.rowEnd;
+  request.flip = r.flip;
+  request.outRowBytes = outRowBytes;
+  detail::pillowResample(src, request, out + size_t(r.rowOffset) * outRowBytes + size_t(r.colOffset) * size_t(src.channels));
+}
+
 void resizedCrop(const Image &src, const CropBox &box, int outWidth, int outHeight, bool flip, uint8_t *out) {
   if (outWidth <= 0 || outHeight <= 0)
     return;
-  const int left = std::max(box.left, 0), top = std::max(box.top, 0);
-  const int right = std::min(box.left + box.width, src.width), bottom = std::min(box.top + box.height, src.height);
-  if (right <= left || bottom <= top) {
-    std::memset(out, 0, size_t(outWidth) * size_t(outHeight) * size_t(src.channels));
-    return;
-  }
-  detail::ResampleRequest request;
-  request.left = left;
-  request.top = top;
-  request.width = right - left;
-  request.height = bottom - top;
-  request.outWidth = request.colEnd = outWidth;
-  request.outHeight = request.rowEnd = outHeight;
-  request.flip = flip;
-  detail::pillowResample(src, request, out);
+  runResize(src, planResizedCrop(src.width, src.height, box, outWidth, outHeight, flip), outWidth, outHeight, out);
 }
 
 void resizeCenterCrop(const Image &src, int resize, int crop, uint8_t *out) {
   if (crop <= 0)
     return;
-  const size_t outRowBytes = size_t(crop) * size_t(src.channels);
-  if (src.width <= 0 || src.height <= 0 || resize <= 0) {
-    std::memset(out, 0, outRowBytes * size_t(crop));
-    return;
-  }
-  // torchvision's _compute_resized_output_size: int(resize * long / short) in double, as Python.
-  const int w = src.width, h = src.height;
-  const int resizedWidth = w <= h ? resize : int(double(resize) * w / h);
-  const int resizedHeight = w <= h ? int(double(resize) * h / w) : resize;
-  if (resizedWidth <= 0 || resizedHeight <= 0) { // Pillow refuses an empty size
-    std::memset(out, 0, outRowBytes * size_t(crop));
-    return;
-  }
-  const Span cols = centreSpan(resizedWidth, crop), rows = centreSpan(resizedHeight, crop);
-  if (cols.offset > 0 || rows.offset > 0)
-    std::memset(out, 0, outRowBytes * size_t(crop));
-  detail::ResampleRequest request;
-  request.width = w;
-  request.height = h;
-  request.outWidth = resizedWidth;
-  request.outHeight = resizedHeight;
-  request.colBegin = cols.begin;
-  request.colEnd = cols.end;
-  request.rowBegin = rows.begin;
-  request.rowEnd = rows.end;
-  request.outRowBytes = outRowBytes;
-  detail::pillowResample(src, request,
-                         out + size_t(rows.offset) * outRowBytes + size_t(cols.offset) * size_t(src.channels));
+  runResize(src, planResizeCenterCrop(src.width, src.height, resize, crop), crop, crop, out);
 }
 
 } // namespace castor::data

@@ -8,6 +8,7 @@
 // which moves some pixels by 1).
 #pragma once
 
+#include "castor/image_resize.h"
 #include "data/image_decode.h"
 
 #include <cstdint>
@@ -43,5 +44,12 @@ void resizedCrop(const Image &src, const CropBox &box, int outWidth, int outHeig
 // arithmetic: a full-image BILINEAR resize, then an integer crop; only the kept pixels are
 // computed. Writes crop x crop x src.channels (HWC). Needs crop <= resize (torchvision would pad).
 void resizeCenterCrop(const Image &src, int resize, int crop, uint8_t *out);
+
+// The resizes above as plans (castor/image_resize.h) for a width x height image, and one plan run
+// on the host into an outWidth x outHeight x src.channels image: what a backend that resizes
+// where the step runs computes to the same bytes.
+ImageResize planResizedCrop(int width, int height, const CropBox &box, int outWidth, int outHeight, bool flip);
+ImageResize planResizeCenterCrop(int width, int height, int resize, int crop);
+void runResize(const Image &src, const ImageResize &resize, int outWidth, int outHeight, uint8_t *out);
 
 } // namespace castor::data

@@ -25,6 +25,8 @@ void grayToRgb(const uint8_t *gray, size_t count, uint8_t *rgb);
 Expected<Image> decodeJpeg(const uint8_t *data, size_t size, int channels, int minWidth, int minHeight,
                            const std::string &what, int *scaleNum, int *scaleDenom);
 Expected<std::pair<int, int>> jpegSize(const uint8_t *data, size_t size, const std::string &what);
+// TurboJPEG's colourspace of the header (TJCS_*), -1 when it does not read.
+int jpegColorspace(const uint8_t *data, size_t size);
 
 Expected<Image> decodePng(const uint8_t *data, size_t size, int channels, const std::string &what);
 Expected<std::pair<int, int>> pngSize(const uint8_t *data, size_t size, const std::string &what);

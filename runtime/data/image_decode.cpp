@@ -4,6 +4,8 @@
 
 #include "data/image_codecs.h"
 
+#include <turbojpeg.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -89,6 +91,13 @@ Expected<std::pair<int, int>> imageSize(const uint8_t *data, size_t size, const 
     break;
   }
   return notAnImage(what);
+}
+
+bool isYccOrGrayJpeg(const uint8_t *data, size_t size) {
+  if (sniff(data, size) != Format::Jpeg)
+    return false;
+  const int cs = detail::jpegColorspace(data, size);
+  return cs == TJCS_YCbCr || cs == TJCS_GRAY;
 }
 
 } // namespace castor::data

@@ -46,4 +46,8 @@ Expected<Image> decodeImageScaled(const uint8_t *data, size_t size, int channels
 // Width and height from the header alone (for crop parameters before decoding).
 Expected<std::pair<int, int>> imageSize(const uint8_t *data, size_t size, const std::string &what);
 
+// Whether the data is a JPEG a device decoder takes as Pillow reads it: YCbCr and
+// grayscale, not CMYK/YCCK (Pillow's own conversion, decoded on the host).
+bool isYccOrGrayJpeg(const uint8_t *data, size_t size);
+
 } // namespace castor::data

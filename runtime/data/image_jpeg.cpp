@@ -135,6 +135,11 @@ Expected<std::pair<int, int>> jpegSize(const uint8_t *data, size_t size, const s
   return std::make_pair(header->width, header->height);
 }
 
+int jpegColorspace(const uint8_t *data, size_t size) {
+  auto header = readHeader(threadDecompressor(), data, size, "");
+  return header ? header->colorspace : -1;
+}
+
 Expected<Image> decodeJpeg(const uint8_t *data, size_t size, int channels, int minWidth, int minHeight,
                            const std::string &what, int *scaleNum, int *scaleDenom) {
   ThreadDecompressor &decompressor = threadDecompressor();

@@ -8,15 +8,8 @@ namespace castor::data::detail {
 namespace {
 
 // Pillow's PRECISION_BITS: 8 bits of result and 2 of headroom in an int32 accumulator.
-constexpr int kPrecisionBits = 32 - 8 - 2;
+constexpr int kPrecisionBits = kPillowPrecisionBits;
 constexpr int32_t kHalf = int32_t(1) << (kPrecisionBits - 1);
-
-// Pillow's bilinear_filter (support 1).
-double triangle(double x) {
-  if (x < 0.0)
-    x = -x;
-  return x < 1.0 ? 1.0 - x : 0.0;
-}
 
 // Pillow's clip8: the accumulator's integer part, clamped to a byte.
 inline uint8_t clip8(int32_t accumulator) {
@@ -100,45 +93,6 @@ void verticalPass(const uint8_t *src, size_t srcRowBytes, const ResampleTaps &ta
 
 } // namespace
 
-ResampleTaps bilinearTaps(int inSize, int outSize, int outBegin, int outEnd) {
-  // Pillow resizes a whole image, box (0, 0, inSize, ...), so in0 = 0 and in1 = inSize. Every
-  // product below is exact or not followed by an addition, so FMA contraction cannot change it.
-  const double scale = double(inSize) / outSize;
-  const double filterScale = std::max(scale, 1.0);
-  const double support = 1.0 * filterScale;
-  const double invFilterScale = 1.0 / filterScale;
-  ResampleTaps taps;
-  taps.stride = int(std::ceil(support)) * 2 + 1;
-  const size_t outputs = size_t(std::max(outEnd - outBegin, 0));
-  taps.first.resize(outputs);
-  taps.count.resize(outputs);
-  taps.weights.assign(outputs * size_t(taps.stride), 0);
-  std::vector<double> k(size_t(taps.stride));
-  for (int xx = outBegin; xx < outEnd; ++xx) {
-    const double center = 0.0 + (xx + 0.5) * scale;
-    const int xmin = std::max(int(center - support + 0.5), 0);
-    const int xmax = std::min(int(center + support + 0.5), inSize) - xmin;
-    double sum = 0.0;
-    for (int x = 0; x < xmax; ++x) {
-      k[size_t(x)] = triangle((double(x + xmin) - center + 0.5) * invFilterScale);
-      sum += k[size_t(x)];
-    }
-    if (sum != 0.0)
-      for (int x = 0; x < xmax; ++x)
-        k[size_t(x)] /= sum;
-    const size_t i = size_t(xx - outBegin);
-    taps.first[i] = xmin;
-    taps.count[i] = xmax;
-    int32_t *w = taps.weights.data() + i * size_t(taps.stride);
-    // normalize_coeffs_8bpc: round half away from zero to 22 fractional bits.
-    for (int x = 0; x < xmax; ++x) {
-      const double v = k[size_t(x)] * (1 << kPrecisionBits);
-      w[x] = v < 0 ? int32_t(-0.5 + v) : int32_t(0.5 + v);
-    }
-  }
-  return taps;
-}
-
 void pillowResample(const Image &src, const ResampleRequest &r, uint8_t *out) {
   const int channels = src.channels;
   const int outCols = r.colEnd - r.colBegin, outRows = r.rowEnd - r.rowBegin;
@@ -153,16 +107,17 @@ void pillowResample(const Image &src, const ResampleRequest &r, uint8_t *out) {
   const bool horizontal = r.outWidth != r.width, vertical = r.outHeight != r.height;
   ResampleTaps colTaps, rowTaps;
   if (horizontal)
-    colTaps = bilinearTaps(r.width, r.outWidth, r.colBegin, r.colEnd);
+    colTaps = pillowBilinearTaps(r.width, r.outWidth, r.colBegin, r.colEnd);
   if (vertical)
-    rowTaps = bilinearTaps(r.height, r.outHeight, r.rowBegin, r.rowEnd);
+    rowTaps = pillowBilinearTaps(r.height, r.outHeight, r.rowBegin, r.rowEnd);
   thread_local std::vector<uint8_t> intermediate;
 
   // Pillow 13 (python-pillow/Pillow#9549) runs the vertical pass first when the height shrinks by
   // more than twice as many pixels as the width does (measured against Pillow 13.0.0: the 8-bit
   // intermediate makes the order visible).
-  const bool verticalFirst =
-      horizontal && r.outHeight < r.height && r.height - r.outHeight > 2 * (r.width - r.outWidth);
+  ImageResize order;
+  order.width = r.width, order.height = r.height, order.outWidth = r.outWidth, order.outHeight = r.outHeight;
+  const bool verticalFirst = order.verticalFirst();
   if (verticalFirst) {
     // Vertical pass over the region columns the kept output columns read.
     const int colFirst = colTaps.first.front(), colLast = colTaps.first.back() + colTaps.count.back();

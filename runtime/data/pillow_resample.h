@@ -5,6 +5,7 @@
 // Internal to image_augment.cpp.
 #pragma once
 
+#include "castor/image_resize.h"
 #include "data/image_decode.h"
 
 #include <cstdint>
@@ -12,16 +13,9 @@
 
 namespace castor::data::detail {
 
-// Pillow's precompute_coeffs + normalize_coeffs_8bpc for resampling `inSize` samples onto
-// `outSize`, for the outputs [outBegin, outEnd) only (each output's taps depend on its index
-// alone). Output i - outBegin reads inputs first[i]..first[i] + count[i] - 1 with the weights
-// weights[(i - outBegin) * stride ...].
-struct ResampleTaps {
-  int stride = 0;
-  std::vector<int> first, count;
-  std::vector<int32_t> weights;
-};
-ResampleTaps bilinearTaps(int inSize, int outSize, int outBegin, int outEnd);
+// The taps: castor/image_resize.h (shared with the backends that resize where the step runs).
+using castor::pillowBilinearTaps;
+using castor::ResampleTaps;
 
 // Where a resize reads and what it keeps: the region (left, top, width x height) of the source is
 // resized as an image of its own (Pillow's img.crop(region).resize((outWidth, outHeight))); of

@@ -41,6 +41,11 @@ Status Trainer::feed(int64_t step) {
     handedOut();
     CASTOR_RETURN_IF_ERROR(session_.setInputPixels("images", pixels_.data(), source_.pixelTransform()));
     break;
+  case data::ImageForm::EncodedImages:
+    CASTOR_RETURN_IF_ERROR(source_.nextEncoded(step, encoded_, labelValues_));
+    handedOut();
+    CASTOR_RETURN_IF_ERROR(session_.setInputEncoded("images", encoded_, source_.pixelTransform()));
+    break;
   case data::ImageForm::SyntheticPixels:
     CASTOR_RETURN_IF_ERROR(source_.nextLabels(step, labelValues_));
     handedOut();

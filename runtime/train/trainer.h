@@ -120,6 +120,7 @@ private:
   // Kept across steps: the batch as values, then encoded into the plan's dtype.
   std::vector<double> imageValues_;
   std::vector<uint8_t> pixels_; // 8-bit images, for sources of pixels
+  EncodedImageBatch encoded_;   // image files, for sources of them
   double fedDataSeconds_ = 0;   // the source's time for the batch fed last
   std::vector<int64_t> labelValues_;
   HostTensor images_, labels_;

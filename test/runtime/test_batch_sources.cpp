@@ -4,6 +4,9 @@
 #include "test_helpers.h"
 #include "training_fixtures.h"
 
+#include "data/encoded_batch.h"
+#include "data/folder_source.h"
+
 #include "data/batch_source.h"
 #include "data/idx.h"
 #include "data/idx_source.h"
@@ -278,6 +281,52 @@ TEST_CASE("an image folder: classes by name, seeded epochs, resume mid-epoch", "
   std::vector<int64_t> l;
   REQUIRE((*other)->nextPixels(0, p, l).isOk());
   CHECK(p != pixels[0]);
+  castor::test::shell("rm -rf " + dir);
+}
+
+TEST_CASE("an image folder for device decoding hands out files and resizes that make its pixels",
+          "[batch-sources]") {
+  // The same folder, seed and plan shape, in pixels and as files: the files decoded on the host
+  // and resized by their plans (the reference of a device decoder) are the pixels, byte for byte,
+  // in training (RandomResizedCrop, flip) and in evaluation (Resize + CenterCrop, padding).
+  const std::string dir = makeImageFolder("folder-encoded");
+  for (bool train : {true, false}) {
+    data::FolderOptions options;
+    options.seed = 11;
+    options.train = train;
+    options.threads = 2;
+    auto pixelsSource = data::FolderSource::open(dir, {3, 3, 24, 24}, 3, options);
+    options.deviceDecode = true;
+    auto filesSource = data::FolderSource::open(dir, {3, 3, 24, 24}, 3, options);
+    REQUIRE(pixelsSource.isOk());
+    REQUIRE(filesSource.isOk());
+    CHECK((*filesSource)->imageForm() == data::ImageForm::EncodedImages);
+    int jpegs = 0, decodedHere = 0, padding = 0;
+    for (int step = 0; step < 5; ++step) {
+      std::vector<uint8_t> pixels, fromFiles;
+      std::vector<int64_t> labels, fileLabels;
+      EncodedImageBatch batch;
+      REQUIRE((*pixelsSource)->nextPixels(step, pixels, labels).isOk());
+      REQUIRE((*filesSource)->nextEncoded(step, batch, fileLabels).isOk());
+      REQUIRE(batch.images.size() == 3);
+      CHECK((batch.outWidth == 24 && batch.outHeight == 24 && batch.channels == 3));
+      for (const EncodedImage &e : batch.images) {
+        jpegs += !e.jpeg.empty();
+        decodedHere += !e.pixels.empty();
+        padding += e.resize.empty;
+      }
+      REQUIRE(data::decodeEncodedBatch(batch, fromFiles).isOk());
+      CHECK(fromFiles == pixels);
+      CHECK(fileLabels == labels);
+    }
+    CHECK(jpegs > 0);       // YCbCr and gray JPEGs go as files
+    CHECK(decodedHere > 0); // PNGs and the CMYK JPEG are decoded here
+    if (!train)
+      CHECK(padding > 0); // the last evaluation batch of 8 files in 3s
+  }
+  data::FolderOptions gray;
+  gray.deviceDecode = true;
+  CHECK_THAT(data::FolderSource::open(dir, {3, 1, 24, 24}, 3, gray).message(), Contains("3-channel images"));
   castor::test::shell("rm -rf " + dir);
 }
 

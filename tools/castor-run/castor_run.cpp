@@ -50,6 +50,12 @@ int main(int argc, char **argv) {
                        "npy:DIR (images.npy float [M,C,H,W], labels.npy int64 [M], in file order, wrapping around) "
                        "or folder:DIR (DIR/<class>/<image>.jpg|.png, classes sorted by name; RandomResizedCrop and "
                        "horizontal flip)");
+  trainCmd
+      ->add_option("--decoder", to.decoder,
+                   "Image folders: where JPEGs are decoded and resized: gpu (nvJPEG and the resize on the device; "
+                   "PNG and CMYK files decoded on the host), host (TurboJPEG on the host's threads), or auto "
+                   "(default: gpu when the backend decodes images)")
+      ->check(CLI::IsMember({"auto", "host", "gpu"}));
   trainCmd->add_option("--decode", to.decode,
                        "Image folders: fast (JPEGs decoded at a reduced DCT scale where the crop allows) or exact "
                        "(always at full size, as torchvision)")

@@ -31,6 +31,7 @@ struct TrainOptions {
   // Of pixels scaled to [0, 1], one value or one per channel; empty: the source's default.
   std::vector<double> mean, std;
   std::string decode = "exact"; // image folders: exact | fast
+  std::string decoder = "auto";  // image folders: auto | host | gpu
   std::string augment = "standard"; // image folders: standard | none
   // Validation: a forward plan of the model, its data, every K steps (and after the last).
   std::string valPlan, valData, valSplit = "test";

@@ -146,6 +146,13 @@ int train(const TrainOptions &o) {
   sourceOptions.skipCorrupt = o.skipCorrupt;
   sourceOptions.augment = o.augment == "standard";
   sourceOptions.threads = o.dataThreads;
+  // Image folders: JPEGs to the backend's decoder when it has one (auto) or when asked (gpu).
+  const bool folder = o.data.rfind("folder:", 0) == 0;
+  if (o.decoder == "gpu" && !(*backend)->decodesImages())
+    return fail("--decoder gpu: the " + (*backend)->name() + " backend does not decode images");
+  sourceOptions.deviceDecode = folder && (o.decoder == "gpu" || (o.decoder == "auto" && (*backend)->decodesImages() &&
+                                                                  signature->imageShape.size() == 4 &&
+                                                                  signature->imageShape[1] == 3));
   if (!o.mean.empty())
     sourceOptions.mean = o.mean;
   if (!o.std.empty())

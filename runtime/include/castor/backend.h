@@ -13,6 +13,7 @@
 // No method throws. Data crosses the interface in the tensor's own dtype and byte size.
 #pragma once
 
+#include "castor/encoded_images.h"
 #include "castor/pixel_input.h"
 #include "castor/status.h"
 #include "plan/op_registry.h"
@@ -101,6 +102,15 @@ public:
   // The synthetic pixels of (seed, step) into image input `t`, converted as uploadPixels does.
   // The default makes them on the host; a device backend makes them where the step runs.
   virtual Status generatePixels(const plan::Tensor &t, uint64_t seed, int64_t step, const PixelTransform &transform);
+
+  // Image files into image input `t` [N, C, H, W]: each decoded and resized by its plan
+  // (castor/encoded_images.h) into 8-bit pixels, then converted as uploadPixels does, where the
+  // step runs. For a backend with a device image decoder (decodesImages()); the default refuses.
+  virtual bool decodesImages() const { return false; }
+  virtual Status uploadEncodedImages(const plan::Tensor &t, const EncodedImageBatch &batch,
+                                     const PixelTransform &transform) {
+    return Status::error("the " + name() + " backend does not decode images (decode them on the host)");
+  }
 
   // Runs the plan's kernel list once, in order. A device backend may return once the step is
   // enqueued: download() waits for it, and an error inside the step surfaces there.
