@@ -32,3 +32,5 @@ $PY -m pip install -q --disable-pip-version-check \
   "onnx==1.17.0" "numpy==1.26.4" "onnxruntime==1.20.1" "protobuf==5.29.3" "matplotlib==3.9.2" "tensorboard==2.18.0" "pillow==13.0.0"
 # The cuDNN frontend is header-only C++; its declared dependencies serve its Python DSL only.
 $PY -m pip install -q --disable-pip-version-check --no-deps "nvidia-cudnn-frontend==1.18.0"
+# nvJPEG, the CUDA backend's image decoder (the GPU's hardware JPEG decoder): header and library.
+$PY -m pip install -q --disable-pip-version-check --no-deps "nvidia-nvjpeg==13.0.2.28"

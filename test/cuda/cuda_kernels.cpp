@@ -19,6 +19,9 @@
 
 #include "../common/plan_builder.h"
 #include "castor/backend.h"
+#include "data/encoded_batch.h"
+#include "data/image_augment.h"
+#include "data/image_decode.h"
 #include "castor/cuda_backend.h"
 #include "plan/plan.h"
 #include "plan/plan_validator.h"
@@ -610,6 +613,116 @@ int runPixelCase(const char *layout, plan::DType dtype, bool synthetic) {
   return ok ? 0 : 1;
 }
 
+// Image files decoded and resized on the device (Backend::uploadEncodedImages) against the host
+// (data::decodeEncodedBatch): with pixels the host decoded, the device's Pillow resize is
+// bit-identical (crops, flips, CenterCrop with its padding, a padded image, a copy); with JPEGs
+// decoded by nvJPEG, the pixels differ from TurboJPEG's by the decoders' rounding: the mean and
+// the largest difference are printed and bounded. CASTOR_DECODE_TEST_DIR adds its *.jpg files.
+int runDecodeCase(bool jpegs) {
+  const std::string where = jpegs ? "decode nvjpeg against turbojpeg" : "decode resize (host-decoded pixels)";
+  const std::string fixtures = "test/fixtures/images";
+  std::vector<std::string> files = {fixtures + "/rgb.jpg", fixtures + "/gray.jpg", fixtures + "/progressive444.jpg"};
+  if (!jpegs)
+    for (const char *f : {"extraneous.jpg", "tall.png", "rgb.png", "palette.png"})
+      files.push_back(fixtures + "/" + f);
+  if (const char *dir = std::getenv("CASTOR_DECODE_TEST_DIR"); dir && jpegs)
+    for (int k = 0; k < 64; ++k) {
+      char name[32];
+      std::snprintf(name, sizeof name, "/%06d.jpg", k);
+      if (std::FILE *f = std::fopen((std::string(dir) + name).c_str(), "rb")) {
+        std::fclose(f);
+        files.push_back(std::string(dir) + name);
+      }
+    }
+  const int out = 40, n = int(files.size()) * 3 + 1;
+  EncodedImageBatch batch;
+  batch.outWidth = batch.outHeight = out;
+  uint64_t rngState = 12345;
+  auto uniform = [&] {
+    rngState = rngState * 6364136223846793005ull + 1442695040888963407ull;
+    return double(rngState >> 11) * 0x1.0p-53;
+  };
+  for (const std::string &file : files) {
+    std::FILE *f = std::fopen(file.c_str(), "rb");
+    if (!f) {
+      std::printf("FAIL %-50s cannot read %s (run from the repository root)\n", where.c_str(), file.c_str());
+      return 1;
+    }
+    std::vector<uint8_t> bytes;
+    for (int ch; (ch = std::fgetc(f)) != EOF;)
+      bytes.push_back(uint8_t(ch));
+    std::fclose(f);
+    auto image = data::decodeImage(bytes.data(), bytes.size(), 3, file);
+    if (!image) {
+      std::printf("FAIL %-50s %s\n", where.c_str(), image.message().c_str());
+      return 1;
+    }
+    for (int k = 0; k < 3; ++k) {
+      EncodedImage e;
+      e.name = file;
+      e.width = image->width;
+      e.height = image->height;
+      if (jpegs)
+        e.jpeg = bytes;
+      else
+        e.pixels = image->pixels;
+      if (k == 0) {
+        const data::CropBox box = data::randomResizedCropBox(e.width, e.height, uniform);
+        e.resize = data::planResizedCrop(e.width, e.height, box, out, out, uniform() < 0.5);
+      } else if (k == 1) {
+        e.resize = data::planResizeCenterCrop(e.width, e.height, out * 8 / 7, out);
+      } else {
+        e.resize = data::planResizeCenterCrop(e.width, e.height, out * 2, out); // upscales small images
+      }
+      batch.images.push_back(std::move(e));
+    }
+  }
+  EncodedImage padding;
+  padding.resize.empty = true;
+  batch.images.push_back(padding);
+
+  Case c("decode");
+  const uint32_t images = c.in("images", {n, 3, out, out}, plan::F32);
+  const uint32_t y = c.out("y", {n, 3, out, out}, plan::F32);
+  c.kernel("identity", {images}, {y});
+  setenv("CASTOR_CUDA_LAYOUT", "nchw", 1);
+  auto gpu = createCudaBackend();
+  // Scale 1, bias 0: the f32 values are the pixels.
+  const PixelTransform identity = pixelTransform({0.0}, {1.0 / 255.0}, 3);
+  Status s = gpu->load(c.plan);
+  if (s)
+    s = gpu->uploadEncodedImages(c.plan.tensors(int(images)), batch, identity);
+  if (s)
+    s = gpu->run();
+  std::vector<float> got(size_t(n) * 3 * out * out);
+  if (s)
+    s = gpu->download(y, got.data(), got.size() * sizeof(float));
+  std::vector<uint8_t> want;
+  if (s)
+    s = data::decodeEncodedBatch(batch, want);
+  if (!s) {
+    std::printf("FAIL %-50s %s\n", where.c_str(), s.message().c_str());
+    return 1;
+  }
+  // got is [N, 3, H, W]; want is [N][H][W][3].
+  double sum = 0;
+  int worst = 0;
+  for (int i = 0; i < n; ++i)
+    for (int ch = 0; ch < 3; ++ch)
+      for (int p = 0; p < out * out; ++p) {
+        const float g = got[(size_t(i) * 3 + size_t(ch)) * size_t(out * out) + size_t(p)];
+        const int w = want[(size_t(i) * size_t(out * out) + size_t(p)) * 3 + size_t(ch)];
+        const int d = std::abs(int(g) - w);
+        sum += d;
+        worst = std::max(worst, d);
+      }
+  const double mean = sum / double(got.size());
+  const bool ok = jpegs ? (mean <= 1.0 && worst <= 32) : worst == 0;
+  std::printf("%s %-50s %d images, mean |diff| %.4f, max %d%s\n", ok ? "PASS" : "FAIL", where.c_str(), n, mean, worst,
+              jpegs ? "" : " (must be 0)");
+  return ok ? 0 : 1;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -656,6 +769,11 @@ int main(int argc, char **argv) {
           failures += runPixelCase(layout, dtype, synthetic);
           ++total;
         }
+  if (std::string("decode").find(only) != std::string::npos || only.empty())
+    for (bool jpegs : {false, true}) {
+      failures += runDecodeCase(jpegs);
+      ++total;
+    }
   std::printf("%s: %d case(s), %d failing\n", failures ? "FAIL" : "PASS", total, failures);
   return failures ? 1 : 0;
 }

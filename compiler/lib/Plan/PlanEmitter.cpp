@@ -210,7 +210,8 @@ private:
     }
     if (auto constant = llvm::dyn_cast<ConstantOp>(op)) {
       // A constant is a parameter whose value the compiler writes with the weights.
-      std::string name = "castor.constant." + std::to_string(out_.constants.size());
+      // Numbered over every constant (splats included, which are not stored).
+      std::string name = "castor.constant." + std::to_string(constantCount_++);
       auto id = addTensor(constant, name, plan::Tensor::PARAMETER, offsets[0]);
       if (failed(id))
         return failure();
@@ -295,6 +296,7 @@ private:
 
   func::FuncOp func_;
   EmittedPlan out_;
+  int constantCount_ = 0;
   llvm::DenseMap<Value, uint32_t> ids_;
 };
 

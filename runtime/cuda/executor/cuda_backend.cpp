@@ -31,6 +31,7 @@
 #include "cuda/tuning/tuner.h"
 #include "cuda/tuning/tuning_cache.h"
 #include "cuda/executor/device_context.h"
+#include "cuda/executor/image_decoder.h"
 #include "cuda/executor/kernel_table.h"
 #include "plan/op_attrs.h"
 #include "plan/plan_validator.h"
@@ -85,6 +86,7 @@ public:
   }
 
   ~CudaBackend() override {
+    decoder_.reset(); // it waits for its work on the copy stream
     kernels_.clear(); // descriptors die with their RunFns, before the handles
     if (graphExec_)
       cudaGraphExecDestroy(graphExec_);
@@ -292,6 +294,44 @@ public:
     px->kind = PixelSource::Pixels;
     pixelSources_[i] = *px;
     return cuda::cudaStatus(cudaEventRecord(inputsReady_, copyStream_), "uploading pixels");
+  }
+
+  // Image files: decoded (nvJPEG) and resized on the copy stream into the input's buffer as 8-bit
+  // pixels, converted by the step as uploaded pixels are. The device decoder is made on first use.
+  bool decodesImages() const override {
+    if (!cuda::DeviceImageDecoder::built())
+      return false;
+    if (!decoderProbed_) {
+      decoderProbed_ = true;
+      auto made = cuda::DeviceImageDecoder::create();
+      if (made)
+        decoder_ = std::move(*made);
+    }
+    return decoder_ && decoder_->hardware(); // the CUDA decoder alone is slower than the host's threads
+  }
+
+  Status uploadEncodedImages(const Tensor &input, const EncodedImageBatch &batch,
+                             const PixelTransform &transform) override {
+    auto px = pixelSourceFor(input, transform);
+    if (!px)
+      return px.status();
+    if (px->shape.c != batch.channels || px->shape.h != batch.outHeight || px->shape.w != batch.outWidth ||
+        px->shape.n != int64_t(batch.images.size()))
+      return Status::error("input '" + input.name() + "' does not take this batch of images");
+    if (!decoder_) {
+      decoderProbed_ = true;
+      auto made = cuda::DeviceImageDecoder::create();
+      if (!made)
+        return made.status();
+      decoder_ = std::move(*made);
+    }
+    const size_t i = inputIndex(px->tensor);
+    CASTOR_CUDA(cudaEventSynchronize(inputsReady_));
+    CASTOR_CUDA(cudaStreamWaitEvent(copyStream_, inputsConsumed_));
+    CASTOR_RETURN_IF_ERROR(decoder_->run(batch, static_cast<uint8_t *>(inputBuffers_[i].second), copyStream_));
+    px->kind = PixelSource::Pixels;
+    pixelSources_[i] = *px;
+    return cuda::cudaStatus(cudaEventRecord(inputsReady_, copyStream_), "decoding images");
   }
 
   // Synthetic pixels: nothing crosses the bus; the step generates them in the arena.
@@ -604,6 +644,8 @@ private:
   bool poison_, syncEach_, useGraph_;
   std::optional<PlantedNonFinite> plant_;
   Status plantError_;
+  mutable bool decoderProbed_ = false;
+  mutable std::unique_ptr<cuda::DeviceImageDecoder> decoder_;
   const Tensor *plantTensor_ = nullptr;
   std::vector<uint8_t> plantBytes_; // one non-finite element of its dtype
   LayoutChoice layout_ = LayoutChoice::Auto;

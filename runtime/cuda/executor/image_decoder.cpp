@@ -1,0 +1,339 @@
+#include "cuda/executor/image_decoder.h"
+
+#include "cuda/kernels/resample.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#ifdef CASTOR_HAVE_NVJPEG
+#include <nvjpeg.h>
+#endif
+
+namespace castor::cuda {
+
+#ifndef CASTOR_HAVE_NVJPEG
+
+bool DeviceImageDecoder::built() { return false; }
+Expected<std::unique_ptr<DeviceImageDecoder>> DeviceImageDecoder::create() {
+  return Status::error("this build of the CUDA backend has no nvJPEG (scripts/setup.sh installs it from PyPI, "
+                       "nvidia-nvjpeg); decode on the host (--decoder host)");
+}
+
+#else
+
+namespace {
+
+std::string cudaText(cudaError_t e) { return cudaGetErrorString(e); }
+
+#define DECODER_CUDA(call)                                                                                          \
+  do {                                                                                                             \
+    cudaError_t e_ = (call);                                                                                       \
+    if (e_ != cudaSuccess)                                                                                         \
+      return Status::error(std::string("decoding images on the device: ") + #call + ": " + cudaText(e_));          \
+  } while (0)
+
+// A device or pinned buffer that grows (never shrinks); growing waits for the device.
+struct Buffer {
+  void *p = nullptr;
+  size_t bytes = 0;
+  bool pinned = false;
+  ~Buffer() { release(); }
+  void release() {
+    if (p)
+      pinned ? cudaFreeHost(p) : cudaFree(p);
+    p = nullptr;
+    bytes = 0;
+  }
+  cudaError_t reserve(size_t want) {
+    if (want <= bytes)
+      return cudaSuccess;
+    cudaError_t e = cudaDeviceSynchronize();
+    if (e != cudaSuccess)
+      return e;
+    release();
+    want = want + want / 4 + 4096;
+    e = pinned ? cudaMallocHost(&p, want) : cudaMalloc(&p, want);
+    if (e == cudaSuccess)
+      bytes = want;
+    return e;
+  }
+  template <typename T> T *as() const { return static_cast<T *>(p); }
+};
+
+size_t aligned(size_t n) { return (n + 255) / 256 * 256; }
+
+// The taps of one axis appended to the table: first, count, weights; the job's offsets.
+void appendTaps(const ResampleTaps &taps, std::vector<int32_t> &table, ResampleJob &job) {
+  job.first = int64_t(table.size());
+  table.insert(table.end(), taps.first.begin(), taps.first.end());
+  job.count = int64_t(table.size());
+  table.insert(table.end(), taps.count.begin(), taps.count.end());
+  job.weights = int64_t(table.size());
+  table.insert(table.end(), taps.weights.begin(), taps.weights.end());
+  job.stride = taps.stride;
+}
+
+class NvjpegDecoder final : public DeviceImageDecoder {
+public:
+  ~NvjpegDecoder() override {
+    if (stream_)
+      cudaStreamSynchronize(stream_);
+    if (parser_)
+      nvjpegJpegStreamDestroy(parser_);
+    if (hwState_)
+      nvjpegJpegStateDestroy(hwState_);
+    if (cudaState_)
+      nvjpegJpegStateDestroy(cudaState_);
+    if (hw_)
+      nvjpegDestroy(hw_);
+    if (cuda_)
+      nvjpegDestroy(cuda_);
+  }
+
+  Status init() {
+    if (nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &hw_) == NVJPEG_STATUS_SUCCESS &&
+        nvjpegJpegStateCreate(hw_, &hwState_) == NVJPEG_STATUS_SUCCESS &&
+        nvjpegJpegStreamCreate(hw_, &parser_) == NVJPEG_STATUS_SUCCESS) {
+      hardware_ = true;
+    } else { // no hardware decoder on this GPU
+      if (parser_)
+        nvjpegJpegStreamDestroy(parser_);
+      if (hwState_)
+        nvjpegJpegStateDestroy(hwState_);
+      if (hw_)
+        nvjpegDestroy(hw_);
+      parser_ = nullptr, hwState_ = nullptr, hw_ = nullptr;
+    }
+    if (nvjpegStatus_t st = nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &cuda_);
+        st != NVJPEG_STATUS_SUCCESS)
+      return Status::error("nvJPEG: cannot create a decoder (status " + std::to_string(int(st)) + ")");
+    if (nvjpegStatus_t st = nvjpegJpegStateCreate(cuda_, &cudaState_); st != NVJPEG_STATUS_SUCCESS)
+      return Status::error("nvJPEG: cannot create a decoder state (status " + std::to_string(int(st)) + ")");
+    staging_.pinned = true;
+    jobsHost_.pinned = true;
+    return Status::ok();
+  }
+
+  bool hardware() const override { return hardware_; }
+
+  Status run(const EncodedImageBatch &batch, uint8_t *out, cudaStream_t stream) override {
+    stream_ = stream;
+    // The previous call's work reads the buffers below.
+    DECODER_CUDA(cudaStreamSynchronize(stream));
+    const int n = int(batch.images.size()), channels = batch.channels;
+    if (channels != 3)
+      return Status::error("decoding images on the device: 3 channels only, not " + std::to_string(channels));
+    const size_t outImage = size_t(batch.outWidth) * size_t(batch.outHeight) * size_t(channels);
+
+    // Where each decoded image goes, and the bytes staged for the device (files and pixels).
+    std::vector<size_t> decodedAt(size_t(n), 0), stagedAt(size_t(n), 0);
+    size_t decodedBytes = 0, stagedBytes = 0;
+    for (int i = 0; i < n; ++i) {
+      const EncodedImage &e = batch.images[size_t(i)];
+      if (e.resize.empty)
+        continue;
+      if (e.jpeg.empty() && e.pixels.size() != size_t(e.width) * size_t(e.height) * size_t(channels))
+        return Status::error(e.name + ": " + std::to_string(e.pixels.size()) + " bytes of pixels for " +
+                             std::to_string(e.width) + " x " + std::to_string(e.height) + " x " +
+                             std::to_string(channels));
+      decodedAt[size_t(i)] = decodedBytes;
+      decodedBytes += aligned(size_t(e.width) * size_t(e.height) * size_t(channels));
+      stagedAt[size_t(i)] = stagedBytes;
+      stagedBytes += aligned(e.jpeg.empty() ? e.pixels.size() : e.jpeg.size());
+    }
+    DECODER_CUDA(decoded_.reserve(std::max<size_t>(decodedBytes, 1)));
+    DECODER_CUDA(staging_.reserve(std::max<size_t>(stagedBytes, 1)));
+    for (int i = 0; i < n; ++i) {
+      const EncodedImage &e = batch.images[size_t(i)];
+      if (e.resize.empty)
+        continue;
+      const std::vector<uint8_t> &bytes = e.jpeg.empty() ? e.pixels : e.jpeg;
+      std::memcpy(staging_.as<uint8_t>() + stagedAt[size_t(i)], bytes.data(), bytes.size());
+    }
+
+    // Decode: baseline JPEGs on the hardware decoder in one batch, other JPEGs on nvJPEG's CUDA
+    // decoder one by one, the host's pixels copied up.
+    std::vector<const unsigned char *> hwData;
+    std::vector<size_t> hwLengths;
+    std::vector<nvjpegImage_t> hwOut;
+    for (int i = 0; i < n; ++i) {
+      const EncodedImage &e = batch.images[size_t(i)];
+      if (e.resize.empty)
+        continue;
+      uint8_t *dst = decoded_.as<uint8_t>() + decodedAt[size_t(i)];
+      const unsigned char *src = staging_.as<unsigned char>() + stagedAt[size_t(i)];
+      if (e.jpeg.empty()) {
+        DECODER_CUDA(cudaMemcpyAsync(dst, src, e.pixels.size(), cudaMemcpyHostToDevice, stream));
+        continue;
+      }
+      nvjpegImage_t image{};
+      image.channel[0] = dst;
+      image.pitch[0] = size_t(e.width) * 3;
+      int supported = 1;
+      if (hardware_ && nvjpegJpegStreamParse(hw_, src, e.jpeg.size(), 0, 0, parser_) == NVJPEG_STATUS_SUCCESS &&
+          nvjpegDecodeBatchedSupported(hw_, parser_, &supported) == NVJPEG_STATUS_SUCCESS && supported == 0) {
+        hwData.push_back(src);
+        hwLengths.push_back(e.jpeg.size());
+        hwOut.push_back(image);
+        continue;
+      }
+      if (nvjpegStatus_t st = nvjpegDecode(cuda_, cudaState_, src, e.jpeg.size(), NVJPEG_OUTPUT_RGBI, &image, stream);
+          st != NVJPEG_STATUS_SUCCESS)
+        return Status::error(e.name + ": nvJPEG cannot decode it (status " + std::to_string(int(st)) +
+                             "); --decoder host decodes it on the host");
+      ++cudaDecoded_;
+    }
+    if (!hwData.empty()) {
+      if (int(hwData.size()) != hwBatch_) {
+        if (nvjpegStatus_t st = nvjpegDecodeBatchedInitialize(hw_, hwState_, int(hwData.size()), 1, NVJPEG_OUTPUT_RGBI);
+            st != NVJPEG_STATUS_SUCCESS)
+          return Status::error("nvJPEG: cannot set up the hardware decoder for " + std::to_string(hwData.size()) +
+                               " images (status " + std::to_string(int(st)) + ")");
+        hwBatch_ = int(hwData.size());
+      }
+      if (nvjpegStatus_t st = nvjpegDecodeBatched(hw_, hwState_, hwData.data(), hwLengths.data(), hwOut.data(), stream);
+          st != NVJPEG_STATUS_SUCCESS) {
+        hwBatch_ = -1;
+        return Status::error("nvJPEG's hardware decoder failed on a batch of " + std::to_string(hwData.size()) +
+                             " JPEGs (status " + std::to_string(int(st)) + "); --decoder host decodes on the host");
+      }
+    }
+
+    // Resize: every image's first pass, then every second pass (through an 8-bit intermediate).
+    std::vector<ResampleJob> first, second;
+    // Jobs that write (first passes) or read (second passes) the scratch: their offsets into it,
+    // set to pointers once its size is known.
+    std::vector<std::pair<size_t, size_t>> firstIntoScratch, secondFromScratch;
+    std::vector<int32_t> table;
+    size_t scratchBytes = 0;
+    int64_t maxOutputs = 0;
+    const int64_t outRowBytes = int64_t(batch.outWidth) * channels;
+    for (int i = 0; i < n; ++i) {
+      const EncodedImage &e = batch.images[size_t(i)];
+      const ImageResize &r = e.resize;
+      if (r.empty)
+        continue;
+      const int64_t srcRowBytes = int64_t(e.width) * channels;
+      const uint8_t *region = decoded_.as<uint8_t>() + decodedAt[size_t(i)] + int64_t(r.top) * srcRowBytes +
+                              int64_t(r.left) * channels;
+      uint8_t *dst = out + size_t(i) * outImage + size_t(r.rowOffset) * size_t(outRowBytes) +
+                     size_t(r.colOffset) * size_t(channels);
+      const int outCols = r.colEnd - r.colBegin, outRows = r.rowEnd - r.rowBegin;
+      ResampleJob job;
+      job.channels = channels;
+      job.dstRowBytes = outRowBytes;
+      job.dst = dst;
+      job.rows = outRows;
+      job.cols = outCols;
+      job.flip = r.flip;
+      const bool horizontal = r.resizesColumns(), vertical = r.resizesRows();
+      ResampleTaps colTaps, rowTaps;
+      if (horizontal)
+        colTaps = pillowBilinearTaps(r.width, r.outWidth, r.colBegin, r.colEnd);
+      if (vertical)
+        rowTaps = pillowBilinearTaps(r.height, r.outHeight, r.rowBegin, r.rowEnd);
+      if (!horizontal && !vertical) {
+        job.axis = ResampleJob::Copy;
+        job.src = region + int64_t(r.rowBegin) * srcRowBytes + int64_t(r.colBegin) * channels;
+        job.srcRowBytes = srcRowBytes;
+        first.push_back(job);
+      } else if (!vertical) {
+        job.axis = ResampleJob::Horizontal;
+        job.src = region + int64_t(r.rowBegin) * srcRowBytes;
+        job.srcRowBytes = srcRowBytes;
+        appendTaps(colTaps, table, job);
+        first.push_back(job);
+      } else if (!horizontal) {
+        job.axis = ResampleJob::Vertical;
+        job.src = region + int64_t(r.colBegin) * channels;
+        job.srcRowBytes = srcRowBytes;
+        appendTaps(rowTaps, table, job);
+        first.push_back(job);
+      } else {
+        // Both axes (Pillow's order, castor/image_resize.h): the intermediate holds the first
+        // pass over what the kept outputs read.
+        ResampleJob a = job, b = job;
+        a.flip = 0;
+        if (r.verticalFirst()) {
+          const int colFirst = colTaps.first.front(), colLast = colTaps.first.back() + colTaps.count.back();
+          a.axis = ResampleJob::Vertical;
+          a.src = region + int64_t(colFirst) * channels;
+          a.srcRowBytes = srcRowBytes;
+          a.rows = outRows;
+          a.cols = colLast - colFirst;
+          appendTaps(rowTaps, table, a);
+          b.axis = ResampleJob::Horizontal;
+          b.shift = colFirst;
+          appendTaps(colTaps, table, b);
+        } else {
+          const int rowFirst = rowTaps.first.front(), rowLast = rowTaps.first.back() + rowTaps.count.back();
+          a.axis = ResampleJob::Horizontal;
+          a.src = region + int64_t(rowFirst) * srcRowBytes;
+          a.srcRowBytes = srcRowBytes;
+          a.rows = rowLast - rowFirst;
+          a.cols = outCols;
+          appendTaps(colTaps, table, a);
+          b.axis = ResampleJob::Vertical;
+          b.shift = rowFirst;
+          appendTaps(rowTaps, table, b);
+        }
+        a.dstRowBytes = int64_t(a.cols) * channels;
+        b.srcRowBytes = a.dstRowBytes;
+        firstIntoScratch.push_back({first.size(), scratchBytes});
+        secondFromScratch.push_back({second.size(), scratchBytes});
+        scratchBytes += aligned(size_t(a.rows) * size_t(a.dstRowBytes));
+        first.push_back(a);
+        second.push_back(b);
+        maxOutputs = std::max(maxOutputs, int64_t(a.rows) * a.cols);
+      }
+      maxOutputs = std::max(maxOutputs, int64_t(outRows) * outCols);
+    }
+    DECODER_CUDA(scratch_.reserve(std::max<size_t>(scratchBytes, 1)));
+    for (auto [job, offset] : firstIntoScratch)
+      first[job].dst = scratch_.as<uint8_t>() + offset;
+    for (auto [job, offset] : secondFromScratch)
+      second[job].src = scratch_.as<uint8_t>() + offset;
+
+    // Jobs and taps to the device in one copy; the padding (CenterCrop's, the batch's) is zeros.
+    const size_t jobBytes = (first.size() + second.size()) * sizeof(ResampleJob);
+    const size_t tableBytes = table.size() * sizeof(int32_t);
+    DECODER_CUDA(jobsHost_.reserve(jobBytes + tableBytes + 64));
+    DECODER_CUDA(jobsDevice_.reserve(jobBytes + tableBytes + 64));
+    std::memcpy(jobsHost_.as<uint8_t>(), first.data(), first.size() * sizeof(ResampleJob));
+    std::memcpy(jobsHost_.as<uint8_t>() + first.size() * sizeof(ResampleJob), second.data(),
+                second.size() * sizeof(ResampleJob));
+    std::memcpy(jobsHost_.as<uint8_t>() + jobBytes, table.data(), tableBytes);
+    DECODER_CUDA(cudaMemcpyAsync(jobsDevice_.p, jobsHost_.p, jobBytes + tableBytes, cudaMemcpyHostToDevice, stream));
+    DECODER_CUDA(cudaMemsetAsync(out, 0, size_t(n) * outImage, stream));
+    const auto *jobs = jobsDevice_.as<const ResampleJob>();
+    const auto *taps = reinterpret_cast<const int32_t *>(jobsDevice_.as<const uint8_t>() + jobBytes);
+    DECODER_CUDA(runResampleJobs(jobs, int(first.size()), maxOutputs, taps, stream));
+    DECODER_CUDA(runResampleJobs(jobs + first.size(), int(second.size()), maxOutputs, taps, stream));
+    return Status::ok();
+  }
+
+private:
+  nvjpegHandle_t hw_ = nullptr, cuda_ = nullptr;
+  nvjpegJpegState_t hwState_ = nullptr, cudaState_ = nullptr;
+  nvjpegJpegStream_t parser_ = nullptr;
+  bool hardware_ = false;
+  int hwBatch_ = -1;
+  int64_t cudaDecoded_ = 0;
+  cudaStream_t stream_ = nullptr;
+  Buffer decoded_, scratch_, staging_, jobsHost_, jobsDevice_;
+};
+
+} // namespace
+
+bool DeviceImageDecoder::built() { return true; }
+
+Expected<std::unique_ptr<DeviceImageDecoder>> DeviceImageDecoder::create() {
+  auto d = std::make_unique<NvjpegDecoder>();
+  CASTOR_RETURN_IF_ERROR(d->init());
+  return std::unique_ptr<DeviceImageDecoder>(std::move(d));
+}
+
+#endif
+
+} // namespace castor::cuda
