@@ -3,8 +3,8 @@
 # scripts/build_gpu.sh put in gpu-carry/ (and bench/compile_recompute_plans.sh's ResNet-50 plan):
 # the pixel kernels' tests; castor-run bench and castor-run train on synthetic data (made on the
 # device) for ResNet-50 fp16 batch 256; a JPEG folder of ImageNet-sized images (500x375, quality
-# 90, made here with scripts/make_image_folder.py) trained with exact and with reduced-scale
-# decoding; PyTorch's DataLoader on the same folder (torch_folder_train.py, 16 workers).
+# 90, made there with scripts/make_image_folder.py) trained with decoding on the device (nvJPEG, --decoder gpu) and on the host (TurboJPEG, --decoder host);
+# PyTorch's DataLoader on the same folder (torch_folder_train.py, 16 workers).
 #
 #   bench/input_pipeline_gpu.sh [OUT_DIR]     # OUT_DIR defaults to $OUT
 set -u
@@ -24,17 +24,28 @@ timeout 120 "$bin/castor-run" train "$plan" --device cuda --steps 40 --data synt
 folder=/tmp/jpeg-folder
 python3 scripts/make_image_folder.py --kind synthetic --out "$folder" --classes 1000 --per-class 8 --width 500 \
   --height 375 --quality 90 --seed 1 --jobs 16 >>"$log" 2>&1
-for decode in exact fast; do
-  timeout 150 "$bin/castor-run" train "$plan" --device cuda --steps 30 --data "folder:$folder" --decode "$decode" \
-    --log-json "$out/train_folder_$decode.jsonl" 2>>"$out/stderr.txt" | tail -1 | sed "s/^/decode $decode: /" >>"$log"
+# nvJPEG against TurboJPEG on 16 of these files, the device resize against the host's, and the
+# device's decoding rate alone (the decode cases of the kernel tests).
+CASTOR_DECODE_TEST_DIR="$(ls -d "$folder"/*/ | head -1)" CASTOR_DECODE_BENCH_DIR="$folder" timeout 90 \
+  "$bin/castor_cuda_kernel_tests" decode >"$out/decode_tests.txt" 2>&1
+echo "decode tests exit $?" >>"$log"
+grep -E "^(PASS|FAIL|INFO)" "$out/decode_tests.txt" | grep -vE "^PASS decode nvjpeg .*/0000(0[2-9]|1[0-5])" >>"$log"
+# Device decoding with a share of each batch decoded on the host at once, and host decoding alone.
+for share in 0 0.3 0.5; do
+  timeout 120 "$bin/castor-run" train "$plan" --device cuda --steps 40 --data "folder:$folder" --decoder gpu \
+    --host-decode-share "$share" --log-json "$out/train_folder_gpu_$share.jsonl" 2>>"$out/stderr.txt" | tail -1 |
+    sed "s/^/decoder gpu, host share $share: /" >>"$log"
 done
+timeout 120 "$bin/castor-run" train "$plan" --device cuda --steps 40 --data "folder:$folder" --decoder host \
+  --log-json "$out/train_folder_host.jsonl" 2>>"$out/stderr.txt" | tail -1 | sed "s/^/decoder host: /" >>"$log"
 (cd "$carry" && timeout 200 python3 torch_folder_train.py "$folder" --batch 256 --steps 30 --warmup 5 --workers 16) \
   >"$out/torch_folder.json" 2>>"$out/stderr.txt"
 python3 - "$out" >>"$log" <<'PY'
 import json, statistics, sys
 out = sys.argv[1]
 bench = json.load(open(out + "/bench.json"))["img_per_s"]
-for name in ["train_synthetic", "train_folder_exact", "train_folder_fast"]:
+for name in ["train_synthetic", "train_folder_gpu_0", "train_folder_gpu_0.3", "train_folder_gpu_0.5",
+             "train_folder_host"]:
     try:
         rows = [json.loads(l) for l in open(f"{out}/{name}.jsonl")][5:]
     except FileNotFoundError:

@@ -23,6 +23,11 @@ done
 for l in libfmt.so.9 libprotobuf.so.32 libturbojpeg.so.0 libpng16.so.16; do
   cp -L "/usr/lib/x86_64-linux-gnu/$l" "$carry/lib/"
 done
+# nvJPEG, from the PyPI package the build found (CMake's cache says where).
+nvjpeg="$(sed -n 's/^CASTOR_NVJPEG_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt")"
+if [ -n "$nvjpeg" ] && [ -f "$nvjpeg" ]; then
+  cp -L "$nvjpeg" "$carry/lib/"
+fi
 
 castor="$root/build/bin/castor"
 if [ -x "$castor" ]; then

@@ -115,8 +115,7 @@ Status Session::generateInputPixels(const std::string &name, uint64_t seed, int6
   return Status::error("the plan has no input named '" + name + "'");
 }
 
-Status Session::setInputEncoded(const std::string &name, const EncodedImageBatch &batch,
-                                const PixelTransform &transform) {
+Status Session::setInputEncoded(const std::string &name, EncodedImageBatch batch, const PixelTransform &transform) {
   for (const plan::Binding &b : plan_.inputs())
     if (b.name() == name) {
       const plan::Tensor &t = *byId(b.tensor());
@@ -125,7 +124,7 @@ Status Session::setInputEncoded(const std::string &name, const EncodedImageBatch
         return Status::error("input '" + name + "' " + plan::shapeString(t) + " does not take " +
                              std::to_string(batch.images.size()) + " images of " + std::to_string(batch.channels) +
                              " x " + std::to_string(batch.outHeight) + " x " + std::to_string(batch.outWidth));
-      return backend_->uploadEncodedImages(t, batch, transform);
+      return backend_->uploadEncodedImages(t, std::move(batch), transform);
     }
   return Status::error("the plan has no input named '" + name + "'");
 }

@@ -46,7 +46,7 @@ public:
   Status generateInputPixels(const std::string &name, uint64_t seed, int64_t step, const PixelTransform &transform);
   // Image files into image input `name` [N, C, H, W], decoded and resized where the step runs
   // (Backend::uploadEncodedImages); the batch holds N images.
-  Status setInputEncoded(const std::string &name, const EncodedImageBatch &batch, const PixelTransform &transform);
+  Status setInputEncoded(const std::string &name, EncodedImageBatch batch, const PixelTransform &transform);
   Status run();
   // The bound tensor, in its own dtype.
   Expected<HostTensor> output(const std::string &name);

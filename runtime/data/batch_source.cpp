@@ -58,6 +58,7 @@ Expected<std::unique_ptr<BatchSource>> openBatchSource(const std::string &spec, 
     folder.augment = options.augment;
     folder.threads = options.threads;
     folder.deviceDecode = options.deviceDecode;
+    folder.hostShare = options.hostShare;
     folder.mean = options.mean;
     folder.std = options.std;
     auto source = FolderSource::open(dir, shape.images, shape.classes, std::move(folder));

@@ -81,6 +81,7 @@ struct SourceOptions {
   // Image folders: hand out the files (EncodedImages) for a backend that decodes and resizes them
   // (castor-run train --decoder gpu), instead of decoding on the host.
   bool deviceDecode = false;
+  double hostShare = 0; // with deviceDecode: the share of each batch still decoded on the host
 };
 
 // The values the plan takes for pixels[N][H][W][C] (castor/pixel_input.h, in f32), [N, C, H, W].

@@ -8,6 +8,7 @@
 #include "data/shape_text.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <cstring>
 #include <dirent.h>
@@ -212,10 +213,25 @@ Status FolderSource::sample(int64_t epoch, int64_t position, int64_t file, uint8
   return Status::ok();
 }
 
+bool FolderSource::madeHere(int64_t i) const {
+  // Spread evenly over the batch: sample i when floor((i + 1) share) passes an integer.
+  const double share = std::clamp(options_.hostShare, 0.0, 1.0);
+  return std::floor(double(i + 1) * share) > std::floor(double(i) * share);
+}
+
 Status FolderSource::sampleEncoded(int64_t epoch, int64_t position, int64_t file, EncodedImage &out) {
   const std::string &path = files_[size_t(file)];
   out = EncodedImage{};
   out.name = path;
+  if (madeHere(position - (position / n_) * n_)) {
+    // Decoded and resized here: the plan's image itself, copied as it is on the device.
+    out.width = int(w_);
+    out.height = int(h_);
+    out.pixels.resize(size_t(h_ * w_ * c_));
+    CASTOR_RETURN_IF_ERROR(sample(epoch, position, file, out.pixels.data()));
+    out.resize = planResizedCrop(out.width, out.height, {0, 0, out.width, out.height}, out.width, out.height, false);
+    return Status::ok();
+  }
   std::vector<uint8_t> bytes;
   CASTOR_RETURN_IF_ERROR(readFile(path, bytes));
   if (isYccOrGrayJpeg(bytes.data(), bytes.size())) {
@@ -224,6 +240,7 @@ Status FolderSource::sampleEncoded(int64_t epoch, int64_t position, int64_t file
       return size.status();
     out.width = size->first;
     out.height = size->second;
+    out.baseline = isBaselineJpeg(bytes.data(), bytes.size());
     out.jpeg = std::move(bytes);
   } else { // PNG, CMYK: decoded here, as Pillow reads them
     auto image = decodeImage(bytes.data(), bytes.size(), int(c_), path);

@@ -41,6 +41,9 @@ struct FolderOptions {
   // headers and draw the crops; YCbCr and grayscale JPEGs go as files (to the backend's decoder),
   // other images as pixels decoded here. reducedDecode does not apply. Three channels only.
   bool deviceDecode = false;
+  // With deviceDecode: the share of each batch the threads decode and resize here (handed out as
+  // pixels at the output size) while the device decodes the rest, both at once.
+  double hostShare = 0;
   // Empty: ImageNet's for three channels, Fashion-MNIST's for one.
   std::vector<double> mean, std;
 };
@@ -84,6 +87,8 @@ private:
   Batch make(int64_t epoch, int64_t cursor);
   Status sample(int64_t epoch, int64_t position, int64_t file, uint8_t *out);
   Status sampleEncoded(int64_t epoch, int64_t position, int64_t file, EncodedImage &out);
+  // Sample i of a batch: made here, as pixels of the output size (hostShare).
+  bool madeHere(int64_t i) const;
   // The resize of sample `position` of `epoch`, a width x height image (its draws in training).
   ImageResize resizeFor(int64_t epoch, int64_t position, int width, int height) const;
   // Takes the next batch from the producer.

@@ -93,6 +93,31 @@ Expected<std::pair<int, int>> imageSize(const uint8_t *data, size_t size, const 
   return notAnImage(what);
 }
 
+bool isBaselineJpeg(const uint8_t *data, size_t size) {
+  if (size < 4 || data[0] != 0xFF || data[1] != 0xD8)
+    return false;
+  size_t i = 2;
+  while (i + 4 <= size) {
+    if (data[i] != 0xFF)
+      return false;
+    while (i + 1 < size && data[i + 1] == 0xFF) // fill bytes
+      ++i;
+    if (i + 4 > size)
+      return false;
+    const uint8_t m = data[i + 1];
+    if (m == 0xC0)
+      return true;
+    if ((m >= 0xC1 && m <= 0xCF && m != 0xC4 && m != 0xC8 && m != 0xCC) || m == 0xDA || m == 0xD9)
+      return false; // another frame type, or a scan or the end before any frame
+    if ((m >= 0xD0 && m <= 0xD7) || m == 0x01) { // no length
+      i += 2;
+      continue;
+    }
+    i += 2 + ((size_t(data[i + 2]) << 8) | data[i + 3]);
+  }
+  return false;
+}
+
 bool isYccOrGrayJpeg(const uint8_t *data, size_t size) {
   if (sniff(data, size) != Format::Jpeg)
     return false;

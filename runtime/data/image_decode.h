@@ -49,5 +49,7 @@ Expected<std::pair<int, int>> imageSize(const uint8_t *data, size_t size, const 
 // Whether the data is a JPEG a device decoder takes as Pillow reads it: YCbCr and
 // grayscale, not CMYK/YCCK (Pillow's own conversion, decoded on the host).
 bool isYccOrGrayJpeg(const uint8_t *data, size_t size);
+// Whether a JPEG's frame is baseline (SOF0): its markers up to the first scan, no decoding.
+bool isBaselineJpeg(const uint8_t *data, size_t size);
 
 } // namespace castor::data

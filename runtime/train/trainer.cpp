@@ -44,7 +44,8 @@ Status Trainer::feed(int64_t step) {
   case data::ImageForm::EncodedImages:
     CASTOR_RETURN_IF_ERROR(source_.nextEncoded(step, encoded_, labelValues_));
     handedOut();
-    CASTOR_RETURN_IF_ERROR(session_.setInputEncoded("images", encoded_, source_.pixelTransform()));
+    CASTOR_RETURN_IF_ERROR(session_.setInputEncoded("images", std::move(encoded_), source_.pixelTransform()));
+    encoded_ = {};
     break;
   case data::ImageForm::SyntheticPixels:
     CASTOR_RETURN_IF_ERROR(source_.nextLabels(step, labelValues_));

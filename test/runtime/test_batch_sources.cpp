@@ -6,6 +6,7 @@
 
 #include "data/encoded_batch.h"
 #include "data/folder_source.h"
+#include "data/image_decode.h"
 
 #include "data/batch_source.h"
 #include "data/idx.h"
@@ -289,12 +290,15 @@ TEST_CASE("an image folder for device decoding hands out files and resizes that 
   // The same folder, seed and plan shape, in pixels and as files: the files decoded on the host
   // and resized by their plans (the reference of a device decoder) are the pixels, byte for byte,
   // in training (RandomResizedCrop, flip) and in evaluation (Resize + CenterCrop, padding).
+  // With a host share, part of each batch comes as pixels of the output size (copied on the
+  // device): the same bytes again.
   const std::string dir = makeImageFolder("folder-encoded");
-  for (bool train : {true, false}) {
+  for (auto [train, share] : {std::pair{true, 0.0}, std::pair{false, 0.0}, std::pair{true, 0.5}}) {
     data::FolderOptions options;
     options.seed = 11;
     options.train = train;
     options.threads = 2;
+    options.hostShare = share;
     auto pixelsSource = data::FolderSource::open(dir, {3, 3, 24, 24}, 3, options);
     options.deviceDecode = true;
     auto filesSource = data::FolderSource::open(dir, {3, 3, 24, 24}, 3, options);
@@ -311,6 +315,7 @@ TEST_CASE("an image folder for device decoding hands out files and resizes that 
       REQUIRE(batch.images.size() == 3);
       CHECK((batch.outWidth == 24 && batch.outHeight == 24 && batch.channels == 3));
       for (const EncodedImage &e : batch.images) {
+        CHECK((e.jpeg.empty() || e.baseline == data::isBaselineJpeg(e.jpeg.data(), e.jpeg.size())));
         jpegs += !e.jpeg.empty();
         decodedHere += !e.pixels.empty();
         padding += e.resize.empty;

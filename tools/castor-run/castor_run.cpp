@@ -56,6 +56,11 @@ int main(int argc, char **argv) {
                    "PNG and CMYK files decoded on the host), host (TurboJPEG on the host's threads), or auto "
                    "(default: gpu when the backend decodes images)")
       ->check(CLI::IsMember({"auto", "host", "gpu"}));
+  trainCmd
+      ->add_option("--host-decode-share", to.hostDecodeShare,
+                   "With the device decoder: the share of each batch the host's threads decode and resize at the "
+                   "same time (default 0.3)")
+      ->check(CLI::Range(0.0, 1.0));
   trainCmd->add_option("--decode", to.decode,
                        "Image folders: fast (JPEGs decoded at a reduced DCT scale where the crop allows) or exact "
                        "(always at full size, as torchvision)")

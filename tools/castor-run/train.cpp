@@ -153,6 +153,7 @@ int train(const TrainOptions &o) {
   sourceOptions.deviceDecode = folder && (o.decoder == "gpu" || (o.decoder == "auto" && (*backend)->decodesImages() &&
                                                                   signature->imageShape.size() == 4 &&
                                                                   signature->imageShape[1] == 3));
+  sourceOptions.hostShare = o.hostDecodeShare;
   if (!o.mean.empty())
     sourceOptions.mean = o.mean;
   if (!o.std.empty())

@@ -258,6 +258,7 @@ public:
     if (!t)
       return t.status();
     if ((*t)->kind() == Tensor::INPUT) {
+      CASTOR_RETURN_IF_ERROR(settleDecoding());
       // Into the input's pinned host buffer once its last transfer is done, then on the copy
       // stream into the input's device buffer once the last step has copied that into the arena
       // (enqueueStep): the transfer overlaps the running step.
@@ -285,6 +286,7 @@ public:
     auto px = pixelSourceFor(input, transform);
     if (!px)
       return px.status();
+    CASTOR_RETURN_IF_ERROR(settleDecoding());
     const size_t i = inputIndex(px->tensor);
     CASTOR_CUDA(cudaEventSynchronize(inputsReady_));
     std::memcpy(pinnedInputs_[i], pixels, px->shape.count());
@@ -305,13 +307,12 @@ public:
       decoderProbed_ = true;
       auto made = cuda::DeviceImageDecoder::create();
       if (made)
-        decoder_ = std::move(*made);
+        decoder_ = std::make_unique<cuda::BackgroundImageDecoder>(std::move(*made));
     }
     return decoder_ && decoder_->hardware(); // the CUDA decoder alone is slower than the host's threads
   }
 
-  Status uploadEncodedImages(const Tensor &input, const EncodedImageBatch &batch,
-                             const PixelTransform &transform) override {
+  Status uploadEncodedImages(const Tensor &input, EncodedImageBatch batch, const PixelTransform &transform) override {
     auto px = pixelSourceFor(input, transform);
     if (!px)
       return px.status();
@@ -323,15 +324,16 @@ public:
       auto made = cuda::DeviceImageDecoder::create();
       if (!made)
         return made.status();
-      decoder_ = std::move(*made);
+      decoder_ = std::make_unique<cuda::BackgroundImageDecoder>(std::move(*made));
     }
+    // Handed to the decoder's thread: it writes the input's buffer on the copy stream once the
+    // step before has read it (inputsConsumed_), then records inputsReady_; the next step waits
+    // for that record (settleDecoding).
     const size_t i = inputIndex(px->tensor);
-    CASTOR_CUDA(cudaEventSynchronize(inputsReady_));
-    CASTOR_CUDA(cudaStreamWaitEvent(copyStream_, inputsConsumed_));
-    CASTOR_RETURN_IF_ERROR(decoder_->run(batch, static_cast<uint8_t *>(inputBuffers_[i].second), copyStream_));
     px->kind = PixelSource::Pixels;
     pixelSources_[i] = *px;
-    return cuda::cudaStatus(cudaEventRecord(inputsReady_, copyStream_), "decoding images");
+    return decoder_->submit(std::move(batch), static_cast<uint8_t *>(inputBuffers_[i].second), copyStream_,
+                            inputsConsumed_, inputsReady_);
   }
 
   // Synthetic pixels: nothing crosses the bus; the step generates them in the arena.
@@ -351,6 +353,7 @@ public:
     if (!t)
       return t.status();
     if ((*t)->kind() == Tensor::INPUT) {
+      CASTOR_RETURN_IF_ERROR(settleDecoding());
       // The last upload, from the input's own buffer (in the plan's layout): a step reuses the
       // arena slot once it has read the input.
       CASTOR_CUDA(cudaStreamSynchronize(copyStream_));
@@ -387,6 +390,7 @@ public:
   Expected<NonFiniteFound> replayToFirstNonFinite() override {
     if (runs_ == 0)
       return Status::error("no step to replay: the plan has not run");
+    CASTOR_RETURN_IF_ERROR(settleDecoding());
     CASTOR_RETURN_IF_ERROR(enqueueInputs());
     NonFiniteFound found;
     std::vector<uint8_t> host;
@@ -616,8 +620,13 @@ private:
 
   // One step: its inputs, then the kernels, eagerly the first time, then captured once and
   // replayed.
+  // A batch handed to the decoder's thread is enqueued on the copy stream before anything else
+  // touches the inputs.
+  Status settleDecoding() { return decoder_ ? decoder_->wait() : Status::ok(); }
+
   Status enqueueStep() {
     ++runs_;
+    CASTOR_RETURN_IF_ERROR(settleDecoding());
     CASTOR_RETURN_IF_ERROR(enqueueInputs());
     return enqueueGraphOrKernels();
   }
@@ -645,7 +654,7 @@ private:
   std::optional<PlantedNonFinite> plant_;
   Status plantError_;
   mutable bool decoderProbed_ = false;
-  mutable std::unique_ptr<cuda::DeviceImageDecoder> decoder_;
+  mutable std::unique_ptr<cuda::BackgroundImageDecoder> decoder_;
   const Tensor *plantTensor_ = nullptr;
   std::vector<uint8_t> plantBytes_; // one non-finite element of its dtype
   LayoutChoice layout_ = LayoutChoice::Auto;

@@ -3,7 +3,10 @@
 #include "cuda/kernels/resample.h"
 
 #include <algorithm>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #ifdef CASTOR_HAVE_NVJPEG
@@ -11,6 +14,76 @@
 #endif
 
 namespace castor::cuda {
+
+struct BackgroundImageDecoder::Impl {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool pending = false, stopping = false;
+  Status outcome;
+  EncodedImageBatch batch;
+  uint8_t *out = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t outFree = nullptr, done = nullptr;
+  std::thread worker;
+};
+
+BackgroundImageDecoder::BackgroundImageDecoder(std::unique_ptr<DeviceImageDecoder> decoder)
+    : decoder_(std::move(decoder)), impl_(std::make_unique<Impl>()) {
+  Impl &m = *impl_;
+  int device = 0;
+  cudaGetDevice(&device); // the caller's: the worker's CUDA calls go to the same GPU
+  m.worker = std::thread([this, &m, device] {
+    cudaSetDevice(device);
+    std::unique_lock<std::mutex> lock(m.mutex);
+    for (;;) {
+      m.changed.wait(lock, [&] { return m.stopping || m.pending; });
+      if (m.stopping)
+        return;
+      lock.unlock();
+      Status s = decoder_->run(m.batch, m.out, m.stream, m.outFree);
+      if (s && cudaEventRecord(m.done, m.stream) != cudaSuccess)
+        s = Status::error("decoding images on the device: cannot record its end");
+      lock.lock();
+      m.outcome = std::move(s);
+      m.pending = false;
+      m.changed.notify_all();
+    }
+  });
+}
+
+BackgroundImageDecoder::~BackgroundImageDecoder() {
+  {
+    std::unique_lock<std::mutex> lock(impl_->mutex);
+    impl_->changed.wait(lock, [&] { return !impl_->pending; });
+    impl_->stopping = true;
+  }
+  impl_->changed.notify_all();
+  impl_->worker.join();
+}
+
+Status BackgroundImageDecoder::submit(EncodedImageBatch batch, uint8_t *out, cudaStream_t stream, cudaEvent_t outFree,
+                                      cudaEvent_t done) {
+  CASTOR_RETURN_IF_ERROR(wait());
+  {
+    std::lock_guard<std::mutex> lock(impl_->mutex);
+    impl_->batch = std::move(batch);
+    impl_->out = out;
+    impl_->stream = stream;
+    impl_->outFree = outFree;
+    impl_->done = done;
+    impl_->pending = true;
+  }
+  impl_->changed.notify_all();
+  return Status::ok();
+}
+
+Status BackgroundImageDecoder::wait() {
+  std::unique_lock<std::mutex> lock(impl_->mutex);
+  impl_->changed.wait(lock, [&] { return !impl_->pending; });
+  Status outcome = std::move(impl_->outcome);
+  impl_->outcome = Status::ok();
+  return outcome;
+}
 
 #ifndef CASTOR_HAVE_NVJPEG
 
@@ -79,10 +152,12 @@ public:
   ~NvjpegDecoder() override {
     if (stream_)
       cudaStreamSynchronize(stream_);
-    if (parser_)
-      nvjpegJpegStreamDestroy(parser_);
-    if (hwState_)
-      nvjpegJpegStateDestroy(hwState_);
+    for (Slot &slot : slots_) {
+      if (slot.hwState)
+        nvjpegJpegStateDestroy(slot.hwState);
+      if (slot.done)
+        cudaEventDestroy(slot.done);
+    }
     if (cudaState_)
       nvjpegJpegStateDestroy(cudaState_);
     if (hw_)
@@ -93,34 +168,43 @@ public:
 
   Status init() {
     if (nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &hw_) == NVJPEG_STATUS_SUCCESS &&
-        nvjpegJpegStateCreate(hw_, &hwState_) == NVJPEG_STATUS_SUCCESS &&
-        nvjpegJpegStreamCreate(hw_, &parser_) == NVJPEG_STATUS_SUCCESS) {
+        nvjpegJpegStateCreate(hw_, &slots_[0].hwState) == NVJPEG_STATUS_SUCCESS &&
+        nvjpegJpegStateCreate(hw_, &slots_[1].hwState) == NVJPEG_STATUS_SUCCESS) {
       hardware_ = true;
     } else { // no hardware decoder on this GPU
-      if (parser_)
-        nvjpegJpegStreamDestroy(parser_);
-      if (hwState_)
-        nvjpegJpegStateDestroy(hwState_);
+      for (Slot &slot : slots_) {
+        if (slot.hwState)
+          nvjpegJpegStateDestroy(slot.hwState);
+        slot.hwState = nullptr;
+      }
       if (hw_)
         nvjpegDestroy(hw_);
-      parser_ = nullptr, hwState_ = nullptr, hw_ = nullptr;
+      hw_ = nullptr;
+    }
+    for (Slot &slot : slots_) {
+      if (cudaEventCreateWithFlags(&slot.done, cudaEventDisableTiming) != cudaSuccess)
+        return Status::error("decoding images on the device: cannot create an event");
+      slot.staging.pinned = slot.jobsHost.pinned = true;
     }
     if (nvjpegStatus_t st = nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &cuda_);
         st != NVJPEG_STATUS_SUCCESS)
       return Status::error("nvJPEG: cannot create a decoder (status " + std::to_string(int(st)) + ")");
     if (nvjpegStatus_t st = nvjpegJpegStateCreate(cuda_, &cudaState_); st != NVJPEG_STATUS_SUCCESS)
       return Status::error("nvJPEG: cannot create a decoder state (status " + std::to_string(int(st)) + ")");
-    staging_.pinned = true;
-    jobsHost_.pinned = true;
     return Status::ok();
   }
 
   bool hardware() const override { return hardware_; }
 
-  Status run(const EncodedImageBatch &batch, uint8_t *out, cudaStream_t stream) override {
+  Status run(const EncodedImageBatch &batch, uint8_t *out, cudaStream_t stream, cudaEvent_t outFree) override {
     stream_ = stream;
-    // The previous call's work reads the buffers below.
-    DECODER_CUDA(cudaStreamSynchronize(stream));
+    // Two sets of buffers in turn: this call's decoding overlaps the last call's, whose set the
+    // call before it used (done long since, normally).
+    Slot &slot = slots_[next_];
+    next_ ^= 1;
+    DECODER_CUDA(cudaEventSynchronize(slot.done));
+    Buffer &decoded = slot.decoded, &scratch = slot.scratch, &staging = slot.staging;
+    Buffer &jobsHost = slot.jobsHost, &jobsDevice = slot.jobsDevice;
     const int n = int(batch.images.size()), channels = batch.channels;
     if (channels != 3)
       return Status::error("decoding images on the device: 3 channels only, not " + std::to_string(channels));
@@ -142,14 +226,14 @@ public:
       stagedAt[size_t(i)] = stagedBytes;
       stagedBytes += aligned(e.jpeg.empty() ? e.pixels.size() : e.jpeg.size());
     }
-    DECODER_CUDA(decoded_.reserve(std::max<size_t>(decodedBytes, 1)));
-    DECODER_CUDA(staging_.reserve(std::max<size_t>(stagedBytes, 1)));
+    DECODER_CUDA(decoded.reserve(std::max<size_t>(decodedBytes, 1)));
+    DECODER_CUDA(staging.reserve(std::max<size_t>(stagedBytes, 1)));
     for (int i = 0; i < n; ++i) {
       const EncodedImage &e = batch.images[size_t(i)];
       if (e.resize.empty)
         continue;
       const std::vector<uint8_t> &bytes = e.jpeg.empty() ? e.pixels : e.jpeg;
-      std::memcpy(staging_.as<uint8_t>() + stagedAt[size_t(i)], bytes.data(), bytes.size());
+      std::memcpy(staging.as<uint8_t>() + stagedAt[size_t(i)], bytes.data(), bytes.size());
     }
 
     // Decode: baseline JPEGs on the hardware decoder in one batch, other JPEGs on nvJPEG's CUDA
@@ -157,12 +241,13 @@ public:
     std::vector<const unsigned char *> hwData;
     std::vector<size_t> hwLengths;
     std::vector<nvjpegImage_t> hwOut;
+    std::vector<int> hwIndex;
     for (int i = 0; i < n; ++i) {
       const EncodedImage &e = batch.images[size_t(i)];
       if (e.resize.empty)
         continue;
-      uint8_t *dst = decoded_.as<uint8_t>() + decodedAt[size_t(i)];
-      const unsigned char *src = staging_.as<unsigned char>() + stagedAt[size_t(i)];
+      uint8_t *dst = decoded.as<uint8_t>() + decodedAt[size_t(i)];
+      const unsigned char *src = staging.as<unsigned char>() + stagedAt[size_t(i)];
       if (e.jpeg.empty()) {
         DECODER_CUDA(cudaMemcpyAsync(dst, src, e.pixels.size(), cudaMemcpyHostToDevice, stream));
         continue;
@@ -170,12 +255,11 @@ public:
       nvjpegImage_t image{};
       image.channel[0] = dst;
       image.pitch[0] = size_t(e.width) * 3;
-      int supported = 1;
-      if (hardware_ && nvjpegJpegStreamParse(hw_, src, e.jpeg.size(), 0, 0, parser_) == NVJPEG_STATUS_SUCCESS &&
-          nvjpegDecodeBatchedSupported(hw_, parser_, &supported) == NVJPEG_STATUS_SUCCESS && supported == 0) {
+      if (hardware_ && e.baseline) { // the source read the frame type from the markers
         hwData.push_back(src);
         hwLengths.push_back(e.jpeg.size());
         hwOut.push_back(image);
+        hwIndex.push_back(i);
         continue;
       }
       if (nvjpegStatus_t st = nvjpegDecode(cuda_, cudaState_, src, e.jpeg.size(), NVJPEG_OUTPUT_RGBI, &image, stream);
@@ -185,18 +269,27 @@ public:
       ++cudaDecoded_;
     }
     if (!hwData.empty()) {
-      if (int(hwData.size()) != hwBatch_) {
-        if (nvjpegStatus_t st = nvjpegDecodeBatchedInitialize(hw_, hwState_, int(hwData.size()), 1, NVJPEG_OUTPUT_RGBI);
+      if (int(hwData.size()) != slot.hwBatch) {
+        if (nvjpegStatus_t st =
+                nvjpegDecodeBatchedInitialize(hw_, slot.hwState, int(hwData.size()), 1, NVJPEG_OUTPUT_RGBI);
             st != NVJPEG_STATUS_SUCCESS)
           return Status::error("nvJPEG: cannot set up the hardware decoder for " + std::to_string(hwData.size()) +
                                " images (status " + std::to_string(int(st)) + ")");
-        hwBatch_ = int(hwData.size());
+        slot.hwBatch = int(hwData.size());
       }
-      if (nvjpegStatus_t st = nvjpegDecodeBatched(hw_, hwState_, hwData.data(), hwLengths.data(), hwOut.data(), stream);
+      if (nvjpegStatus_t st =
+              nvjpegDecodeBatched(hw_, slot.hwState, hwData.data(), hwLengths.data(), hwOut.data(), stream);
           st != NVJPEG_STATUS_SUCCESS) {
-        hwBatch_ = -1;
-        return Status::error("nvJPEG's hardware decoder failed on a batch of " + std::to_string(hwData.size()) +
-                             " JPEGs (status " + std::to_string(int(st)) + "); --decoder host decodes on the host");
+        // A file the hardware does not take after all (a sampling it lacks): the batch again on
+        // the CUDA decoder, one by one.
+        slot.hwBatch = -1;
+        for (size_t k = 0; k < hwData.size(); ++k)
+          if (nvjpegStatus_t one = nvjpegDecode(cuda_, cudaState_, hwData[k], hwLengths[k], NVJPEG_OUTPUT_RGBI,
+                                                &hwOut[k], stream);
+              one != NVJPEG_STATUS_SUCCESS)
+            return Status::error(batch.images[size_t(hwIndex[k])].name + ": nvJPEG cannot decode it (status " +
+                                 std::to_string(int(one)) + ", the hardware decoder's " + std::to_string(int(st)) +
+                                 "); --decoder host decodes it on the host");
       }
     }
 
@@ -215,7 +308,7 @@ public:
       if (r.empty)
         continue;
       const int64_t srcRowBytes = int64_t(e.width) * channels;
-      const uint8_t *region = decoded_.as<uint8_t>() + decodedAt[size_t(i)] + int64_t(r.top) * srcRowBytes +
+      const uint8_t *region = decoded.as<uint8_t>() + decodedAt[size_t(i)] + int64_t(r.top) * srcRowBytes +
                               int64_t(r.left) * channels;
       uint8_t *dst = out + size_t(i) * outImage + size_t(r.rowOffset) * size_t(outRowBytes) +
                      size_t(r.colOffset) * size_t(channels);
@@ -289,39 +382,48 @@ public:
       }
       maxOutputs = std::max(maxOutputs, int64_t(outRows) * outCols);
     }
-    DECODER_CUDA(scratch_.reserve(std::max<size_t>(scratchBytes, 1)));
+    DECODER_CUDA(scratch.reserve(std::max<size_t>(scratchBytes, 1)));
     for (auto [job, offset] : firstIntoScratch)
-      first[job].dst = scratch_.as<uint8_t>() + offset;
+      first[job].dst = scratch.as<uint8_t>() + offset;
     for (auto [job, offset] : secondFromScratch)
-      second[job].src = scratch_.as<uint8_t>() + offset;
+      second[job].src = scratch.as<uint8_t>() + offset;
 
     // Jobs and taps to the device in one copy; the padding (CenterCrop's, the batch's) is zeros.
     const size_t jobBytes = (first.size() + second.size()) * sizeof(ResampleJob);
     const size_t tableBytes = table.size() * sizeof(int32_t);
-    DECODER_CUDA(jobsHost_.reserve(jobBytes + tableBytes + 64));
-    DECODER_CUDA(jobsDevice_.reserve(jobBytes + tableBytes + 64));
-    std::memcpy(jobsHost_.as<uint8_t>(), first.data(), first.size() * sizeof(ResampleJob));
-    std::memcpy(jobsHost_.as<uint8_t>() + first.size() * sizeof(ResampleJob), second.data(),
+    DECODER_CUDA(jobsHost.reserve(jobBytes + tableBytes + 64));
+    DECODER_CUDA(jobsDevice.reserve(jobBytes + tableBytes + 64));
+    std::memcpy(jobsHost.as<uint8_t>(), first.data(), first.size() * sizeof(ResampleJob));
+    std::memcpy(jobsHost.as<uint8_t>() + first.size() * sizeof(ResampleJob), second.data(),
                 second.size() * sizeof(ResampleJob));
-    std::memcpy(jobsHost_.as<uint8_t>() + jobBytes, table.data(), tableBytes);
-    DECODER_CUDA(cudaMemcpyAsync(jobsDevice_.p, jobsHost_.p, jobBytes + tableBytes, cudaMemcpyHostToDevice, stream));
+    std::memcpy(jobsHost.as<uint8_t>() + jobBytes, table.data(), tableBytes);
+    DECODER_CUDA(cudaMemcpyAsync(jobsDevice.p, jobsHost.p, jobBytes + tableBytes, cudaMemcpyHostToDevice, stream));
+    // `out` is written from here on, once its last reader is done.
+    DECODER_CUDA(cudaStreamWaitEvent(stream, outFree));
     DECODER_CUDA(cudaMemsetAsync(out, 0, size_t(n) * outImage, stream));
-    const auto *jobs = jobsDevice_.as<const ResampleJob>();
-    const auto *taps = reinterpret_cast<const int32_t *>(jobsDevice_.as<const uint8_t>() + jobBytes);
+    const auto *jobs = jobsDevice.as<const ResampleJob>();
+    const auto *taps = reinterpret_cast<const int32_t *>(jobsDevice.as<const uint8_t>() + jobBytes);
     DECODER_CUDA(runResampleJobs(jobs, int(first.size()), maxOutputs, taps, stream));
     DECODER_CUDA(runResampleJobs(jobs + first.size(), int(second.size()), maxOutputs, taps, stream));
+    DECODER_CUDA(cudaEventRecord(slot.done, stream));
     return Status::ok();
   }
 
 private:
   nvjpegHandle_t hw_ = nullptr, cuda_ = nullptr;
-  nvjpegJpegState_t hwState_ = nullptr, cudaState_ = nullptr;
-  nvjpegJpegStream_t parser_ = nullptr;
+  // What one call uses while the next one fills the other.
+  struct Slot {
+    Buffer decoded, scratch, staging, jobsHost, jobsDevice;
+    nvjpegJpegState_t hwState = nullptr;
+    int hwBatch = -1;
+    cudaEvent_t done = nullptr;
+  };
+  Slot slots_[2];
+  int next_ = 0;
+  nvjpegJpegState_t cudaState_ = nullptr;
   bool hardware_ = false;
-  int hwBatch_ = -1;
   int64_t cudaDecoded_ = 0;
   cudaStream_t stream_ = nullptr;
-  Buffer decoded_, scratch_, staging_, jobsHost_, jobsDevice_;
 };
 
 } // namespace

@@ -15,7 +15,9 @@ namespace castor {
 struct EncodedImage {
   std::string name;           // for messages: the file
   std::vector<uint8_t> jpeg;  // the file, when it is a JPEG for the device to decode
-  std::vector<uint8_t> pixels; // else height x width x channels, decoded by the host
+  bool baseline = false;      // a baseline (SOF0) JPEG: what hardware JPEG decoders take
+  std::vector<uint8_t> pixels; // else height x width x channels, decoded by the host (perhaps
+                               // resized too: then its resize is a copy)
   int width = 0, height = 0;  // of the decoded image
   ImageResize resize;
 };
