@@ -31,7 +31,7 @@ CASTOR_DECODE_TEST_DIR="$(ls -d "$folder"/*/ | head -1)" CASTOR_DECODE_BENCH_DIR
 echo "decode tests exit $?" >>"$log"
 grep -E "^(PASS|FAIL|INFO)" "$out/decode_tests.txt" | grep -vE "^PASS decode nvjpeg .*/0000(0[2-9]|1[0-5])" >>"$log"
 # Device decoding with a share of each batch decoded on the host at once, and host decoding alone.
-for share in 0 0.3 0.5; do
+for share in 0 0.5 0.7; do
   timeout 120 "$bin/castor-run" train "$plan" --device cuda --steps 40 --data "folder:$folder" --decoder gpu \
     --host-decode-share "$share" --log-json "$out/train_folder_gpu_$share.jsonl" 2>>"$out/stderr.txt" | tail -1 |
     sed "s/^/decoder gpu, host share $share: /" >>"$log"
@@ -44,7 +44,7 @@ python3 - "$out" >>"$log" <<'PY'
 import json, statistics, sys
 out = sys.argv[1]
 bench = json.load(open(out + "/bench.json"))["img_per_s"]
-for name in ["train_synthetic", "train_folder_gpu_0", "train_folder_gpu_0.3", "train_folder_gpu_0.5",
+for name in ["train_synthetic", "train_folder_gpu_0", "train_folder_gpu_0.5", "train_folder_gpu_0.7",
              "train_folder_host"]:
     try:
         rows = [json.loads(l) for l in open(f"{out}/{name}.jsonl")][5:]

@@ -32,7 +32,7 @@ struct TrainOptions {
   std::vector<double> mean, std;
   std::string decode = "exact"; // image folders: exact | fast
   std::string decoder = "auto";  // image folders: auto | host | gpu
-  double hostDecodeShare = 0.3;  // --decoder gpu: the share of each batch decoded on the host
+  double hostDecodeShare = 0.7;  // --decoder gpu: the share of each batch decoded on the host
   std::string augment = "standard"; // image folders: standard | none
   // Validation: a forward plan of the model, its data, every K steps (and after the last).
   std::string valPlan, valData, valSplit = "test";
