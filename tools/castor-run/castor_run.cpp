@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
       ->add_option("--decoder", to.decoder,
                    "Image folders: where JPEGs are decoded and resized: gpu (nvJPEG and the resize on the device; "
                    "PNG and CMYK files decoded on the host), host (TurboJPEG on the host's threads), or auto "
-                   "(default: gpu when the backend decodes images)")
+                   "(default: gpu where the GPU has a hardware JPEG decoder, else host)")
       ->check(CLI::IsMember({"auto", "host", "gpu"}));
   trainCmd
       ->add_option("--host-decode-share", to.hostDecodeShare,

@@ -150,9 +150,9 @@ int train(const TrainOptions &o) {
   const bool folder = o.data.rfind("folder:", 0) == 0;
   if (o.decoder == "gpu" && !(*backend)->decodesImages())
     return fail("--decoder gpu: the " + (*backend)->name() + " backend does not decode images");
-  sourceOptions.deviceDecode = folder && (o.decoder == "gpu" || (o.decoder == "auto" && (*backend)->decodesImages() &&
-                                                                  signature->imageShape.size() == 4 &&
-                                                                  signature->imageShape[1] == 3));
+  const bool autoDevice = o.decoder == "auto" && (*backend)->decodesImagesInHardware() &&
+                          signature->imageShape.size() == 4 && signature->imageShape[1] == 3;
+  sourceOptions.deviceDecode = folder && (o.decoder == "gpu" || autoDevice);
   sourceOptions.hostShare = o.hostDecodeShare;
   if (!o.mean.empty())
     sourceOptions.mean = o.mean;

@@ -313,8 +313,10 @@ public:
       if (made)
         decoder_ = std::make_unique<cuda::BackgroundImageDecoder>(std::move(*made));
     }
-    return decoder_ && decoder_->hardware(); // the CUDA decoder alone is slower than the host's threads
+    return decoder_ != nullptr;
   }
+  // nvJPEG's CUDA decoder alone is slower than the host's threads; its hardware engine is not.
+  bool decodesImagesInHardware() const override { return decodesImages() && decoder_->hardware(); }
 
   Status uploadEncodedImages(const Tensor &input, EncodedImageBatch batch, const PixelTransform &transform) override {
     auto px = pixelSourceFor(input, transform);

@@ -106,8 +106,10 @@ public:
   // Image files into image input `t` [N, C, H, W]: each decoded and resized by its plan
   // (castor/encoded_images.h) into 8-bit pixels, then converted as uploadPixels does, where the
   // step runs (the batch is the backend's: a caller moves it in). For a backend with a device
-  // image decoder (decodesImages()); the default refuses.
+  // image decoder (decodesImages()); the default refuses. decodesImagesInHardware(): its decoder
+  // is a hardware engine, faster than the host's threads (what --decoder auto picks).
   virtual bool decodesImages() const { return false; }
+  virtual bool decodesImagesInHardware() const { return false; }
   virtual Status uploadEncodedImages(const plan::Tensor &t, EncodedImageBatch batch, const PixelTransform &transform) {
     return Status::error("the " + name() + " backend does not decode images (decode them on the host)");
   }
