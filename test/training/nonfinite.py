@@ -1,4 +1,4 @@
-"""Non-finite values in a training step, planted at a random step and kernel
+"""Non-finite values in a training step, planted in a weight gradient at a random step and kernel
 (CASTOR_PLANT_NONFINITE), on the CPU reference or the CUDA backend.
 
 1. fp16 with the dynamic loss scaler: the step is skipped, parameters, moments and the optimizer's
@@ -82,10 +82,12 @@ def main():
         return r, state
 
     def backward_kernels(plan_name):
+        # Weight gradients: each reaches the optimizer whole. (A value planted in an activation's
+        # gradient may rightly vanish: ReLU's backward selects, and drops it where the unit was off.)
         out = subprocess.run([args.castor_run, "inspect", plan(plan_name), "--json"], check=True, capture_output=True,
                              text=True).stdout
         kernels = json.loads(out)["plan"]["kernels"]
-        return [(i, k) for i, k in enumerate(kernels) if k["op"] in ("conv2d_backward_filter", "conv2d_backward_data")]
+        return [(i, k) for i, k in enumerate(kernels) if k["op"] == "conv2d_backward_filter"]
 
     def owned(state):
         # What the update owns. BN running statistics are the forward pass's, which runs whatever
