@@ -16,6 +16,9 @@ bool poisonRequestedByEnvironment() {
   return v && *v && std::strcmp(v, "0") != 0;
 }
 
+namespace {
+
+// `options.plantNonFinite`, else CASTOR_PLANT_NONFINITE parsed; an error names a malformed value.
 Expected<std::optional<PlantedNonFinite>> plantedNonFinite(const BackendOptions &options) {
   if (options.plantNonFinite)
     return options.plantNonFinite;
@@ -40,10 +43,9 @@ Expected<std::optional<PlantedNonFinite>> plantedNonFinite(const BackendOptions 
   return std::optional<PlantedNonFinite>{p};
 }
 
-namespace {
 bool isFloat(plan::DType dt) { return dt == plan::F32 || dt == plan::F16 || dt == plan::BF16 || dt == plan::F64; }
-} // namespace
 
+// Kernel `kernel`'s first floating-point output.
 Expected<const plan::Tensor *> plantTarget(const plan::Plan &plan, int kernel) {
   if (kernel < 0 || kernel >= plan.kernels_size())
     return Status::error("planted non-finite value: the plan has no kernel " + std::to_string(kernel));
@@ -67,6 +69,33 @@ std::vector<uint8_t> nonFiniteElement(plan::DType dtype, bool inf) {
   default:
     return inf ? std::vector<uint8_t>{0x00, 0x00, 0x80, 0x7F} : std::vector<uint8_t>{0x00, 0x00, 0xC0, 0x7F};
   }
+}
+
+} // namespace
+
+NonFinitePlant::NonFinitePlant(const BackendOptions &options) {
+  auto plant = plantedNonFinite(options);
+  if (plant)
+    plant_ = *plant;
+  else
+    error_ = plant.status();
+}
+
+Status NonFinitePlant::bind(const plan::Plan &plan) {
+  CASTOR_RETURN_IF_ERROR(error_);
+  tensor_ = nullptr;
+  if (!plant_)
+    return Status::ok();
+  auto target = plantTarget(plan, plant_->kernel);
+  if (!target)
+    return target.status();
+  tensor_ = *target;
+  bytes_ = nonFiniteElement(tensor_->dtype(), plant_->inf);
+  return Status::ok();
+}
+
+const plan::Tensor *NonFinitePlant::after(int kernel, int64_t run) const {
+  return tensor_ && kernel == plant_->kernel && run == plant_->run ? tensor_ : nullptr;
 }
 
 int64_t countNonFinite(plan::DType dtype, const uint8_t *bytes, size_t size) {

@@ -323,13 +323,8 @@ const KernelTable &forwardKernels();
 class CpuBackend final : public Backend, public Memory {
 public:
   explicit CpuBackend(const BackendOptions &options)
-      : poison_(options.poison || poisonRequestedByEnvironment()), noiseSeed_(options.roundingNoiseSeed) {
-    auto plant = plantedNonFinite(options);
-    if (plant)
-      plant_ = *plant;
-    else
-      plantError_ = plant.status();
-  }
+      : poison_(options.poison || poisonRequestedByEnvironment()), noiseSeed_(options.roundingNoiseSeed),
+        plant_(options) {}
 
   std::string name() const override { return "cpu"; }
 
@@ -339,8 +334,8 @@ public:
   }
 
   Status load(const plan::Plan &p) override {
-    CASTOR_RETURN_IF_ERROR(plantError_);
     plan_ = p;
+    CASTOR_RETURN_IF_ERROR(plant_.bind(plan_));
     tensors_.clear();
     kernels_.clear();
     poisonAfter_.clear();
@@ -395,13 +390,6 @@ public:
         if (end >= 0 && end < plan_.kernels_size())
           poisonAfter_[end].push_back(&t);
       }
-    }
-    plantTensor_ = nullptr;
-    if (plant_) {
-      auto target = plantTarget(plan_, plant_->kernel);
-      if (!target)
-        return target.status();
-      plantTensor_ = *target;
     }
     return Status::ok();
   }
@@ -462,10 +450,8 @@ private:
         for (uint32_t id : plan_.kernels(int(i)).outputs())
           addRoundingNoise(*tensors_.at(id), arena_.data() + tensors_.at(id)->offset(), noiseSeed_,
                            (runIndex << 32) ^ i);
-      if (plantTensor_ && int(i) == plant_->kernel && int64_t(runIndex) + 1 == plant_->run) {
-        const std::vector<uint8_t> bad = nonFiniteElement(plantTensor_->dtype(), plant_->inf);
-        std::memcpy(arena_.data() + plantTensor_->offset(), bad.data(), bad.size());
-      }
+      if (const Tensor *t = plant_.after(int(i), int64_t(runIndex) + 1))
+        std::memcpy(arena_.data() + t->offset(), plant_.bytes().data(), plant_.bytes().size());
       if (found) {
         for (uint32_t id : plan_.kernels(int(i)).outputs()) {
           const Tensor &t = *tensors_.at(id);
@@ -494,9 +480,7 @@ private:
 
   bool poison_;
   uint64_t noiseSeed_ = 0, steps_ = 0;
-  std::optional<PlantedNonFinite> plant_;
-  Status plantError_;
-  const Tensor *plantTensor_ = nullptr;
+  NonFinitePlant plant_;
   plan::Plan plan_;
   std::unordered_map<uint32_t, const Tensor *> tensors_;
   std::map<uint32_t, std::vector<uint8_t>> inputs_; // the last upload of each INPUT tensor

@@ -156,7 +156,7 @@ Status Trainer::run(int64_t steps, StepObserver &observer) {
   for (int64_t index = step_; index < lastStep; ++index) {
     const auto start = std::chrono::steady_clock::now();
     if (fed_) {
-      positionOfStep_ = positionBeforeFed_;
+      positionOfStep_.swap(positionBeforeFed_); // re-saved below before the next lookahead
     } else {
       positionOfStep_.clear();
       source_.savePosition(positionOfStep_);

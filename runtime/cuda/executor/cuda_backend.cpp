@@ -70,13 +70,8 @@ public:
   explicit CudaBackend(const BackendOptions &options)
       : poison_(options.poison || poisonRequestedByEnvironment()),
         syncEach_(std::getenv("CASTOR_CUDA_SYNC") && !envIs("CASTOR_CUDA_SYNC", "0")),
-        useGraph_(!poison_ && !syncEach_ && !envIs("CASTOR_CUDA_GRAPH", "0")) {
-    auto plant = plantedNonFinite(options);
-    if (plant)
-      plant_ = *plant;
-    else
-      plantError_ = plant.status();
-    if (plant_)
+        useGraph_(!poison_ && !syncEach_ && !envIs("CASTOR_CUDA_GRAPH", "0")), plant_(options) {
+    if (plant_.requested())
       useGraph_ = false; // the fault goes into one run only
     layout_ = envIs("CASTOR_CUDA_LAYOUT", "nchw")   ? LayoutChoice::RowMajor
               : envIs("CASTOR_CUDA_LAYOUT", "nhwc") ? LayoutChoice::ChannelsLast
@@ -121,15 +116,8 @@ public:
   Status load(const plan::Plan &p) override {
     if (ctx_.arena)
       return Status::error("the cuda backend loads one plan per backend object");
-    CASTOR_RETURN_IF_ERROR(plantError_);
     plan_ = p;
-    if (plant_) {
-      auto target = plantTarget(plan_, plant_->kernel);
-      if (!target)
-        return target.status();
-      plantTensor_ = *target;
-      plantBytes_ = nonFiniteElement(plantTensor_->dtype(), plant_->inf);
-    }
+    CASTOR_RETURN_IF_ERROR(plant_.bind(plan_));
     int devices = 0;
     cudaError_t e = cudaGetDeviceCount(&devices);
     if (e != cudaSuccess || devices == 0)
@@ -304,17 +292,7 @@ public:
 
   // Image files: decoded (nvJPEG) and resized on the copy stream into the input's buffer as 8-bit
   // pixels, converted by the step as uploaded pixels are. The device decoder is made on first use.
-  bool decodesImages() const override {
-    if (!cuda::DeviceImageDecoder::built())
-      return false;
-    if (!decoderProbed_) {
-      decoderProbed_ = true;
-      auto made = cuda::DeviceImageDecoder::create();
-      if (made)
-        decoder_ = std::make_unique<cuda::BackgroundImageDecoder>(std::move(*made));
-    }
-    return decoder_ != nullptr;
-  }
+  bool decodesImages() const override { return cuda::DeviceImageDecoder::built() && makeDecoder(); }
   // nvJPEG's CUDA decoder alone is slower than the host's threads; its hardware engine is not.
   bool decodesImagesInHardware() const override { return decodesImages() && decoder_->hardware(); }
 
@@ -325,13 +303,7 @@ public:
     if (px->shape.c != batch.channels || px->shape.h != batch.outHeight || px->shape.w != batch.outWidth ||
         px->shape.n != int64_t(batch.images.size()))
       return Status::error("input '" + input.name() + "' does not take this batch of images");
-    if (!decoder_) {
-      decoderProbed_ = true;
-      auto made = cuda::DeviceImageDecoder::create();
-      if (!made)
-        return made.status();
-      decoder_ = std::make_unique<cuda::BackgroundImageDecoder>(std::move(*made));
-    }
+    CASTOR_RETURN_IF_ERROR(makeDecoder());
     // Handed to the decoder's thread: it writes the input's buffer on the copy stream once the
     // step before has read it (inputsConsumed_), then records inputsReady_; the next step waits
     // for that record (settleDecoding).
@@ -617,15 +589,28 @@ private:
 
   // The planted fault (tests), after its kernel in its run.
   Status plantAfter(size_t kernel) {
-    if (!plantTensor_ || int(kernel) != plant_->kernel || runs_ != plant_->run)
+    const Tensor *t = plant_.after(int(kernel), runs_);
+    if (!t)
       return Status::ok();
-    return cuda::cudaStatus(cudaMemcpyAsync(ctx_.ptr(plantTensor_), plantBytes_.data(), plantBytes_.size(),
+    return cuda::cudaStatus(cudaMemcpyAsync(ctx_.ptr(t), plant_.bytes().data(), plant_.bytes().size(),
                                             cudaMemcpyHostToDevice, ctx_.stream),
                             "planting a non-finite value");
   }
 
   // One step: its inputs, then the kernels, eagerly the first time, then captured once and
   // replayed.
+  // The device image decoder, made on first use (its error again on later calls).
+  Status makeDecoder() const {
+    if (!decoder_ && decoderError_) {
+      auto made = cuda::DeviceImageDecoder::create();
+      if (made)
+        decoder_ = std::make_unique<cuda::BackgroundImageDecoder>(std::move(*made));
+      else
+        decoderError_ = made.status();
+    }
+    return decoder_ ? Status::ok() : decoderError_;
+  }
+
   // A batch handed to the decoder's thread is enqueued on the copy stream before anything else
   // touches the inputs.
   Status settleDecoding() { return decoder_ ? decoder_->wait() : Status::ok(); }
@@ -657,12 +642,9 @@ private:
 
   enum class LayoutChoice { Auto, RowMajor, ChannelsLast };
   bool poison_, syncEach_, useGraph_;
-  std::optional<PlantedNonFinite> plant_;
-  Status plantError_;
-  mutable bool decoderProbed_ = false;
+  NonFinitePlant plant_;
   mutable std::unique_ptr<cuda::BackgroundImageDecoder> decoder_;
-  const Tensor *plantTensor_ = nullptr;
-  std::vector<uint8_t> plantBytes_; // one non-finite element of its dtype
+  mutable Status decoderError_; // ok until making the decoder failed
   LayoutChoice layout_ = LayoutChoice::Auto;
   plan::Plan plan_;
   cuda::DeviceContext ctx_;

@@ -266,7 +266,6 @@ public:
           st != NVJPEG_STATUS_SUCCESS)
         return Status::error(e.name + ": nvJPEG cannot decode it (status " + std::to_string(int(st)) +
                              "); --decoder host decodes it on the host");
-      ++cudaDecoded_;
     }
     if (!hwData.empty()) {
       if (int(hwData.size()) != slot.hwBatch) {
@@ -422,7 +421,6 @@ private:
   int next_ = 0;
   nvjpegJpegState_t cudaState_ = nullptr;
   bool hardware_ = false;
-  int64_t cudaDecoded_ = 0;
   cudaStream_t stream_ = nullptr;
 };
 

@@ -151,12 +151,27 @@ std::vector<plan::OpId> cpuBackendOps();
 
 // Whether CASTOR_POISON is set to a value other than "" or "0".
 bool poisonRequestedByEnvironment();
-// `options.plantNonFinite`, else CASTOR_PLANT_NONFINITE parsed; an error names a malformed value.
-Expected<std::optional<PlantedNonFinite>> plantedNonFinite(const BackendOptions &options);
-// The tensor a plant writes to: kernel `kernel`'s first floating-point output (an error when the
-// kernel does not exist or has none), and the bytes of one NaN (or +inf) element of its dtype.
-Expected<const plan::Tensor *> plantTarget(const plan::Plan &plan, int kernel);
-std::vector<uint8_t> nonFiniteElement(plan::DType dtype, bool inf);
+// The fault a backend plants (tests), shared by the backends: `options.plantNonFinite`, else
+// CASTOR_PLANT_NONFINITE parsed, bound on load to its kernel's first floating-point output.
+class NonFinitePlant {
+public:
+  explicit NonFinitePlant(const BackendOptions &options);
+  // Whether a fault is asked for (a backend may run differently then, e.g. without a CUDA graph).
+  bool requested() const { return plant_.has_value(); }
+  // Binds the fault to `plan` (which must outlive it); an error names a malformed setting, or a
+  // kernel that does not exist or has no floating-point output.
+  Status bind(const plan::Plan &plan);
+  // The tensor whose first element becomes the fault right after kernel `kernel` of run `run`
+  // (1-based), else null; `bytes()` is that element, NaN or +inf in the tensor's dtype.
+  const plan::Tensor *after(int kernel, int64_t run) const;
+  const std::vector<uint8_t> &bytes() const { return bytes_; }
+
+private:
+  std::optional<PlantedNonFinite> plant_;
+  Status error_;
+  const plan::Tensor *tensor_ = nullptr;
+  std::vector<uint8_t> bytes_;
+};
 // How many values of `bytes` (elements of `dtype`, any layout) are inf or NaN; 0 for integers.
 int64_t countNonFinite(plan::DType dtype, const uint8_t *bytes, size_t size);
 
