@@ -59,6 +59,9 @@ public:
   virtual Status restorePosition(const DataPosition &position) { return Status::ok(); }
   // The epoch of the batch handed out last.
   virtual int64_t epoch() const { return 0; }
+  // EncodedImages: the share of each batch made from now on that the host decodes (the rest goes
+  // to the device's decoder as files); false where the source has no such share.
+  virtual bool setHostShare(double share) { return false; }
 };
 
 // What a training plan asks of its batches.

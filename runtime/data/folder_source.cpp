@@ -148,6 +148,14 @@ FolderSource::FolderSource(std::vector<std::string> files, std::vector<int64_t> 
     : files_(std::move(files)), labels_(std::move(labels)), classNames_(std::move(classNames)), n_(planImages[0]),
       c_(planImages[1]), h_(planImages[2]), w_(planImages[3]), options_(std::move(options)) {
   transform_ = castor::pixelTransform(options_.mean, options_.std, int(c_));
+  hostShare_ = std::clamp(options_.hostShare, 0.0, 1.0);
+}
+
+bool FolderSource::setHostShare(double share) {
+  if (!options_.deviceDecode)
+    return false;
+  hostShare_ = std::clamp(share, 0.0, 1.0);
+  return true;
 }
 
 FolderSource::~FolderSource() { stop(); }
@@ -213,17 +221,17 @@ Status FolderSource::sample(int64_t epoch, int64_t position, int64_t file, uint8
   return Status::ok();
 }
 
-bool FolderSource::madeHere(int64_t i) const {
+bool FolderSource::madeHere(int64_t i, double share) const {
   // Spread evenly over the batch: sample i when floor((i + 1) share) passes an integer.
-  const double share = std::clamp(options_.hostShare, 0.0, 1.0);
   return std::floor(double(i + 1) * share) > std::floor(double(i) * share);
 }
 
-Status FolderSource::sampleEncoded(int64_t epoch, int64_t position, int64_t file, EncodedImage &out) {
+Status FolderSource::sampleEncoded(int64_t epoch, int64_t position, int64_t file, double hostShare,
+                                   EncodedImage &out) {
   const std::string &path = files_[size_t(file)];
   out = EncodedImage{};
   out.name = path;
-  if (madeHere(position - (position / n_) * n_)) {
+  if (madeHere(position - (position / n_) * n_, hostShare)) {
     // Decoded and resized here: the plan's image itself, copied as it is on the device.
     out.width = int(w_);
     out.height = int(h_);
@@ -261,6 +269,7 @@ FolderSource::Batch FolderSource::make(int64_t epoch, int64_t cursor) {
   const std::vector<int64_t> &ord = order(epoch);
   const size_t per = size_t(h_ * w_ * c_);
   const bool encoded = options_.deviceDecode;
+  const double hostShare = hostShare_; // one share for the whole batch
   if (encoded) {
     b.encoded.images.assign(size_t(n_), EncodedImage{});
     for (EncodedImage &e : b.encoded.images)
@@ -281,7 +290,7 @@ FolderSource::Batch FolderSource::make(int64_t epoch, int64_t cursor) {
         continue; // evaluation's last batch: padding
       int64_t file = ord[size_t(position)];
       auto one = [&](int64_t f) {
-        return encoded ? sampleEncoded(epoch, position, f, b.encoded.images[size_t(i)])
+        return encoded ? sampleEncoded(epoch, position, f, hostShare, b.encoded.images[size_t(i)])
                        : sample(epoch, position, f, b.pixels.data() + size_t(i) * per);
       };
       Status st = one(file);

@@ -67,6 +67,7 @@ public:
   Status next(int64_t step, std::vector<double> &images, std::vector<int64_t> &labels) override;
   void savePosition(DataPosition &position) const override;
   Status restorePosition(const DataPosition &position) override;
+  bool setHostShare(double share) override;
 
   int64_t files() const { return int64_t(files_.size()); }
   const std::vector<std::string> &classNames() const { return classNames_; }
@@ -86,9 +87,9 @@ private:
   // The batch at (epoch, cursor): decoded and augmented on the pool.
   Batch make(int64_t epoch, int64_t cursor);
   Status sample(int64_t epoch, int64_t position, int64_t file, uint8_t *out);
-  Status sampleEncoded(int64_t epoch, int64_t position, int64_t file, EncodedImage &out);
-  // Sample i of a batch: made here, as pixels of the output size (hostShare).
-  bool madeHere(int64_t i) const;
+  Status sampleEncoded(int64_t epoch, int64_t position, int64_t file, double hostShare, EncodedImage &out);
+  // Sample i of a batch: made here, as pixels of the output size, at this host share.
+  bool madeHere(int64_t i, double share) const;
   // The resize of sample `position` of `epoch`, a width x height image (its draws in training).
   ImageResize resizeFor(int64_t epoch, int64_t position, int width, int height) const;
   // Takes the next batch from the producer.
@@ -103,6 +104,7 @@ private:
   std::vector<std::string> classNames_;
   int64_t n_, c_, h_, w_;
   FolderOptions options_;
+  std::atomic<double> hostShare_{0}; // options_.hostShare until setHostShare
   PixelTransform transform_;
   int64_t epoch_ = 0, cursor_ = 0; // the next batch to hand out
   std::atomic<int64_t> skipped_{0};

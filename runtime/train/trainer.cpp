@@ -19,6 +19,11 @@ Trainer::Trainer(Session &session, data::BatchSource &source, TrainingSignature 
   // uploads the bytes as they are (no f64 copy and second conversion of every value).
   images_ = {"images", data::hostImageDType(signature_.imageDType), signature_.imageShape, {}};
   labels_ = {"labels", plan::I64, {signature_.batch}, {}};
+  // The source makes a few batches ahead of the one in flight: changes wait for them to pass.
+  constexpr int64_t kBatchesInFlight = 4;
+  if (options_.balanceDecodingFrom >= 0 && source_.imageForm() == data::ImageForm::EncodedImages &&
+      source_.setHostShare(options_.balanceDecodingFrom))
+    balancer_.emplace(options_.balanceDecodingFrom, kBatchesInFlight);
 }
 
 Status Trainer::feed(int64_t step) {
@@ -163,8 +168,10 @@ Status Trainer::run(int64_t steps, StepObserver &observer) {
     }
     Status st = fed_ ? Status::ok() : feed(index);
     const double dataSeconds = fedDataSeconds_; // of this step's batch
+    const auto launched = std::chrono::steady_clock::now();
     if (st)
       st = session_.run().withContext("step " + std::to_string(index + 1));
+    const double launchSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - launched).count();
     const int64_t epoch = fedEpoch_; // of this step's batch, before the next one is taken
     // A device backend returns from run() with the step enqueued: the next batch is prepared and
     // its transfer started now, overlapping the step, before this step's outputs are read.
@@ -182,6 +189,13 @@ Status Trainer::run(int64_t steps, StepObserver &observer) {
     m.step = step_;
     m.epoch = epoch;
     m.dataWaitSeconds = dataSeconds;
+    m.launchWaitSeconds = launchSeconds;
+    if (balancer_) {
+      // The share for batches made from now on (those made ahead keep theirs).
+      if (balancer_->update(1e3 * dataSeconds, 1e3 * launchSeconds))
+        source_.setHostShare(balancer_->share());
+      m.hostDecodeShare = balancer_->share();
+    }
     const bool gradStats = options_.gradStatsEvery > 0 && m.step % options_.gradStatsEvery == 0;
     CASTOR_RETURN_IF_ERROR(readMetrics(m, gradStats));
     // Non-finite values: a guarded plan (not a dynamic loss scaler) counts the skipped update; a

@@ -11,10 +11,12 @@
 #include "core/session.h"
 #include "data/batch_source.h"
 #include "train/checkpoint.h"
+#include "train/decode_balancer.h"
 #include "train/training_signature.h"
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,9 @@ struct StepMetrics {
                                         // it overlapped the step before)
   double imagesPerSecond = 0;           // batch / seconds
   bool nonFiniteSkipped = false;        // a guarded plan skipped this step's update (not a loss scaler)
+  double launchWaitSeconds = 0;         // the step's launch (a device backend's run()), waiting for
+                                        // the inputs' decoding to be enqueued among other things
+  double hostDecodeShare = -1;          // balanced decoding: the share of the next batches (-1: none)
 };
 
 class StepObserver {
@@ -75,6 +80,9 @@ struct TrainerOptions {
   int64_t evaluateEvery = 0;
   std::function<Status(int64_t step)> evaluate;
   OnNonFinite onNonFinite = OnNonFinite::Stop;
+  // A source of image files shared between the host's and the device's decoders: from this host
+  // share (>= 0), moved while training toward the balance of the two (decode_balancer.h).
+  double balanceDecodingFrom = -1;
 };
 
 class Trainer {
@@ -124,6 +132,7 @@ private:
   double fedDataSeconds_ = 0;   // the source's time for the batch fed last
   std::vector<int64_t> labelValues_;
   HostTensor images_, labels_;
+  std::optional<DecodeBalancer> balancer_;
 };
 
 } // namespace castor::train

@@ -335,6 +335,47 @@ TEST_CASE("an image folder for device decoding hands out files and resizes that 
   castor::test::shell("rm -rf " + dir);
 }
 
+TEST_CASE("an image folder's host share can change between batches", "[batch-sources]") {
+  // Batches made after setHostShare split at the new share: images decoded here come at the
+  // output's size (21 x 23, no fixture's), the rest as files (or, for PNG and CMYK, as pixels at
+  // their own size). The batches already made keep their split. A source of pixels has no share.
+  const std::string dir = makeImageFolder("folder-share");
+  data::FolderOptions options;
+  options.seed = 3;
+  options.threads = 2;
+  options.deviceDecode = true;
+  options.ahead = 1;
+  options.hostShare = 0.5;
+  auto source = data::FolderSource::open(dir, {4, 3, 21, 23}, 3, options);
+  REQUIRE(source.isOk());
+  int64_t step = 0;
+  auto madeHere = [&] {
+    EncodedImageBatch b;
+    std::vector<int64_t> labels;
+    REQUIRE((*source)->nextEncoded(step++, b, labels).isOk());
+    int n = 0;
+    for (const EncodedImage &e : b.images)
+      n += e.jpeg.empty() && e.width == 23 && e.height == 21;
+    return n;
+  };
+  CHECK(madeHere() == 2);
+  REQUIRE((*source)->setHostShare(1.0));
+  int here = madeHere();
+  for (int k = 0; k < 3 && here != 4; ++k) // those made ahead at 0.5 first
+    here = madeHere();
+  CHECK(here == 4);
+  REQUIRE((*source)->setHostShare(0.0));
+  for (int k = 0; k < 4 && here != 0; ++k)
+    here = madeHere();
+  CHECK(here == 0);
+  data::FolderOptions pixelsOnly;
+  pixelsOnly.threads = 2;
+  auto pixels = data::FolderSource::open(dir, {4, 3, 21, 23}, 3, pixelsOnly);
+  REQUIRE(pixels.isOk());
+  CHECK_FALSE((*pixels)->setHostShare(0.5));
+  castor::test::shell("rm -rf " + dir);
+}
+
 TEST_CASE("image folder refusals name the folder, the class or the file", "[batch-sources]") {
   const std::string dir = makeImageFolder("folder-bad");
   CHECK_THAT(data::openBatchSource("folder:" + dir, {{3, 3, 16, 16}, 10}, {}).message(),

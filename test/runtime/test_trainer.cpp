@@ -179,3 +179,34 @@ TEST_CASE("a file without training metadata is not a checkpoint", "[trainer]") {
   CHECK_THAT(train::readCheckpointProgress(path + ".missing").message(), Contains("cannot open"));
   castor::test::shell("rm -rf " + tempDir());
 }
+
+TEST_CASE("the decode balancer moves the host's share toward the side the step did not wait for", "[trainer]") {
+  castor::train::DecodeBalancer b(0.5, /*lag=*/2);
+  // Within the lag nothing moves, whatever the waits.
+  CHECK_FALSE(b.update(0, 10));
+  CHECK_FALSE(b.update(0, 10));
+  // The step waited for the device's decoding: more on the host.
+  CHECK(b.update(0, 10));
+  CHECK(b.share() == Approx(0.6));
+  // Waits below the noise floor change nothing, and the lag restarts after a change.
+  CHECK_FALSE(b.update(0.1, 0.2));
+  CHECK_FALSE(b.update(0, 10));
+  CHECK_FALSE(b.update(0.2, 0.1));
+  // The step waited for the host: less there, by half the move (the direction turned).
+  CHECK(b.update(5, 1));
+  CHECK(b.share() == Approx(0.55));
+  // Moves halve at each turn, down to the smallest.
+  for (int turn = 0; turn < 20; ++turn)
+    for (int k = 0; k < 3; ++k)
+      b.update(turn % 2 ? 5 : 0, turn % 2 ? 0 : 5);
+  const double before = b.share();
+  for (int k = 0; k < 3; ++k)
+    b.update(0, 5);
+  CHECK(b.share() == Approx(before + castor::train::DecodeBalancer::kSmallestMove));
+  // Clamped to [0, 1].
+  castor::train::DecodeBalancer high(0.95, 0);
+  CHECK(high.update(0, 5));
+  CHECK(high.share() == 1.0);
+  CHECK_FALSE(high.update(0, 5));
+  CHECK(high.share() == 1.0);
+}

@@ -59,8 +59,9 @@ int main(int argc, char **argv) {
   trainCmd
       ->add_option("--host-decode-share", to.hostDecodeShare,
                    "With the device decoder: the share of each batch the host's threads decode and resize at the "
-                   "same time (default 0.7, the fastest measured on an H200 with 16 host cores)")
-      ->check(CLI::Range(0.0, 1.0));
+                   "same time, a number in [0, 1], or auto (default: from 0.5, moved while training toward the "
+                   "share where the step waits for neither; fixed at 0.5 with --deterministic)")
+      ->check(CLI::IsMember({"auto"}) | CLI::Range(0.0, 1.0));
   trainCmd->add_option("--decode", to.decode,
                        "Image folders: fast (JPEGs decoded at a reduced DCT scale where the crop allows) or exact "
                        "(always at full size, as torchvision)")

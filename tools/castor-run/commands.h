@@ -32,7 +32,9 @@ struct TrainOptions {
   std::vector<double> mean, std;
   std::string decode = "exact"; // image folders: exact | fast
   std::string decoder = "auto";  // image folders: auto | host | gpu
-  double hostDecodeShare = 0.7;  // --decoder gpu: the share of each batch decoded on the host
+  // The device decoder: the share of each batch decoded on the host, "auto" (balanced while
+  // training, from kAutoHostShare; fixed there with --deterministic) or a number in [0, 1].
+  std::string hostDecodeShare = "auto";
   std::string augment = "standard"; // image folders: standard | none
   // Validation: a forward plan of the model, its data, every K steps (and after the last).
   std::string valPlan, valData, valSplit = "test";

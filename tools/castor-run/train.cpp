@@ -51,6 +51,11 @@ public:
       extraJson += fmt::format(", \"{}\": {}", v.name, v.integer ? std::to_string(int64_t(v.value)) : jsonNumber(v.value));
       extraText += fmt::format("  {} {}", progressLabel(v.name), text);
     }
+    if (m.hostDecodeShare >= 0) {
+      extraJson += fmt::format(", \"host_decode_share\": {}, \"launch_wait_ms\": {}", jsonNumber(m.hostDecodeShare),
+                               jsonNumber(1e3 * m.launchWaitSeconds));
+      extraText += fmt::format("  host share {:.2f}", m.hostDecodeShare);
+    }
     // Gradient statistics every --grad-stats steps: a table on stderr and a JSON object.
     if (!m.gradStats.empty()) {
       std::string rows, members;
@@ -153,7 +158,11 @@ int train(const TrainOptions &o) {
   const bool autoDevice = o.decoder == "auto" && (*backend)->decodesImagesInHardware() &&
                           signature->imageShape.size() == 4 && signature->imageShape[1] == 3;
   sourceOptions.deviceDecode = folder && (o.decoder == "gpu" || autoDevice);
-  sourceOptions.hostShare = o.hostDecodeShare;
+  // Where the host's threads and the device's decoder meet: balanced while training, from an
+  // even split, unless given (or --deterministic, which keeps every batch's split as it was).
+  constexpr double kAutoHostShare = 0.5;
+  const bool balanceDecoding = o.hostDecodeShare == "auto" && !o.deterministic;
+  sourceOptions.hostShare = o.hostDecodeShare == "auto" ? kAutoHostShare : std::stod(o.hostDecodeShare);
   if (!o.mean.empty())
     sourceOptions.mean = o.mean;
   if (!o.std.empty())
@@ -211,6 +220,7 @@ int train(const TrainOptions &o) {
   to.checkpointPath = o.save;
   to.checkpointEvery = o.saveEvery;
   to.onNonFinite = o.onNonFinite == "skip" ? train::OnNonFinite::Skip : train::OnNonFinite::Stop;
+  to.balanceDecodingFrom = balanceDecoding ? sourceOptions.hostShare : -1;
   // Validation: the forward plan on a backend of its own, with the training session's state.
   std::unique_ptr<train::Evaluator> evaluator;
   if (o.valPlan.empty() != o.valData.empty())

@@ -21,7 +21,8 @@
 // Environment: CASTOR_CUDA_LAYOUT=nchw keeps every tensor row-major, =nhwc stores every rank-4
 // float tensor channels-last; CASTOR_CUDA_GRAPH=0 launches
 // kernel by kernel; CASTOR_CUDA_SYNC=1 synchronises after every kernel (debugging; no graph);
-// CASTOR_DETERMINISTIC=1 is BackendOptions::deterministic.
+// CASTOR_DETERMINISTIC=1 is BackendOptions::deterministic; CASTOR_STEP_TIMELINE=1 reports where
+// the steps' and the image decoding's time goes (step_timeline.h).
 
 #include "castor/cuda_backend.h"
 #include "cuda/kernels/elementwise.h"
@@ -32,11 +33,13 @@
 #include "cuda/tuning/tuning_cache.h"
 #include "cuda/executor/device_context.h"
 #include "cuda/executor/image_decoder.h"
+#include "cuda/executor/step_timeline.h"
 #include "cuda/executor/kernel_table.h"
 #include "plan/op_attrs.h"
 #include "plan/plan_validator.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -44,6 +47,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -78,6 +82,7 @@ public:
                                                     : LayoutChoice::Auto;
     const char *det = std::getenv("CASTOR_DETERMINISTIC");
     ctx_.deterministic = options.deterministic || (det && *det && std::strcmp(det, "0") != 0);
+    timeline_.gapBetweenRows("idle between steps");
   }
 
   ~CudaBackend() override {
@@ -96,17 +101,17 @@ public:
         cudaFree(p);
     for (auto &[key, buffer] : ctx_.persistent)
       cudaFree(buffer.first);
-    for (cudaStream_t st : {ctx_.stream, copyStream_})
+    for (cudaStream_t st : {ctx_.stream, copyStream_, decodeStream_})
       if (st)
         cudaStreamSynchronize(st);
     for (auto &[t, buffer] : inputBuffers_)
       cudaFree(buffer);
     for (void *p : pinnedInputs_)
       cudaFreeHost(p);
-    for (cudaEvent_t e : {start_, stop_, inputsReady_, inputsConsumed_})
+    for (cudaEvent_t e : {start_, stop_, inputsReady_, inputsConsumed_, imagesDecoded_, queuedSoFar_})
       if (e)
         cudaEventDestroy(e);
-    for (cudaStream_t st : {ctx_.stream, copyStream_})
+    for (cudaStream_t st : {ctx_.stream, copyStream_, decodeStream_})
       if (st)
         cudaStreamDestroy(st);
   }
@@ -156,7 +161,10 @@ public:
     CASTOR_CUDA(cudaDeviceGetStreamPriorityRange(&leastPriority, &greatestPriority));
     CASTOR_CUDA(cudaStreamCreateWithPriority(&ctx_.stream, cudaStreamNonBlocking, greatestPriority));
     CASTOR_CUDA(cudaStreamCreateWithPriority(&copyStream_, cudaStreamNonBlocking, leastPriority));
+    CASTOR_CUDA(cudaStreamCreateWithPriority(&decodeStream_, cudaStreamNonBlocking, leastPriority));
     CASTOR_CUDA(cudaEventCreateWithFlags(&inputsReady_, cudaEventDisableTiming));
+    CASTOR_CUDA(cudaEventCreateWithFlags(&imagesDecoded_, cudaEventDisableTiming));
+    CASTOR_CUDA(cudaEventCreateWithFlags(&queuedSoFar_, cudaEventDisableTiming));
     CASTOR_CUDA(cudaEventCreateWithFlags(&inputsConsumed_, cudaEventDisableTiming));
     for (const Tensor &t : plan_.tensors())
       if (t.kind() == Tensor::INPUT) {
@@ -250,11 +258,12 @@ public:
     if (!t)
       return t.status();
     if ((*t)->kind() == Tensor::INPUT) {
-      CASTOR_RETURN_IF_ERROR(settleDecoding());
+      const size_t i = inputIndex(*t);
+      if (int64_t(i) == decodedInput_) // another input (the labels) goes up beside the decoding
+        CASTOR_RETURN_IF_ERROR(stopDecodingInto());
       // Into the input's pinned host buffer once its last transfer is done, then on the copy
       // stream into the input's device buffer once the last step has copied that into the arena
       // (enqueueStep): the transfer overlaps the running step.
-      const size_t i = inputIndex(*t);
       CASTOR_CUDA(cudaEventSynchronize(inputsReady_));
       pixelSources_[i].kind = PixelSource::None;
       std::memcpy(pinnedInputs_[i], data, bytes);
@@ -278,8 +287,9 @@ public:
     auto px = pixelSourceFor(input, transform);
     if (!px)
       return px.status();
-    CASTOR_RETURN_IF_ERROR(settleDecoding());
     const size_t i = inputIndex(px->tensor);
+    if (int64_t(i) == decodedInput_)
+      CASTOR_RETURN_IF_ERROR(stopDecodingInto());
     CASTOR_CUDA(cudaEventSynchronize(inputsReady_));
     std::memcpy(pinnedInputs_[i], pixels, px->shape.count());
     CASTOR_CUDA(cudaStreamWaitEvent(copyStream_, inputsConsumed_));
@@ -304,14 +314,16 @@ public:
         px->shape.n != int64_t(batch.images.size()))
       return Status::error("input '" + input.name() + "' does not take this batch of images");
     CASTOR_RETURN_IF_ERROR(makeDecoder());
-    // Handed to the decoder's thread: it writes the input's buffer on the copy stream once the
-    // step before has read it (inputsConsumed_), then records inputsReady_; the next step waits
-    // for that record (settleDecoding).
+    // Handed to the decoder's thread: it writes the input's buffer on a stream of its own once
+    // the step before has read it (inputsConsumed_), then records imagesDecoded_, which the next
+    // step waits for once the decoder's thread has enqueued the work (settleDecoding). Other
+    // inputs go up on the copy stream meanwhile.
     const size_t i = inputIndex(px->tensor);
     px->kind = PixelSource::Pixels;
     pixelSources_[i] = *px;
-    return decoder_->submit(std::move(batch), static_cast<uint8_t *>(inputBuffers_[i].second), copyStream_,
-                            inputsConsumed_, inputsReady_);
+    decodedInput_ = int64_t(i);
+    return decoder_->submit(std::move(batch), static_cast<uint8_t *>(inputBuffers_[i].second), decodeStream_,
+                            inputsConsumed_, imagesDecoded_);
   }
 
   // Synthetic pixels: nothing crosses the bus; the step generates them in the arena.
@@ -335,6 +347,7 @@ public:
       // The last upload, from the input's own buffer (in the plan's layout): a step reuses the
       // arena slot once it has read the input.
       CASTOR_CUDA(cudaStreamSynchronize(copyStream_));
+      CASTOR_CUDA(cudaStreamSynchronize(decodeStream_));
       const size_t i = inputIndex(*t);
       const PixelSource &px = pixelSources_[i];
       if (px.kind != PixelSource::None) {
@@ -356,6 +369,9 @@ public:
       CASTOR_CUDA(cuda::fromChannelsLast(ctx_.ptr(*t), staging_, s[0], s[1], s[2] * s[3],
                                          int(plan::dtypeSize((*t)->dtype())), ctx_.stream));
     }
+    // The step is waited for first, by polling: a thread blocked in a synchronising call holds the
+    // driver, which would stall the image decoder's thread for the rest of the step.
+    CASTOR_RETURN_IF_ERROR(pollUntilDone(ctx_.stream));
     CASTOR_CUDA(
         cudaMemcpyAsync(data, reorder ? staging_ : ctx_.ptr(*t), bytes, cudaMemcpyDeviceToHost, ctx_.stream));
     return cuda::cudaStatus(cudaStreamSynchronize(ctx_.stream), "downloading a tensor");
@@ -550,6 +566,8 @@ private:
   // channels-last); then the buffers are free for the next upload.
   Status enqueueInputs() {
     CASTOR_CUDA(cudaStreamWaitEvent(ctx_.stream, inputsReady_));
+    if (decodedInput_ >= 0)
+      CASTOR_CUDA(cudaStreamWaitEvent(ctx_.stream, imagesDecoded_));
     for (size_t i = 0; i < inputBuffers_.size(); ++i) {
       const auto &[t, buffer] = inputBuffers_[i];
       const PixelSource &px = pixelSources_[i];
@@ -611,15 +629,42 @@ private:
     return decoder_ ? Status::ok() : decoderError_;
   }
 
+  // Waits for the work queued on `stream` so far without holding the driver meanwhile.
+  Status pollUntilDone(cudaStream_t stream) {
+    CASTOR_CUDA(cudaEventRecord(queuedSoFar_, stream));
+    for (;;) {
+      cudaError_t e = cudaEventQuery(queuedSoFar_);
+      if (e == cudaSuccess)
+        return Status::ok();
+      if (e != cudaErrorNotReady)
+        return cuda::cudaStatus(e, "waiting for the step");
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+
   // A batch handed to the decoder's thread is enqueued on the copy stream before anything else
   // touches the inputs.
   Status settleDecoding() { return decoder_ ? decoder_->wait() : Status::ok(); }
 
+  // The input the decoder filled is uploaded instead: the upload's copy goes after the
+  // decoding's writes.
+  Status stopDecodingInto() {
+    CASTOR_RETURN_IF_ERROR(settleDecoding());
+    decodedInput_ = -1;
+    return cuda::cudaStatus(cudaStreamWaitEvent(copyStream_, imagesDecoded_), "ordering an upload after decoding");
+  }
+
   Status enqueueStep() {
     ++runs_;
+    const auto settling = std::chrono::steady_clock::now();
     CASTOR_RETURN_IF_ERROR(settleDecoding());
+    timeline_.begin(ctx_.stream);
+    timeline_.host("host wait for decoding enqueued", cuda::StepTimeline::msSince(settling));
     CASTOR_RETURN_IF_ERROR(enqueueInputs());
-    return enqueueGraphOrKernels();
+    timeline_.mark(ctx_.stream);
+    Status s = enqueueGraphOrKernels();
+    timeline_.mark(ctx_.stream);
+    return s;
   }
 
   Status enqueueGraphOrKernels() {
@@ -665,6 +710,13 @@ private:
   std::vector<PixelSource> pixelSources_; // same index: inputs filled from pixels
   cudaStream_t copyStream_ = nullptr;
   cudaEvent_t inputsReady_ = nullptr, inputsConsumed_ = nullptr;
+  // The device image decoder's stream, the end of its last batch, and the input it fills (-1: none).
+  cudaStream_t decodeStream_ = nullptr;
+  cudaEvent_t imagesDecoded_ = nullptr;
+  int64_t decodedInput_ = -1;
+  cudaEvent_t queuedSoFar_ = nullptr; // pollUntilDone's
+  // Declared last: its events go before the streams.
+  cuda::StepTimeline timeline_{"the steps", {"inputs wait and conversion", "step"}};
 };
 
 } // namespace

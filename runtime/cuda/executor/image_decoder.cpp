@@ -1,10 +1,15 @@
 #include "cuda/executor/image_decoder.h"
 
+#include "cuda/executor/caching_allocator.h"
+#include "cuda/executor/step_timeline.h"
 #include "cuda/kernels/resample.h"
 
 #include <algorithm>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -164,10 +169,15 @@ public:
       nvjpegDestroy(hw_);
     if (cuda_)
       nvjpegDestroy(cuda_);
+    if (timeline_.on())
+      std::fprintf(stderr, "castor-run: nvJPEG asked for device memory %zu times (%zu new blocks), pinned %zu (%zu)\n",
+                   deviceMemory_.requests(), deviceMemory_.fresh(), pinnedMemory_.requests(), pinnedMemory_.fresh());
   }
 
   Status init() {
-    if (nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &hw_) == NVJPEG_STATUS_SUCCESS &&
+    cudaGetDevice(&device_);
+    if (nvjpegCreateExV2(NVJPEG_BACKEND_HARDWARE, &deviceAllocator_, &pinnedAllocator_, NVJPEG_FLAGS_DEFAULT, &hw_) ==
+            NVJPEG_STATUS_SUCCESS &&
         nvjpegJpegStateCreate(hw_, &slots_[0].hwState) == NVJPEG_STATUS_SUCCESS &&
         nvjpegJpegStateCreate(hw_, &slots_[1].hwState) == NVJPEG_STATUS_SUCCESS) {
       hardware_ = true;
@@ -186,7 +196,8 @@ public:
         return Status::error("decoding images on the device: cannot create an event");
       slot.staging.pinned = slot.jobsHost.pinned = true;
     }
-    if (nvjpegStatus_t st = nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &cuda_);
+    if (nvjpegStatus_t st =
+            nvjpegCreateExV2(NVJPEG_BACKEND_DEFAULT, &deviceAllocator_, &pinnedAllocator_, NVJPEG_FLAGS_DEFAULT, &cuda_);
         st != NVJPEG_STATUS_SUCCESS)
       return Status::error("nvJPEG: cannot create a decoder (status " + std::to_string(int(st)) + ")");
     if (nvjpegStatus_t st = nvjpegJpegStateCreate(cuda_, &cudaState_); st != NVJPEG_STATUS_SUCCESS)
@@ -202,95 +213,118 @@ public:
     // call before it used (done long since, normally).
     Slot &slot = slots_[next_];
     next_ ^= 1;
+    const auto called = std::chrono::steady_clock::now();
     DECODER_CUDA(cudaEventSynchronize(slot.done));
-    Buffer &decoded = slot.decoded, &scratch = slot.scratch, &staging = slot.staging;
+    timeline_.begin(stream);
+    timeline_.host("host wait for a free slot", StepTimeline::msSince(called));
+    Buffer &decoded = slot.decoded, &scratch = slot.scratch, &staging = slot.staging, &pixelsUp = slot.pixelsUp;
     Buffer &jobsHost = slot.jobsHost, &jobsDevice = slot.jobsDevice;
     const int n = int(batch.images.size()), channels = batch.channels;
     if (channels != 3)
       return Status::error("decoding images on the device: 3 channels only, not " + std::to_string(channels));
     const size_t outImage = size_t(batch.outWidth) * size_t(batch.outHeight) * size_t(channels);
 
-    // Where each decoded image goes, and the bytes staged for the device (files and pixels).
+    // Where each decoded image goes, and the bytes staged: the host's pixels first (one copy up
+    // for all of them, resized from there), then the files (nvJPEG reads them from the host).
     std::vector<size_t> decodedAt(size_t(n), 0), stagedAt(size_t(n), 0);
     size_t decodedBytes = 0, stagedBytes = 0;
     for (int i = 0; i < n; ++i) {
       const EncodedImage &e = batch.images[size_t(i)];
-      if (e.resize.empty)
+      if (e.resize.empty || !e.jpeg.empty())
         continue;
-      if (e.jpeg.empty() && e.pixels.size() != size_t(e.width) * size_t(e.height) * size_t(channels))
+      if (e.pixels.size() != size_t(e.width) * size_t(e.height) * size_t(channels))
         return Status::error(e.name + ": " + std::to_string(e.pixels.size()) + " bytes of pixels for " +
                              std::to_string(e.width) + " x " + std::to_string(e.height) + " x " +
                              std::to_string(channels));
+      stagedAt[size_t(i)] = stagedBytes;
+      stagedBytes += aligned(e.pixels.size());
+    }
+    const size_t pixelBytes = stagedBytes;
+    for (int i = 0; i < n; ++i) {
+      const EncodedImage &e = batch.images[size_t(i)];
+      if (e.resize.empty || e.jpeg.empty())
+        continue;
       decodedAt[size_t(i)] = decodedBytes;
       decodedBytes += aligned(size_t(e.width) * size_t(e.height) * size_t(channels));
       stagedAt[size_t(i)] = stagedBytes;
-      stagedBytes += aligned(e.jpeg.empty() ? e.pixels.size() : e.jpeg.size());
+      stagedBytes += aligned(e.jpeg.size());
     }
     DECODER_CUDA(decoded.reserve(std::max<size_t>(decodedBytes, 1)));
     DECODER_CUDA(staging.reserve(std::max<size_t>(stagedBytes, 1)));
-    for (int i = 0; i < n; ++i) {
-      const EncodedImage &e = batch.images[size_t(i)];
-      if (e.resize.empty)
-        continue;
-      const std::vector<uint8_t> &bytes = e.jpeg.empty() ? e.pixels : e.jpeg;
-      std::memcpy(staging.as<uint8_t>() + stagedAt[size_t(i)], bytes.data(), bytes.size());
-    }
+    DECODER_CUDA(pixelsUp.reserve(std::max<size_t>(pixelBytes, 1)));
+    auto stage = [&](bool jpegs) {
+      for (int i = 0; i < n; ++i) {
+        const EncodedImage &e = batch.images[size_t(i)];
+        if (!e.resize.empty && e.jpeg.empty() != jpegs) {
+          const std::vector<uint8_t> &bytes = jpegs ? e.jpeg : e.pixels;
+          std::memcpy(staging.as<uint8_t>() + stagedAt[size_t(i)], bytes.data(), bytes.size());
+        }
+      }
+    };
+    stage(/*jpegs=*/true);
 
-    // Decode: baseline JPEGs on the hardware decoder in one batch, other JPEGs on nvJPEG's CUDA
-    // decoder one by one, the host's pixels copied up.
+    // Decode: baseline JPEGs on the hardware decoder in one batch, on a thread of its own (nvJPEG
+    // returns from it only once the images are decoded), while this one stages and copies up the
+    // host's pixels, decodes other JPEGs on nvJPEG's CUDA decoder one by one and plans the resize.
     std::vector<const unsigned char *> hwData;
     std::vector<size_t> hwLengths;
     std::vector<nvjpegImage_t> hwOut;
-    std::vector<int> hwIndex;
+    std::vector<int> hwIndex, cudaDecoded;
     for (int i = 0; i < n; ++i) {
       const EncodedImage &e = batch.images[size_t(i)];
-      if (e.resize.empty)
+      if (e.resize.empty || e.jpeg.empty())
         continue;
-      uint8_t *dst = decoded.as<uint8_t>() + decodedAt[size_t(i)];
-      const unsigned char *src = staging.as<unsigned char>() + stagedAt[size_t(i)];
-      if (e.jpeg.empty()) {
-        DECODER_CUDA(cudaMemcpyAsync(dst, src, e.pixels.size(), cudaMemcpyHostToDevice, stream));
+      if (!(hardware_ && e.baseline)) { // the source read the frame type from the markers
+        cudaDecoded.push_back(i);
         continue;
       }
       nvjpegImage_t image{};
-      image.channel[0] = dst;
+      image.channel[0] = decoded.as<uint8_t>() + decodedAt[size_t(i)];
       image.pitch[0] = size_t(e.width) * 3;
-      if (hardware_ && e.baseline) { // the source read the frame type from the markers
-        hwData.push_back(src);
-        hwLengths.push_back(e.jpeg.size());
-        hwOut.push_back(image);
-        hwIndex.push_back(i);
-        continue;
-      }
+      hwData.push_back(staging.as<unsigned char>() + stagedAt[size_t(i)]);
+      hwLengths.push_back(e.jpeg.size());
+      hwOut.push_back(image);
+      hwIndex.push_back(i);
+    }
+    std::future<nvjpegStatus_t> hardwareDecoded;
+    if (!hwData.empty())
+      hardwareDecoded = std::async(std::launch::async, [&, device = device_]() {
+        const auto called = std::chrono::steady_clock::now();
+        cudaSetDevice(device);
+        nvjpegStatus_t st = NVJPEG_STATUS_SUCCESS;
+        if (int(hwData.size()) != slot.hwBatch) {
+          st = nvjpegDecodeBatchedInitialize(hw_, slot.hwState, int(hwData.size()), 1, NVJPEG_OUTPUT_RGBI);
+          slot.hwBatch = st == NVJPEG_STATUS_SUCCESS ? int(hwData.size()) : -1;
+        }
+        if (st == NVJPEG_STATUS_SUCCESS)
+          st = nvjpegDecodeBatched(hw_, slot.hwState, hwData.data(), hwLengths.data(), hwOut.data(), stream);
+        timeline_.host("host in the hardware decoder's call", StepTimeline::msSince(called));
+        return st;
+      });
+    stage(/*jpegs=*/false);
+    if (pixelBytes > 0)
+      DECODER_CUDA(cudaMemcpyAsync(pixelsUp.p, staging.p, pixelBytes, cudaMemcpyHostToDevice, stream));
+    auto decodeOnCuda = [&](int i, const unsigned char *src, nvjpegImage_t &image, const std::string &why) {
+      const EncodedImage &e = batch.images[size_t(i)];
       if (nvjpegStatus_t st = nvjpegDecode(cuda_, cudaState_, src, e.jpeg.size(), NVJPEG_OUTPUT_RGBI, &image, stream);
           st != NVJPEG_STATUS_SUCCESS)
-        return Status::error(e.name + ": nvJPEG cannot decode it (status " + std::to_string(int(st)) +
+        return Status::error(e.name + ": nvJPEG cannot decode it (status " + std::to_string(int(st)) + why +
                              "); --decoder host decodes it on the host");
+      return Status::ok();
+    };
+    Status cudaDecoding = Status::ok();
+    for (int i : cudaDecoded) {
+      nvjpegImage_t image{};
+      image.channel[0] = decoded.as<uint8_t>() + decodedAt[size_t(i)];
+      image.pitch[0] = size_t(batch.images[size_t(i)].width) * 3;
+      if (cudaDecoding = decodeOnCuda(i, staging.as<unsigned char>() + stagedAt[size_t(i)], image, ""); !cudaDecoding)
+        break;
     }
-    if (!hwData.empty()) {
-      if (int(hwData.size()) != slot.hwBatch) {
-        if (nvjpegStatus_t st =
-                nvjpegDecodeBatchedInitialize(hw_, slot.hwState, int(hwData.size()), 1, NVJPEG_OUTPUT_RGBI);
-            st != NVJPEG_STATUS_SUCCESS)
-          return Status::error("nvJPEG: cannot set up the hardware decoder for " + std::to_string(hwData.size()) +
-                               " images (status " + std::to_string(int(st)) + ")");
-        slot.hwBatch = int(hwData.size());
-      }
-      if (nvjpegStatus_t st =
-              nvjpegDecodeBatched(hw_, slot.hwState, hwData.data(), hwLengths.data(), hwOut.data(), stream);
-          st != NVJPEG_STATUS_SUCCESS) {
-        // A file the hardware does not take after all (a sampling it lacks): the batch again on
-        // the CUDA decoder, one by one.
-        slot.hwBatch = -1;
-        for (size_t k = 0; k < hwData.size(); ++k)
-          if (nvjpegStatus_t one = nvjpegDecode(cuda_, cudaState_, hwData[k], hwLengths[k], NVJPEG_OUTPUT_RGBI,
-                                                &hwOut[k], stream);
-              one != NVJPEG_STATUS_SUCCESS)
-            return Status::error(batch.images[size_t(hwIndex[k])].name + ": nvJPEG cannot decode it (status " +
-                                 std::to_string(int(one)) + ", the hardware decoder's " + std::to_string(int(st)) +
-                                 "); --decoder host decodes it on the host");
-      }
-    }
+    // Each image's decoded pixels on the device.
+    auto pixelsOf = [&](int i) -> const uint8_t * {
+      return batch.images[size_t(i)].jpeg.empty() ? pixelsUp.as<uint8_t>() + stagedAt[size_t(i)]
+                                                  : decoded.as<uint8_t>() + decodedAt[size_t(i)];
+    };
 
     // Resize: every image's first pass, then every second pass (through an 8-bit intermediate).
     std::vector<ResampleJob> first, second;
@@ -307,8 +341,7 @@ public:
       if (r.empty)
         continue;
       const int64_t srcRowBytes = int64_t(e.width) * channels;
-      const uint8_t *region = decoded.as<uint8_t>() + decodedAt[size_t(i)] + int64_t(r.top) * srcRowBytes +
-                              int64_t(r.left) * channels;
+      const uint8_t *region = pixelsOf(i) + int64_t(r.top) * srcRowBytes + int64_t(r.left) * channels;
       uint8_t *dst = out + size_t(i) * outImage + size_t(r.rowOffset) * size_t(outRowBytes) +
                      size_t(r.colOffset) * size_t(channels);
       const int outCols = r.colEnd - r.colBegin, outRows = r.rowEnd - r.rowBegin;
@@ -381,6 +414,18 @@ public:
       }
       maxOutputs = std::max(maxOutputs, int64_t(outRows) * outCols);
     }
+    if (hardwareDecoded.valid()) {
+      if (nvjpegStatus_t st = hardwareDecoded.get(); st != NVJPEG_STATUS_SUCCESS) {
+        // A file the hardware does not take after all (a sampling it lacks): the batch again on
+        // the CUDA decoder, one by one.
+        slot.hwBatch = -1;
+        for (size_t k = 0; k < hwData.size() && cudaDecoding; ++k)
+          cudaDecoding = decodeOnCuda(hwIndex[k], hwData[k], hwOut[k],
+                                      ", the hardware decoder's " + std::to_string(int(st)));
+      }
+    }
+    CASTOR_RETURN_IF_ERROR(cudaDecoding);
+    timeline_.mark(stream);
     DECODER_CUDA(scratch.reserve(std::max<size_t>(scratchBytes, 1)));
     for (auto [job, offset] : firstIntoScratch)
       first[job].dst = scratch.as<uint8_t>() + offset;
@@ -399,20 +444,33 @@ public:
     DECODER_CUDA(cudaMemcpyAsync(jobsDevice.p, jobsHost.p, jobBytes + tableBytes, cudaMemcpyHostToDevice, stream));
     // `out` is written from here on, once its last reader is done.
     DECODER_CUDA(cudaStreamWaitEvent(stream, outFree));
+    timeline_.mark(stream);
     DECODER_CUDA(cudaMemsetAsync(out, 0, size_t(n) * outImage, stream));
     const auto *jobs = jobsDevice.as<const ResampleJob>();
     const auto *taps = reinterpret_cast<const int32_t *>(jobsDevice.as<const uint8_t>() + jobBytes);
     DECODER_CUDA(runResampleJobs(jobs, int(first.size()), maxOutputs, taps, stream));
     DECODER_CUDA(runResampleJobs(jobs + first.size(), int(second.size()), maxOutputs, taps, stream));
     DECODER_CUDA(cudaEventRecord(slot.done, stream));
+    timeline_.mark(stream);
+    timeline_.host("host in run", StepTimeline::msSince(called));
     return Status::ok();
   }
 
 private:
+  // nvJPEG's memory, kept for reuse (caching_allocator.h): declared before the handles that use it.
+  static int allocate(void *allocator, void **p, size_t bytes, cudaStream_t stream) {
+    return static_cast<CachingAllocator *>(allocator)->allocate(p, bytes, stream) == cudaSuccess ? 0 : 1;
+  }
+  static int release(void *allocator, void *p, size_t, cudaStream_t stream) {
+    return static_cast<CachingAllocator *>(allocator)->release(p, stream) == cudaSuccess ? 0 : 1;
+  }
+  CachingAllocator deviceMemory_{/*pinned=*/false}, pinnedMemory_{/*pinned=*/true};
+  nvjpegDevAllocatorV2_t deviceAllocator_{&allocate, &release, &deviceMemory_};
+  nvjpegPinnedAllocatorV2_t pinnedAllocator_{&allocate, &release, &pinnedMemory_};
   nvjpegHandle_t hw_ = nullptr, cuda_ = nullptr;
   // What one call uses while the next one fills the other.
   struct Slot {
-    Buffer decoded, scratch, staging, jobsHost, jobsDevice;
+    Buffer decoded, scratch, staging, pixelsUp, jobsHost, jobsDevice;
     nvjpegJpegState_t hwState = nullptr;
     int hwBatch = -1;
     cudaEvent_t done = nullptr;
@@ -422,6 +480,8 @@ private:
   nvjpegJpegState_t cudaState_ = nullptr;
   bool hardware_ = false;
   cudaStream_t stream_ = nullptr;
+  int device_ = 0;
+  StepTimeline timeline_{"device decoding", {"decoding", "wait for the input buffer", "resize"}};
 };
 
 } // namespace
