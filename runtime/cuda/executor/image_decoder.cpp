@@ -1,13 +1,11 @@
 #include "cuda/executor/image_decoder.h"
 
-#include "cuda/executor/caching_allocator.h"
 #include "cuda/executor/step_timeline.h"
 #include "cuda/kernels/resample.h"
 
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
-#include <cstdio>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -169,15 +167,11 @@ public:
       nvjpegDestroy(hw_);
     if (cuda_)
       nvjpegDestroy(cuda_);
-    if (timeline_.on())
-      std::fprintf(stderr, "castor-run: nvJPEG asked for device memory %zu times (%zu new blocks), pinned %zu (%zu)\n",
-                   deviceMemory_.requests(), deviceMemory_.fresh(), pinnedMemory_.requests(), pinnedMemory_.fresh());
   }
 
   Status init() {
     cudaGetDevice(&device_);
-    if (nvjpegCreateExV2(NVJPEG_BACKEND_HARDWARE, &deviceAllocator_, &pinnedAllocator_, NVJPEG_FLAGS_DEFAULT, &hw_) ==
-            NVJPEG_STATUS_SUCCESS &&
+    if (nvjpegCreateEx(NVJPEG_BACKEND_HARDWARE, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &hw_) == NVJPEG_STATUS_SUCCESS &&
         nvjpegJpegStateCreate(hw_, &slots_[0].hwState) == NVJPEG_STATUS_SUCCESS &&
         nvjpegJpegStateCreate(hw_, &slots_[1].hwState) == NVJPEG_STATUS_SUCCESS) {
       hardware_ = true;
@@ -196,8 +190,7 @@ public:
         return Status::error("decoding images on the device: cannot create an event");
       slot.staging.pinned = slot.jobsHost.pinned = true;
     }
-    if (nvjpegStatus_t st =
-            nvjpegCreateExV2(NVJPEG_BACKEND_DEFAULT, &deviceAllocator_, &pinnedAllocator_, NVJPEG_FLAGS_DEFAULT, &cuda_);
+    if (nvjpegStatus_t st = nvjpegCreateEx(NVJPEG_BACKEND_DEFAULT, nullptr, nullptr, NVJPEG_FLAGS_DEFAULT, &cuda_);
         st != NVJPEG_STATUS_SUCCESS)
       return Status::error("nvJPEG: cannot create a decoder (status " + std::to_string(int(st)) + ")");
     if (nvjpegStatus_t st = nvjpegJpegStateCreate(cuda_, &cudaState_); st != NVJPEG_STATUS_SUCCESS)
@@ -457,16 +450,6 @@ public:
   }
 
 private:
-  // nvJPEG's memory, kept for reuse (caching_allocator.h): declared before the handles that use it.
-  static int allocate(void *allocator, void **p, size_t bytes, cudaStream_t stream) {
-    return static_cast<CachingAllocator *>(allocator)->allocate(p, bytes, stream) == cudaSuccess ? 0 : 1;
-  }
-  static int release(void *allocator, void *p, size_t, cudaStream_t stream) {
-    return static_cast<CachingAllocator *>(allocator)->release(p, stream) == cudaSuccess ? 0 : 1;
-  }
-  CachingAllocator deviceMemory_{/*pinned=*/false}, pinnedMemory_{/*pinned=*/true};
-  nvjpegDevAllocatorV2_t deviceAllocator_{&allocate, &release, &deviceMemory_};
-  nvjpegPinnedAllocatorV2_t pinnedAllocator_{&allocate, &release, &pinnedMemory_};
   nvjpegHandle_t hw_ = nullptr, cuda_ = nullptr;
   // What one call uses while the next one fills the other.
   struct Slot {
