@@ -8,7 +8,9 @@ bool DecodeBalancer::update(double hostWaitMs, double deviceWaitMs) {
   if (++sinceChange_ <= lag_)
     return false;
   int direction = 0;
-  if (hostWaitMs > kWaitMs && hostWaitMs >= deviceWaitMs)
+  // A batch that came late from the host also came late to the device's decoder, which the
+  // launch then waited for as well: a wait for the host decides alone.
+  if (hostWaitMs > kWaitMs)
     direction = -1;
   else if (deviceWaitMs > kWaitMs)
     direction = +1;
