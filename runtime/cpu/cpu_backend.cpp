@@ -529,6 +529,21 @@ struct Clip {
     return std::min(std::max(v, lo), hi);
   }
 };
+struct HardSigmoid {
+  double alpha, beta;
+  double operator()(double v) const {
+    if (std::isnan(v))
+      return v;
+    return std::min(std::max(alpha * v + beta, 0.0), 1.0);
+  }
+};
+struct HardSwish { // as PyTorch: x relu6(x + 3) / 6
+  double operator()(double v) const {
+    if (std::isnan(v))
+      return v;
+    return v * std::min(std::max(v + 3.0, 0.0), 6.0) / 6.0;
+  }
+};
 
 template <typename Op> Builder binary(Op op) {
   return [op](const KernelContext &c) -> Expected<RunFn> {
@@ -1006,6 +1021,16 @@ const KernelTable &forwardKernels() {
            return p.status();
          return Clip{p->min ? *p->min : -std::numeric_limits<double>::infinity(),
                      p->max ? *p->max : std::numeric_limits<double>::infinity()};
+       })},
+      {OpId::HardSigmoid, unary([](const Kernel &k) -> Expected<HardSigmoid> {
+         auto p = plan::parseHardSigmoid(k);
+         if (!p)
+           return p.status();
+         return HardSigmoid{p->alpha, p->beta};
+       })},
+      {OpId::HardSwish, unary([](const Kernel &k) -> Expected<HardSwish> {
+         CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+         return HardSwish{};
        })},
       {OpId::Add, binary([](double a, double b) { return a + b; })},
       {OpId::Mul, binary([](double a, double b) { return a * b; })},

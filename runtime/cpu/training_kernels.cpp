@@ -527,6 +527,20 @@ struct ClipBackward {
   double lo, hi;
   double operator()(double dy, double x) const { return (x >= lo && x <= hi) ? dy : 0.0; }
 };
+struct HardSigmoidBackward {
+  double alpha, beta;
+  double operator()(double dy, double x) const {
+    const double z = alpha * x + beta;
+    return (z > 0.0 && z < 1.0) ? dy * alpha : 0.0;
+  }
+};
+struct HardSwishBackward { // PyTorch's hardswish_backward, boundaries included
+  double operator()(double dy, double x) const {
+    if (x < -3.0)
+      return 0.0;
+    return x <= 3.0 ? dy * (x / 3.0 + 0.5) : dy;
+  }
+};
 
 Expected<ReluBackward> reluBackward(const Kernel &k) {
   CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
@@ -544,6 +558,18 @@ Expected<ClipBackward> clipBackward(const Kernel &k) {
     return p.status();
   return ClipBackward{p->min ? *p->min : -std::numeric_limits<double>::infinity(),
                       p->max ? *p->max : std::numeric_limits<double>::infinity()};
+}
+
+Expected<HardSigmoidBackward> hardSigmoidBackward(const Kernel &k) {
+  auto p = plan::parseHardSigmoid(k);
+  if (!p)
+    return p.status();
+  return HardSigmoidBackward{p->alpha, p->beta};
+}
+
+Expected<HardSwishBackward> hardSwishBackward(const Kernel &k) {
+  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+  return HardSwishBackward{};
 }
 
 // --- Pooling backward ---------------------------------------------------------------------
@@ -885,6 +911,8 @@ const KernelTable &trainingKernels() {
       {OpId::ReluBackward, elementwiseBackward(reluBackward)},
       {OpId::SigmoidBackward, elementwiseBackward(sigmoidBackward)},
       {OpId::ClipBackward, elementwiseBackward(clipBackward)},
+      {OpId::HardSigmoidBackward, elementwiseBackward(hardSigmoidBackward)},
+      {OpId::HardSwishBackward, elementwiseBackward(hardSwishBackward)},
       {OpId::MaxPool2dBackward, [](const KernelContext &c) { return buildPoolBackward(c, true); }},
       {OpId::AvgPool2dBackward, [](const KernelContext &c) { return buildPoolBackward(c, false); }},
       {OpId::GlobalAvgPoolBackward, buildGlobalAvgPoolBackward},

@@ -318,6 +318,17 @@ Expected<ClipParams> parseClip(const Kernel &k) {
   return p;
 }
 
+Expected<HardSigmoidParams> parseHardSigmoid(const Kernel &k) {
+  AttrReader r(k);
+  HardSigmoidParams p;
+  p.alpha = r.real("alpha", p.alpha);
+  p.beta = r.real("beta", p.beta);
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  if (!(std::isfinite(p.alpha) && std::isfinite(p.beta)))
+    return Status::error("alpha and beta must be finite");
+  return p;
+}
+
 Expected<SoftmaxCrossEntropyParams> parseSoftmaxCrossEntropy(const Kernel &k) {
   AttrReader r(k);
   SoftmaxCrossEntropyParams p;

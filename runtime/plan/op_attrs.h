@@ -66,6 +66,10 @@ struct GemmParams {
 struct ClipParams {
   std::optional<double> min, max;
 };
+// ONNX HardSigmoid's defaults; PyTorch's hardsigmoid exports alpha 1/6.
+struct HardSigmoidParams {
+  double alpha = 0.2, beta = 0.5;
+};
 struct SoftmaxCrossEntropyParams {
   double labelSmoothing = 0.0;
   shape::Reduction reduction = shape::Reduction::Mean;
@@ -130,6 +134,7 @@ Expected<BatchNormParams> parseBatchNorm(const Kernel &k);
 Expected<BatchNormApplyParams> parseBatchNormApply(const Kernel &k);
 Expected<GemmParams> parseGemm(const Kernel &k);
 Expected<ClipParams> parseClip(const Kernel &k);
+Expected<HardSigmoidParams> parseHardSigmoid(const Kernel &k);
 Expected<SoftmaxCrossEntropyParams> parseSoftmaxCrossEntropy(const Kernel &k);
 // "axis" of concat (default 0... required), softmax (default -1) and flatten (default 1).
 Expected<int64_t> parseAxis(const Kernel &k, int64_t fallback);

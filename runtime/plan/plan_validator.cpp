@@ -296,6 +296,8 @@ const OpTable<OpRule> &rules() {
       {OpId::Relu, {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
       {OpId::Sigmoid, {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
       {OpId::Clip, {attrs<parseClip>, kUnary, kFloat, nullptr, sameShapeOutput}},
+      {OpId::HardSigmoid, {attrs<parseHardSigmoid>, kUnary, kFloat, nullptr, sameShapeOutput}},
+      {OpId::HardSwish, {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
       {OpId::Identity,
        {noAttrs, kUnary, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
@@ -429,6 +431,8 @@ const OpTable<OpRule> &rules() {
       {OpId::ReluBackward, {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
       {OpId::SigmoidBackward, {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
       {OpId::ClipBackward, {attrs<parseClip>, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
+      {OpId::HardSigmoidBackward, {attrs<parseHardSigmoid>, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
+      {OpId::HardSwishBackward, {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
       {OpId::MaxPool2dBackward, {nullptr, kBinary, kFloat, nullptr, poolBackwardCheck<true>}},
       {OpId::AvgPool2dBackward, {nullptr, kUnary, kFloat, nullptr, poolBackwardCheck<false>}},
       {OpId::GlobalAvgPoolBackward,

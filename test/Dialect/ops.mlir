@@ -112,7 +112,14 @@ func.func @elementwise(%a: tensor<2x3x4x4xf32>, %s: tensor<1x3x1x1xf32>) -> tens
   %4 = castor.clip %3 {min = -1.0 : f64} : tensor<2x3x4x4xf32>
   // CHECK: castor.dropout %{{.*}} {ratio = 2.000000e-01 : f64} : tensor<2x3x4x4xf32>
   %5 = castor.dropout %4 {ratio = 0.2 : f64} : tensor<2x3x4x4xf32>
-  return %5 : tensor<2x3x4x4xf32>
+  // ONNX's defaults are omitted; PyTorch's alpha is kept.
+  // CHECK: castor.hard_sigmoid %{{.*}} : tensor<2x3x4x4xf32>
+  %6 = castor.hard_sigmoid %5 : tensor<2x3x4x4xf32>
+  // CHECK: castor.hard_sigmoid %{{.*}} {alpha = 0.16666666666666666 : f64} : tensor<2x3x4x4xf32>
+  %7 = castor.hard_sigmoid %6 {alpha = 0.16666666666666666 : f64, beta = 0.5 : f64} : tensor<2x3x4x4xf32>
+  // CHECK: castor.hard_swish %{{.*}} : tensor<2x3x4x4xf32>
+  %8 = castor.hard_swish %7 : tensor<2x3x4x4xf32>
+  return %8 : tensor<2x3x4x4xf32>
 }
 
 // -----

@@ -229,6 +229,41 @@ std::vector<Case> cases() {
     c.kernel("clip_backward", {c.in("dy", {1003}), c.in("x", {1003})}, {c.out("dx", {1003})},
              {{"min", flt(-0.5)}, {"max", flt(0.7)}});
   });
+  // MobileNetV3's activations over [-5, 5] (all three pieces of each), kept 0.01 off the kinks at
+  // +-3, where the device's f32 and the reference's f64 may pick different sides.
+  auto spread = [](size_t n) {
+    std::vector<double> v(n);
+    for (size_t i = 0; i < n; ++i) {
+      v[i] = -5.0 + 10.0 * double((i * 7919) % n) / double(n);
+      if (std::fabs(std::fabs(v[i]) - 3.0) < 0.01)
+        v[i] += 0.02;
+    }
+    return v;
+  };
+  for (plan::DType dt : {F32, F16}) {
+    const std::string suffix = dt == F16 ? " f16 [2,6,4,5]" : " [2,6,4,5]";
+    const std::map<std::string, plan::Attr> hs = {{"alpha", flt(1.0 / 6.0)}, {"beta", flt(0.5)}};
+    add("hard_sigmoid" + suffix, [&, dt](Case &c) {
+      const uint32_t x = c.in("x", {2, 6, 4, 5}, dt);
+      c.kernel("hard_sigmoid", {x}, {c.out("y", {2, 6, 4, 5}, dt)}, hs);
+      c.inputs[x] = spread(240);
+    });
+    add("hard_swish" + suffix, [&, dt](Case &c) {
+      const uint32_t x = c.in("x", {2, 6, 4, 5}, dt);
+      c.kernel("hard_swish", {x}, {c.out("y", {2, 6, 4, 5}, dt)});
+      c.inputs[x] = spread(240);
+    });
+    add("hard_sigmoid_backward" + suffix, [&, dt](Case &c) {
+      const uint32_t x = c.in("x", {2, 6, 4, 5}, dt);
+      c.kernel("hard_sigmoid_backward", {c.in("dy", {2, 6, 4, 5}, dt), x}, {c.out("dx", {2, 6, 4, 5}, dt)}, hs);
+      c.inputs[x] = spread(240);
+    });
+    add("hard_swish_backward" + suffix, [&, dt](Case &c) {
+      const uint32_t x = c.in("x", {2, 6, 4, 5}, dt);
+      c.kernel("hard_swish_backward", {c.in("dy", {2, 6, 4, 5}, dt), x}, {c.out("dx", {2, 6, 4, 5}, dt)});
+      c.inputs[x] = spread(240);
+    });
+  }
   add("concat axis 1", [&](Case &c) {
     c.kernel("concat", {c.in("a", {2, 3, 4, 5}), c.in("b", {2, 2, 4, 5})}, {c.out("y", {2, 5, 4, 5})},
              {{"axis", ints({1})}});

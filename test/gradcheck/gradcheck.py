@@ -110,7 +110,22 @@ def mlp(rng):
     return b.model([3, 3, 2, 2], b.nodes[-1].output[0], 4)
 
 
-MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp}
+def mobile(rng):
+    """MobileNetV3's blocks: hard-swish after a conv, a squeeze-excitation gate through
+    hard-sigmoid (PyTorch's alpha 1/6) scaling the features, and ONNX's default hard-sigmoid."""
+    b = Builder(rng)
+    x = b.op("HardSwish", [b.op("Conv", ["input", b.param("conv.weight", [4, 3, 3, 3], 2.0)], pads=[1, 1, 1, 1])])
+    s = b.op("Relu", [b.op("Conv", [b.op("GlobalAveragePool", [x]), b.param("se1.weight", [2, 4, 1, 1]),
+                                    b.param("se1.bias", [2], 0.1)])])
+    s = b.op("HardSigmoid", [b.op("Conv", [s, b.param("se2.weight", [4, 2, 1, 1], 3.0), b.param("se2.bias", [4], 0.5)])],
+             alpha=1.0 / 6.0, beta=0.5)
+    x = b.op("HardSigmoid", [b.op("Mul", [x, s])])
+    x = b.op("Flatten", [b.op("GlobalAveragePool", [x])])
+    b.op("Gemm", [x, b.param("fc.weight", [3, 4]), b.param("fc.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 5, 5], b.nodes[-1].output[0], 3)
+
+
+MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile}
 
 
 def check(name, args, rng):

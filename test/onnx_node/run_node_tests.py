@@ -36,8 +36,8 @@ import onnx
 from onnx import numpy_helper
 
 SUPPORTED_OPS = {
-    "Conv", "BatchNormalization", "Relu", "Sigmoid", "Clip", "Add", "Mul", "MaxPool", "AveragePool",
-    "GlobalAveragePool", "ReduceMean", "Flatten", "Reshape", "Gemm", "MatMul", "Concat", "Dropout", "Cast",
+    "Conv", "BatchNormalization", "Relu", "Sigmoid", "Clip", "HardSigmoid", "HardSwish", "Add", "Mul", "MaxPool",
+    "AveragePool", "GlobalAveragePool", "ReduceMean", "Flatten", "Reshape", "Gemm", "MatMul", "Concat", "Dropout", "Cast",
     "Softmax", "SoftmaxCrossEntropyLoss", "Identity", "Constant",
 }
 RTOL = 1e-4

@@ -183,6 +183,14 @@ TEST_CASE("elementwise, broadcasting and reshaping kernels", "[kernels]") {
                {0, 0, 2, 6});
     checkClose(runKernel("clip", {{{3}, {-1, 0, 9}}}, {{{3}}}, {{"max", plan::floatAttr(1)}})[0], {-1, 0, 1});
   }
+  SECTION("hard_sigmoid, hard_swish") {
+    // ONNX's defaults (alpha 0.2, beta 0.5), then PyTorch's alpha 1/6.
+    checkClose(runKernel("hard_sigmoid", {{{4}, {-4, 0, 1, 4}}}, {{{4}}})[0], {0, 0.5, 0.7, 1});
+    checkClose(runKernel("hard_sigmoid", {{{4}, {-3, -1.5, 3, 9}}}, {{{4}}},
+                         {{"alpha", plan::floatAttr(1.0 / 6.0)}, {"beta", plan::floatAttr(0.5)}})[0],
+               {0, 0.25, 1, 1});
+    checkClose(runKernel("hard_swish", {{{5}, {-4, -3, -1.5, 1.5, 5}}}, {{{5}}})[0], {0, 0, -0.375, 1.125, 5});
+  }
   SECTION("add and mul broadcast like numpy") {
     checkClose(runKernel("add", {{{2, 3}, iota(6)}, {{3}, {10, 20, 30}}}, {{{2, 3}}})[0], {11, 22, 33, 14, 25, 36});
     checkClose(runKernel("mul", {{{2, 1}, {2, 3}}, {{1, 3}, {1, 10, 100}}}, {{{2, 3}}})[0],

@@ -186,6 +186,15 @@ TEST_CASE("elementwise backward kernels", "[training-kernels]") {
   checkClose(runKernel("clip_backward", {{{2}, {1, 1}}, {{2}, {-9, 9}}}, {{{2}}}, {{"max", plan::floatAttr(1)}})[0],
              {1, 0});
 
+  // PyTorch's boundaries: hardsigmoid's gradient is alpha strictly inside (-3, 3); hardswish's is
+  // x/3 + 1/2 on [-3, 3] (so -1/2 at -3 and 3/2 at 3), 0 below, 1 above.
+  Attrs torchHardSigmoid{{"alpha", plan::floatAttr(1.0 / 6.0)}, {"beta", plan::floatAttr(0.5)}};
+  checkClose(runKernel("hard_sigmoid_backward", {{{5}, {6, 6, 6, 6, 6}}, {{5}, {-4, -3, 0, 3, 4}}}, {{{5}}},
+                       torchHardSigmoid)[0],
+             {0, 0, 1, 0, 0});
+  checkClose(runKernel("hard_swish_backward", {{{6}, {2, 2, 2, 2, 2, 2}}, {{6}, {-4, -3, 0, 1.5, 3, 4}}}, {{{6}}})[0],
+             {0, -1, 1, 2, 3, 2});
+
   std::mt19937_64 rng(4);
   Shape s{3, 4};
   Vec x = randomValues(s, rng, -2, 2), dy = randomValues(s, rng);
@@ -201,6 +210,16 @@ TEST_CASE("elementwise backward kernels", "[training-kernels]") {
   Attrs clip{{"min", plan::floatAttr(-1)}, {"max", plan::floatAttr(1)}};
   checkClose(runKernel("clip_backward", {f64(s, dy), f64(s, x)}, {f64Out(s)}, clip)[0],
              numericGradient(forwardOf("clip", {f64(s, x)}, s, clip, 0), x, dy), 1e-8);
+  // hard_sigmoid and hard_swish over [-5, 5], off their kinks at +-3 (and ONNX's +-2.5).
+  Vec wide = randomValues(s, rng, -5, 5);
+  for (double &e : wide)
+    if (std::fabs(std::fabs(e) - 3) < 0.05 || std::fabs(std::fabs(e) - 2.5) < 0.05)
+      e += 0.2;
+  for (const Attrs &hs : {Attrs{}, torchHardSigmoid})
+    checkClose(runKernel("hard_sigmoid_backward", {f64(s, dy), f64(s, wide)}, {f64Out(s)}, hs)[0],
+               numericGradient(forwardOf("hard_sigmoid", {f64(s, wide)}, s, hs, 0), wide, dy), 1e-8);
+  checkClose(runKernel("hard_swish_backward", {f64(s, dy), f64(s, wide)}, {f64Out(s)})[0],
+             numericGradient(forwardOf("hard_swish", {f64(s, wide)}, s, {}, 0), wide, dy), 1e-8);
 }
 
 TEST_CASE("pooling backward kernels match finite differences", "[training-kernels]") {

@@ -43,6 +43,17 @@ LogicalResult ClipOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImp
   return success();
 }
 
+LogicalResult HardSigmoidOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(
+      b.create<HardSigmoidBackwardOp>(getLoc(), getType(), dys[0], getInput(), getAlphaAttr(), getBetaAttr()));
+  return success();
+}
+
+LogicalResult HardSwishOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<HardSwishBackwardOp>(getLoc(), getType(), dys[0], getInput()));
+  return success();
+}
+
 LogicalResult AddOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
   grads.push_back(reduceGradTo(b, getLoc(), dys[0], getLhs().getType()));
   grads.push_back(reduceGradTo(b, getLoc(), dys[0], getRhs().getType()));

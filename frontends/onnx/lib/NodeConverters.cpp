@@ -151,6 +151,21 @@ LogicalResult convertClip(NodeImporter &n) {
   return failed(op) ? failure() : n.setOutput(0, op->getResult());
 }
 
+LogicalResult convertHardSigmoid(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)) || failed(n.checkAttrs({"alpha", "beta"})))
+    return failure();
+  auto x = n.input(0);
+  auto alpha = n.attrFloat("alpha", 0.2), beta = n.attrFloat("beta", 0.5);
+  if (failed(x) || failed(alpha) || failed(beta))
+    return failure();
+  Builder b(n.context());
+  HardSigmoidOp::Properties p;
+  p.alpha = b.getF64FloatAttr(*alpha);
+  p.beta = b.getF64FloatAttr(*beta);
+  auto op = n.create<HardSigmoidOp>({*x}, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
 // The window attributes MaxPool and AveragePool share, as castor attributes.
 struct PoolWindow {
   DenseI64ArrayAttr kernel, strides, pads, dilations;
@@ -471,6 +486,8 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"Relu", convertUnary<ReluOp>},
       {"Sigmoid", convertUnary<SigmoidOp>},
       {"Clip", convertClip},
+      {"HardSigmoid", convertHardSigmoid},
+      {"HardSwish", convertUnary<HardSwishOp>},
       {"Add", convertBinary<AddOp>},
       {"Mul", convertBinary<MulOp>},
       {"MaxPool", convertMaxPool},

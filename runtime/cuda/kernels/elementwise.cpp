@@ -60,22 +60,28 @@ Expected<RunFn> buildCopy(DeviceContext &ctx, const std::string &op, const Tenso
   });
 }
 
-// The [min, max] of clip and clip_backward (unbounded sides infinite); the other ops of the unary
-// builders take no attributes.
-Expected<std::pair<double, double>> clipBounds(const Kernel &k, bool isClip) {
-  if (!isClip) {
-    CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-    return std::pair{-inf, inf};
+// The two parameters of the unary ops and their backward: clip's [min, max] (unbounded sides
+// infinite), hard_sigmoid's alpha and beta; the others take no attributes.
+Expected<std::pair<double, double>> unaryParams(const Kernel &k, OpId op) {
+  if (op == OpId::Clip || op == OpId::ClipBackward) {
+    auto p = plan::parseClip(k);
+    if (!p)
+      return p.status();
+    return std::pair{p->min ? *p->min : -inf, p->max ? *p->max : inf};
   }
-  auto p = plan::parseClip(k);
-  if (!p)
-    return p.status();
-  return std::pair{p->min ? *p->min : -inf, p->max ? *p->max : inf};
+  if (op == OpId::HardSigmoid || op == OpId::HardSigmoidBackward) {
+    auto p = plan::parseHardSigmoid(k);
+    if (!p)
+      return p.status();
+    return std::pair{p->alpha, p->beta};
+  }
+  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+  return std::pair{-inf, inf};
 }
 
 } // namespace
 
-// relu, sigmoid, clip
+// relu, sigmoid, clip, hard_sigmoid, hard_swish
 Expected<RunFn> buildUnary(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
   DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
   const std::string &op = k.op();
@@ -83,16 +89,16 @@ Expected<RunFn> buildUnary(DeviceContext &ctx, const Kernel &k, const TensorList
   const auto need = operandCheck(k.op(), in, out);
   CASTOR_RETURN_IF_ERROR(need(1, 1));
   const OpId u = opOf(k);
-  auto bounds = clipBounds(k, u == OpId::Clip);
-  if (!bounds)
-    return bounds.status();
-  const double lo = bounds->first, hi = bounds->second;
+  auto params = unaryParams(k, u);
+  if (!params)
+    return params.status();
+  const double p0 = params->first, p1 = params->second;
   CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], out[0]}));
   const Tensor *x = in[0], *y = out[0];
-  return launch([=]() { return unary(u, c->ref(x), c->ref(y), countOf(*y), lo, hi, s); });
+  return launch([=]() { return unary(u, c->ref(x), c->ref(y), countOf(*y), p0, p1, s); });
 }
 
-// relu_backward, sigmoid_backward, clip_backward
+// relu_backward, sigmoid_backward, clip_backward, hard_sigmoid_backward, hard_swish_backward
 Expected<RunFn> buildUnaryBackward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
   DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
   const std::string &op = k.op();
@@ -100,13 +106,13 @@ Expected<RunFn> buildUnaryBackward(DeviceContext &ctx, const Kernel &k, const Te
   const auto need = operandCheck(k.op(), in, out);
   CASTOR_RETURN_IF_ERROR(need(2, 1));
   const OpId b = opOf(k);
-  auto bounds = clipBounds(k, b == OpId::ClipBackward);
-  if (!bounds)
-    return bounds.status();
-  const double lo = bounds->first, hi = bounds->second;
+  auto params = unaryParams(k, b);
+  if (!params)
+    return params.status();
+  const double p0 = params->first, p1 = params->second;
   CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], in[1], out[0]}));
   const Tensor *dy = in[0], *sv = in[1], *dx = out[0];
-  return launch([=]() { return backward(b, c->ref(dy), c->ref(sv), c->ref(dx), countOf(*dx), lo, hi, s); });
+  return launch([=]() { return backward(b, c->ref(dy), c->ref(sv), c->ref(dx), countOf(*dx), p0, p1, s); });
 }
 
 // add, mul

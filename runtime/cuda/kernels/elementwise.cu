@@ -55,6 +55,20 @@ struct ClipOp {
     return x != x ? x : A(fmin(fmax(double(x), lo), hi));
   }
 };
+struct HardSigmoidOp {
+  double alpha, beta;
+  template <typename A> __device__ A operator()(A x, A) const {
+    const A z = A(alpha) * x + A(beta);
+    return z < A(0) ? A(0) : (z > A(1) ? A(1) : z); // NaN stays NaN
+  }
+};
+struct HardSwishOp { // as PyTorch: x relu6(x + 3) / 6
+  template <typename A> __device__ A operator()(A x, A) const {
+    A r = x + A(3);
+    r = r < A(0) ? A(0) : (r > A(6) ? A(6) : r);
+    return x * r / A(6);
+  }
+};
 struct AddOp {
   template <typename A> __device__ A operator()(A a, A b) const { return a + b; }
 };
@@ -76,6 +90,18 @@ struct ClipBackOp {
   double lo, hi;
   template <typename A> __device__ A operator()(A g, A s) const {
     return (double(s) >= lo && double(s) <= hi) ? g : A(0);
+  }
+};
+struct HardSigmoidBackOp { // s is the forward's input
+  double alpha, beta;
+  template <typename A> __device__ A operator()(A g, A s) const {
+    const A z = A(alpha) * s + A(beta);
+    return (z > A(0) && z < A(1)) ? g * A(alpha) : A(0);
+  }
+};
+struct HardSwishBackOp { // PyTorch's hardswish_backward, boundaries included
+  template <typename A> __device__ A operator()(A g, A s) const {
+    return s < A(-3) ? A(0) : (s <= A(3) ? g * (s / A(3) + A(0.5)) : g);
   }
 };
 
@@ -293,27 +319,35 @@ cudaError_t convert(Ref x, Ref y, int64_t n, cudaStream_t s) {
   });
 }
 
-cudaError_t unary(OpId op, Ref x, Ref y, int64_t n, double lo, double hi, cudaStream_t s) {
+cudaError_t unary(OpId op, Ref x, Ref y, int64_t n, double p0, double p1, cudaStream_t s) {
   switch (op) {
   case OpId::Relu:
     return launchMap<1>(ReluOp{}, x, x, y, n, s);
   case OpId::Sigmoid:
     return launchMap<1>(SigmoidOp{}, x, x, y, n, s);
   case OpId::Clip:
-    return launchMap<1>(ClipOp{lo, hi}, x, x, y, n, s);
+    return launchMap<1>(ClipOp{p0, p1}, x, x, y, n, s);
+  case OpId::HardSigmoid:
+    return launchMap<1>(HardSigmoidOp{p0, p1}, x, x, y, n, s);
+  case OpId::HardSwish:
+    return launchMap<1>(HardSwishOp{}, x, x, y, n, s);
   default:
     return cudaErrorInvalidValue;
   }
 }
 
-cudaError_t backward(OpId op, Ref dy, Ref saved, Ref dx, int64_t n, double lo, double hi, cudaStream_t s) {
+cudaError_t backward(OpId op, Ref dy, Ref saved, Ref dx, int64_t n, double p0, double p1, cudaStream_t s) {
   switch (op) {
   case OpId::ReluBackward:
     return launchMap<2>(ReluBackOp{}, dy, saved, dx, n, s);
   case OpId::SigmoidBackward:
     return launchMap<2>(SigmoidBackOp{}, dy, saved, dx, n, s);
   case OpId::ClipBackward:
-    return launchMap<2>(ClipBackOp{lo, hi}, dy, saved, dx, n, s);
+    return launchMap<2>(ClipBackOp{p0, p1}, dy, saved, dx, n, s);
+  case OpId::HardSigmoidBackward:
+    return launchMap<2>(HardSigmoidBackOp{p0, p1}, dy, saved, dx, n, s);
+  case OpId::HardSwishBackward:
+    return launchMap<2>(HardSwishBackOp{}, dy, saved, dx, n, s);
   default:
     return cudaErrorInvalidValue;
   }

@@ -133,6 +133,33 @@ def Castor_ClipBackwardOp : Castor_BackwardOp<"clip_backward", [AllTypesMatch<["
   let assemblyFormat = "$output_grad `,` $input attr-dict `:` functional-type(operands, results)";
 }
 
+def Castor_HardSigmoidBackwardOp : Castor_BackwardOp<"hard_sigmoid_backward", [AllTypesMatch<["output_grad", "input_grad"]>]> {
+  let summary = "dy * alpha where 0 < alpha * x + beta < 1, else 0";
+  let description = [{
+    ```mlir
+    %dx = castor.hard_sigmoid_backward %dy, %x {alpha = 0.16666666666666666 : f64, beta = 5.0e-01 : f64} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$input,
+                       DefaultValuedAttr<F64Attr, "0.2">:$alpha, DefaultValuedAttr<F64Attr, "0.5">:$beta);
+  let results = (outs Castor_FloatTensor:$input_grad);
+  let assemblyFormat = "$output_grad `,` $input attr-dict `:` functional-type(operands, results)";
+}
+
+def Castor_HardSwishBackwardOp : Castor_BackwardOp<"hard_swish_backward", [AllTypesMatch<["output_grad", "input_grad"]>]> {
+  let summary = "0 where x < -3, dy * (x / 3 + 1 / 2) where -3 <= x <= 3, dy where x > 3";
+  let description = [{
+    As PyTorch's hardswish_backward, boundaries included.
+
+    ```mlir
+    %dx = castor.hard_swish_backward %dy, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$input);
+  let results = (outs Castor_FloatTensor:$input_grad);
+  let assemblyFormat = "$output_grad `,` $input attr-dict `:` functional-type(operands, results)";
+}
+
 def Castor_MaxPool2dBackwardOp : Castor_BackwardOp<"max_pool2d_backward", [AllTypesMatch<["input", "input_grad"]>]> {
   let summary = "routes each window's gradient to its first maximum";
   let description = [{

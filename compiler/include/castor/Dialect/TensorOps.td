@@ -114,6 +114,31 @@ def Castor_ClipOp : Castor_Op<"clip", [Pure, Castor_KernelOpInterface, Castor_Pr
   let hasVerifier = 1;
 }
 
+def Castor_HardSigmoidOp : Castor_Op<"hard_sigmoid", [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, Castor_RecomputeOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, SameOperandsAndResultType]> {
+  let summary = "max(0, min(1, alpha * x + beta))";
+  let description = [{
+    ONNX HardSigmoid (alpha 0.2, beta 0.5 by default); PyTorch's hardsigmoid exports alpha 1/6.
+
+    ```mlir
+    %y = castor.hard_sigmoid %x {alpha = 0.16666666666666666 : f64, beta = 5.0e-01 : f64} : tensor<1x16x1x1xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$input, DefaultValuedAttr<F64Attr, "0.2">:$alpha,
+                       DefaultValuedAttr<F64Attr, "0.5">:$beta);
+  let results = (outs Castor_FloatTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($output)";
+}
+
+def Castor_HardSwishOp : Castor_UnaryElementwiseOp<"hard_swish", "x * max(0, min(1, x / 6 + 1 / 2))"> {
+  let description = [{
+    As PyTorch's hardswish, computed as x * relu6(x + 3) / 6.
+
+    ```mlir
+    %y = castor.hard_swish %x : tensor<1x16x112x112xf32>
+    ```
+  }];
+}
+
 class Castor_BinaryElementwiseOp<string mnemonic, string summaryText>
     : Castor_Op<mnemonic, [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, Castor_RecomputeOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = summaryText;
