@@ -125,7 +125,27 @@ def mobile(rng):
     return b.model([2, 3, 5, 5], b.nodes[-1].output[0], 3)
 
 
-MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile}
+def frozen(rng):
+    """Inference-form BatchNorm (an eval-mode export) trained with its statistics frozen, on a
+    4-D activation and on a 2-D one (BatchNorm1d)."""
+    b = Builder(rng)
+
+    def frozen_bn(x, c, prefix):
+        # Statistics unlike the weights (constants: they are not differentiated).
+        mean = b.const(rng.normal(0, 0.5, c), np.float64)
+        var = b.const(rng.uniform(0.5, 2.0, c), np.float64)
+        return b.op("BatchNormalization", [x, b.param(prefix + ".weight", [c], 0.5), b.param(prefix + ".bias", [c], 0.5),
+                                           mean, var], epsilon=1e-3)
+
+    x = b.op("Relu", [frozen_bn(b.op("Conv", ["input", b.param("conv.weight", [4, 3, 3, 3])], pads=[1, 1, 1, 1]),
+                                4, "bn1")])
+    x = b.op("Flatten", [b.op("GlobalAveragePool", [x])])
+    x = frozen_bn(x, 4, "bn2")
+    b.op("Gemm", [x, b.param("fc.weight", [3, 4]), b.param("fc.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 5, 5], b.nodes[-1].output[0], 3)
+
+
+MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen}
 
 
 def check(name, args, rng):

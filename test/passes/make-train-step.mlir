@@ -102,8 +102,8 @@ func.func @forward(%x: tensor<2x4x4x4xf32> {castor.name = "images"}, %labels: te
 func.func @forward(%x: tensor<2x4xf32>, %labels: tensor<2xi64>) -> (tensor<f32>, tensor<2x4xf32>) {
   %mean = castor.parameter "m" : tensor<4xf32>
   %g = castor.parameter "g" {trainable} : tensor<4xf32>
-  // expected-error @+1 {{'castor.batch_norm_inference' has no VJP, so the loss cannot be differentiated through it}}
-  %y = castor.batch_norm_inference %x, %g, %g, %mean, %mean : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  // expected-error @+1 {{'castor.batch_norm_apply' has no VJP, so the loss cannot be differentiated through it}}
+  %y = castor.batch_norm_apply %x, %g, %g, %mean, %mean : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
   %loss = castor.softmax_cross_entropy %y, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
   return %loss, %y : tensor<f32>, tensor<2x4xf32>
 }

@@ -3,6 +3,7 @@
 #include "Commands.h"
 #include "MemoryReport.h"
 
+#include "castor/Dialect/CastorOps.h"
 #include "castor/Frontends/Onnx/Importer.h"
 #include "castor/Passes/Passes.h"
 #include "castor/Plan/PlanEmitter.h"
@@ -76,6 +77,13 @@ cl::opt<std::string> fuse("fuse",
                           cl::desc("auto: fuse batch norm, residual add and relu, forward and backward, where the "
                                    "pattern holds (castor-fuse-batch-norm-relu); none: no fusion"),
                           cl::init("auto"), cl::sub(compileCommand));
+cl::opt<std::string> batchNorm(
+    "batch-norm",
+    cl::desc("With --train: as-exported (training-form BatchNorm trains on batch statistics, inference-form "
+             "BatchNorm from an eval-mode export with its statistics frozen), train (every BatchNorm on batch "
+             "statistics, its running statistics updated) or frozen (every BatchNorm on its running statistics, "
+             "frozen; scale and bias still train)"),
+    cl::init("as-exported"), cl::sub(compileCommand));
 cl::opt<std::string> recomputePolicy(
     "recompute",
     cl::desc("none; cheap: recompute every cheap value the backward reads (activations, casts, the residual add, "
@@ -171,6 +179,35 @@ void printReport(const plan::Plan &p, mlir::ModuleOp module, double seconds, con
     llvm::errs() << "  weights: " << weightsFile << "\n";
 }
 
+// What a training compile does with the model's BatchNorms, said once: an eval-mode export's
+// inference-form BatchNorm trains differently from the training-mode one, and one whose
+// BatchNorms were folded into its convolutions cannot be trained as the original at all.
+void noteBatchNormForms(mlir::ModuleOp module, llvm::StringRef mode) {
+  int64_t inference = 0, training = 0, folded = 0;
+  module.walk([&](mlir::Operation *op) {
+    inference += llvm::isa<castor::BatchNormInferenceOp>(op);
+    training += llvm::isa<castor::BatchNormTrainingOp>(op);
+    // torch.onnx.export names the constants it folds "onnx::<Op>_<n>": a convolution filter so
+    // named is a convolution with a BatchNorm folded into it.
+    if (auto conv = llvm::dyn_cast<castor::Conv2dOp>(op))
+      if (auto filter = conv.getFilter().getDefiningOp<castor::ParameterOp>())
+        folded += filter.getName().starts_with("onnx::");
+  });
+  if (inference > 0 && mode == "as-exported")
+    llvm::errs() << llvm::formatv(
+        "note: {0} BatchNormalization layer(s) are in inference form (an eval-mode export): they train with "
+        "their running statistics frozen, as PyTorch's BatchNorm in eval mode; --batch-norm train trains them "
+        "on batch statistics as in training mode\n",
+        inference);
+  if (inference == 0 && training == 0 && folded > 0)
+    llvm::errs() << llvm::formatv(
+        "note: the model has no BatchNormalization and {0} convolution(s) whose filters are constants the "
+        "exporter folded ('onnx::...'): an eval-mode export folds BatchNorm into the convolutions, and the "
+        "result cannot be trained as the original; export with torch.onnx.export(..., "
+        "training=torch.onnx.TrainingMode.TRAINING)\n",
+        folded);
+}
+
 } // namespace
 
 int runCompile() {
@@ -200,11 +237,22 @@ int runCompile() {
     llvm::errs() << "error: --workspace-limit must be auto or a size such as 512MiB, got '" << workspaceLimit << "'\n";
     return 1;
   }
+  if (batchNorm != "as-exported" && batchNorm != "train" && batchNorm != "frozen") {
+    llvm::errs() << "error: --batch-norm must be as-exported, train or frozen\n";
+    return 1;
+  }
+  if (!train && batchNorm != "as-exported") {
+    llvm::errs() << "error: --batch-norm " << batchNorm << " needs --train\n";
+    return 1;
+  }
+  if (train)
+    noteBatchNormForms(module, batchNorm);
   if (!train && recomputePolicy != "none") {
     llvm::errs() << "error: --recompute needs --train (only a training step has a backward to recompute in)\n";
     return 1;
   }
   if (train) {
+    pm.addPass(createCastorBatchNormForm(CastorBatchNormFormOptions{batchNorm}));
     pm.addPass(createCastorAttachLoss(CastorAttachLossOptions{labelSmoothing}));
     if (mixed)
       pm.addPass(createCastorAutocast(CastorAutocastOptions{precision, precisionPolicy}));

@@ -27,6 +27,40 @@ LogicalResult BatchNormTrainingOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, S
   return success();
 }
 
+// Frozen statistics: with s = 1 / sqrt(var + eps) and xhat = (x - mean) s, dx = dy scale s,
+// dscale = sum(dy xhat), dbias = sum(dy) over every dimension but the channel's. Built from
+// batch_norm_inference itself (dx is the inference form of dy with mean 0 and bias 0; xhat that
+// of x with scale 1 and bias 0), a product and reductions, in the statistics' precision.
+LogicalResult BatchNormInferenceOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
+  Location loc = getLoc();
+  Value dy = dys[0];
+  auto inputType = llvm::cast<RankedTensorType>(getInput().getType());
+  auto statType = llvm::cast<RankedTensorType>(getScale().getType());
+  const int64_t channels = statType.getDimSize(0);
+  auto splat = [&](double v) -> Value {
+    return b.create<ConstantOp>(loc, statType, DenseElementsAttr::get(statType, b.getFloatAttr(statType.getElementType(), v)));
+  };
+  Value zeros = splat(0.0), ones = splat(1.0);
+  grads.push_back(b.create<BatchNormInferenceOp>(loc, inputType, dy, getScale(), zeros, zeros, getVariance(),
+                                                 getEpsilonAttr()));
+  // The sums in the statistics' element type (f32 for f16 and bf16 data).
+  auto wide = RankedTensorType::get(inputType.getShape(), statType.getElementType());
+  auto widen = [&](Value v) -> Value { return v.getType() == wide ? v : b.create<CastOp>(loc, wide, v).getResult(); };
+  Value x = widen(getInput()), g = widen(dy);
+  Value xhat = b.create<BatchNormInferenceOp>(loc, wide, x, ones, zeros, getMean(), getVariance(), getEpsilonAttr());
+  SmallVector<int64_t> perChannel(inputType.getRank(), 1);
+  perChannel[1] = channels;
+  auto reducedType = RankedTensorType::get(perChannel, statType.getElementType());
+  auto sumToChannels = [&](Value v) -> Value {
+    Value r = b.create<ReduceSumToOp>(loc, reducedType, v, b.getF64FloatAttr(1.0));
+    return b.create<ReshapeOp>(loc, statType, r);
+  };
+  grads.push_back(sumToChannels(b.create<MulOp>(loc, wide, g, xhat)));
+  grads.push_back(sumToChannels(g));
+  grads.append({Value(), Value()}); // the statistics: frozen
+  return success();
+}
+
 LogicalResult MaxPool2dOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
   auto bwd = b.create<MaxPool2dBackwardOp>(getLoc(), getInput().getType(), dys[0], getInput(), getKernelAttr(),
                                            getStridesAttr(), getPadsAttr(), getDilationsAttr(), getCeilModeAttr());

@@ -95,13 +95,17 @@ def Castor_BatchNormApplyOp : Castor_Op<"batch_norm_apply", [Pure, Castor_Kernel
   }];
 }
 
-def Castor_BatchNormInferenceOp : Castor_Op<"batch_norm_inference", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, InferTypeOpAdaptor]> {
+def Castor_BatchNormInferenceOp : Castor_Op<"batch_norm_inference", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "batch normalisation with running statistics (inference form)";
   let description = [{
     y = scale * (input - mean) / sqrt(variance + epsilon) + bias, per channel of
     `input` [N, C, ...]; the four per-channel operands are [C] and share one element type:
     the input's or, for f16 or bf16 input, f32 (as in batch_norm_training). The output has the
     input's element type.
+
+    Differentiated with the statistics frozen (PyTorch's BatchNorm in eval mode, the fine-tuning
+    case): the input, scale and bias get gradients, the mean and variance none
+    (castor-batch-norm-form refuses statistics that are trainable parameters).
 
     ```mlir
     %y = castor.batch_norm_inference %x, %gamma, %beta, %mean, %var {epsilon = 1.0e-05 : f64}

@@ -81,6 +81,24 @@ def CastorMakeTrainStep : Pass<"castor-make-train-step", "mlir::ModuleOp"> {
   let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
 }
 
+def CastorBatchNormForm : Pass<"castor-batch-norm-form", "mlir::ModuleOp"> {
+  let summary = "Trains every BatchNorm of @forward one way, whatever form the export gave it";
+  let description = [{
+    `form=train`: each inference-form BatchNorm (an eval-mode export) becomes the training
+    form on batch statistics, its mean and variance becoming running statistics the step
+    updates (PyTorch's momentum 0.1). `form=frozen`: each training-form BatchNorm with running
+    statistics becomes the inference form on them, which trains with the statistics frozen
+    (scale and bias still train, as PyTorch's BatchNorm in eval mode). `form=as-exported`
+    changes nothing. In every form, running statistics that are trainable parameters (an
+    exporter's merge of equal initializers) are refused, naming them, wherever the step would
+    read them as statistics. Runs on @forward before castor-attach-loss.
+  }];
+  let options = [
+    Option<"form", "form", "std::string", /*default=*/"\"as-exported\"", "as-exported, train or frozen">,
+  ];
+  let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
+}
+
 def CastorInferenceForm : Pass<"castor-inference-form", "mlir::ModuleOp"> {
   let summary = "Turns @forward into its inference form for evaluation";
   let description = [{
