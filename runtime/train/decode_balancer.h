@@ -2,9 +2,9 @@
 // auto): moved after each step toward whichever side the step did not wait for. The step waits
 // for the host when its batch was not made in time (then less goes to the host, whatever else
 // waited: the device's decoding of a late batch starts late too), and for the device decoder when
-// its launch alone had to wait for the decoding to be enqueued (then more goes to the host). Batches are made a few ahead, so a change shows a
-// few steps later: the balancer waits that long between changes, and halves its move each time
-// the direction turns, down to a floor.
+// its launch alone had to wait for the decoding to be enqueued (then more goes to the host).
+// Batches are made a few ahead, so a change shows a few steps later: the balancer waits that long
+// between changes, and halves its move each time the direction turns, down to a floor.
 #pragma once
 
 #include <cstdint>

@@ -38,7 +38,8 @@ LogicalResult BatchNormInferenceOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, 
   auto statType = llvm::cast<RankedTensorType>(getScale().getType());
   const int64_t channels = statType.getDimSize(0);
   auto splat = [&](double v) -> Value {
-    return b.create<ConstantOp>(loc, statType, DenseElementsAttr::get(statType, b.getFloatAttr(statType.getElementType(), v)));
+    auto value = DenseElementsAttr::get(statType, b.getFloatAttr(statType.getElementType(), v));
+    return b.create<ConstantOp>(loc, statType, value);
   };
   Value zeros = splat(0.0), ones = splat(1.0);
   grads.push_back(b.create<BatchNormInferenceOp>(loc, inputType, dy, getScale(), zeros, zeros, getVariance(),

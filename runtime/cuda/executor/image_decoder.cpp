@@ -279,6 +279,8 @@ public:
       hwOut.push_back(image);
       hwIndex.push_back(i);
     }
+    // The call's time, reported after the join; declared before the future, which it outlives.
+    double hardwareMs = 0;
     std::future<nvjpegStatus_t> hardwareDecoded;
     if (!hwData.empty())
       hardwareDecoded = std::async(std::launch::async, [&, device = device_]() {
@@ -291,7 +293,7 @@ public:
         }
         if (st == NVJPEG_STATUS_SUCCESS)
           st = nvjpegDecodeBatched(hw_, slot.hwState, hwData.data(), hwLengths.data(), hwOut.data(), stream);
-        timeline_.host("host in the hardware decoder's call", StepTimeline::msSince(called));
+        hardwareMs = StepTimeline::msSince(called);
         return st;
       });
     stage(/*jpegs=*/false);
@@ -408,7 +410,9 @@ public:
       maxOutputs = std::max(maxOutputs, int64_t(outRows) * outCols);
     }
     if (hardwareDecoded.valid()) {
-      if (nvjpegStatus_t st = hardwareDecoded.get(); st != NVJPEG_STATUS_SUCCESS) {
+      const nvjpegStatus_t st = hardwareDecoded.get();
+      timeline_.host("host in the hardware decoder's call", hardwareMs);
+      if (st != NVJPEG_STATUS_SUCCESS) {
         // A file the hardware does not take after all (a sampling it lacks): the batch again on
         // the CUDA decoder, one by one.
         slot.hwBatch = -1;
