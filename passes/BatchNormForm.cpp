@@ -1,4 +1,5 @@
 // castor-batch-norm-form: every BatchNorm of @forward in the form the user chose to train it in.
+#include "BatchNormInference.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
 
@@ -60,21 +61,8 @@ struct BatchNormFormPass : castor::impl::CastorBatchNormFormBase<BatchNormFormPa
         bn.getOutput().replaceAllUsesWith(train.getOutput());
         bn.erase();
       } else if (auto bn = llvm::dyn_cast<castor::BatchNormTrainingOp>(op); bn && form == "frozen") {
-        if (bn.getRunningStats().size() != 2) {
-          bn.emitError("has no running statistics to freeze");
+        if (failed(checkStatistics(op, bn.getRunningStats())) || failed(castor::replaceWithInferenceForm(bn)))
           return WalkResult::interrupt();
-        }
-        if (!bn.getBatchMean().use_empty() || !bn.getBatchInvStd().use_empty()) {
-          bn.emitError("its batch statistics are used, so they cannot be frozen");
-          return WalkResult::interrupt();
-        }
-        if (failed(checkStatistics(op, bn.getRunningStats())))
-          return WalkResult::interrupt();
-        Value y = b.create<castor::BatchNormInferenceOp>(bn.getLoc(), bn.getOutput().getType(), bn.getInput(),
-                                                         bn.getScale(), bn.getBias(), bn.getRunningStats()[0],
-                                                         bn.getRunningStats()[1], bn.getEpsilonAttr());
-        bn.getOutput().replaceAllUsesWith(y);
-        bn.erase();
       }
       return WalkResult::advance();
     });

@@ -1,4 +1,5 @@
 // castor-inference-form: @forward as evaluation runs it.
+#include "BatchNormInference.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
 
@@ -21,21 +22,9 @@ struct InferenceFormPass : castor::impl::CastorInferenceFormBase<InferenceFormPa
       return signalPassFailure();
     }
     WalkResult result = forward.walk([&](Operation *op) {
-      OpBuilder b(op);
       if (auto bn = llvm::dyn_cast<castor::BatchNormTrainingOp>(op)) {
-        if (bn.getRunningStats().size() != 2) {
-          bn.emitError("needs its running statistics for inference");
+        if (failed(castor::replaceWithInferenceForm(bn)))
           return WalkResult::interrupt();
-        }
-        if (!bn.getBatchMean().use_empty() || !bn.getBatchInvStd().use_empty()) {
-          bn.emitError("its batch statistics are used, so it has no inference form");
-          return WalkResult::interrupt();
-        }
-        Value y = b.create<castor::BatchNormInferenceOp>(bn.getLoc(), bn.getOutput().getType(), bn.getInput(),
-                                                         bn.getScale(), bn.getBias(), bn.getRunningStats()[0],
-                                                         bn.getRunningStats()[1], bn.getEpsilonAttr());
-        bn.getOutput().replaceAllUsesWith(y);
-        bn.erase();
       } else if (auto dropout = llvm::dyn_cast<castor::DropoutOp>(op)) {
         dropout.getOutput().replaceAllUsesWith(dropout.getInput());
         dropout.erase();
