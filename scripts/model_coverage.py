@@ -5,7 +5,7 @@
   - imports: `castor import` accepts it (else the first error, which names the node and op);
   - forward: `castor-run infer` on the CPU backend against onnxruntime on the same weights and
     input (test/reference/compare_onnxruntime.py: relative error of the logits, tolerance 1e-4);
-  - trains: `castor compile --train` (AdamW, lr 1e-3) and 6 steps of `castor-run train` on one
+  - trains: `castor compile --train` (AdamW, lr 1e-3 or --lr) and 6 steps of `castor-run train` on one
     fixed batch of 2 random images on the CPU backend; it trains when every loss is finite and the
     last is below the first.
 
@@ -86,7 +86,7 @@ def check(name, mode, args):
         else "no: " + first_error(out)
     plan = os.path.join(work, "train.plan")
     code, out = run([os.path.join(args.bin, "castor"), "compile", path, "--init", "onnx", "--batch", "2", "--train",
-                     "--optimizer", "adamw", "--lr", "1e-3", "-o", plan])
+                     "--optimizer", "adamw", "--lr", str(args.lr), "-o", plan])
     notes = []
     for line in out.splitlines():
         if line.startswith("note: ") and "folded" in line:
@@ -121,6 +121,7 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--modes", default="train,eval")
+    ap.add_argument("--lr", type=float, default=1e-3)
     args = ap.parse_args()
     import torch
     import torchvision
