@@ -47,7 +47,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -108,7 +107,7 @@ public:
       cudaFree(buffer);
     for (void *p : pinnedInputs_)
       cudaFreeHost(p);
-    for (cudaEvent_t e : {start_, stop_, inputsReady_, inputsConsumed_, imagesDecoded_, queuedSoFar_})
+    for (cudaEvent_t e : {start_, stop_, inputsReady_, inputsConsumed_, imagesDecoded_})
       if (e)
         cudaEventDestroy(e);
     for (cudaStream_t st : {ctx_.stream, copyStream_, decodeStream_})
@@ -164,7 +163,6 @@ public:
     CASTOR_CUDA(cudaStreamCreateWithPriority(&decodeStream_, cudaStreamNonBlocking, leastPriority));
     CASTOR_CUDA(cudaEventCreateWithFlags(&inputsReady_, cudaEventDisableTiming));
     CASTOR_CUDA(cudaEventCreateWithFlags(&imagesDecoded_, cudaEventDisableTiming));
-    CASTOR_CUDA(cudaEventCreateWithFlags(&queuedSoFar_, cudaEventDisableTiming));
     CASTOR_CUDA(cudaEventCreateWithFlags(&inputsConsumed_, cudaEventDisableTiming));
     for (const Tensor &t : plan_.tensors())
       if (t.kind() == Tensor::INPUT) {
@@ -369,9 +367,6 @@ public:
       CASTOR_CUDA(cuda::fromChannelsLast(ctx_.ptr(*t), staging_, s[0], s[1], s[2] * s[3],
                                          int(plan::dtypeSize((*t)->dtype())), ctx_.stream));
     }
-    // The step is waited for first, by polling: a thread blocked in a synchronising call holds the
-    // driver, which would stall the image decoder's thread for the rest of the step.
-    CASTOR_RETURN_IF_ERROR(pollUntilDone(ctx_.stream));
     CASTOR_CUDA(
         cudaMemcpyAsync(data, reorder ? staging_ : ctx_.ptr(*t), bytes, cudaMemcpyDeviceToHost, ctx_.stream));
     return cuda::cudaStatus(cudaStreamSynchronize(ctx_.stream), "downloading a tensor");
@@ -629,19 +624,6 @@ private:
     return decoder_ ? Status::ok() : decoderError_;
   }
 
-  // Waits for the work queued on `stream` so far without holding the driver meanwhile.
-  Status pollUntilDone(cudaStream_t stream) {
-    CASTOR_CUDA(cudaEventRecord(queuedSoFar_, stream));
-    for (;;) {
-      cudaError_t e = cudaEventQuery(queuedSoFar_);
-      if (e == cudaSuccess)
-        return Status::ok();
-      if (e != cudaErrorNotReady)
-        return cuda::cudaStatus(e, "waiting for the step");
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
-
   // A batch handed to the decoder's thread is enqueued on the copy stream before anything else
   // touches the inputs.
   Status settleDecoding() { return decoder_ ? decoder_->wait() : Status::ok(); }
@@ -714,7 +696,6 @@ private:
   cudaStream_t decodeStream_ = nullptr;
   cudaEvent_t imagesDecoded_ = nullptr;
   int64_t decodedInput_ = -1;
-  cudaEvent_t queuedSoFar_ = nullptr; // pollUntilDone's
   // Declared last: its events go before the streams.
   cuda::StepTimeline timeline_{"the steps", {"inputs wait and conversion", "step"}};
 };
