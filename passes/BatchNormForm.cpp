@@ -45,7 +45,6 @@ struct BatchNormFormPass : castor::impl::CastorBatchNormFormBase<BatchNormFormPa
       return signalPassFailure();
     }
     WalkResult result = forward.walk([&](Operation *op) {
-      OpBuilder b(op);
       if (auto bn = llvm::dyn_cast<castor::BatchNormInferenceOp>(op)) {
         // Trained as it is (frozen statistics) or on batch statistics: either way its mean and
         // variance are statistics.
@@ -54,6 +53,7 @@ struct BatchNormFormPass : castor::impl::CastorBatchNormFormBase<BatchNormFormPa
         if (form != "train")
           return WalkResult::advance();
         // The statistics' momentum is not in an inference-form export: PyTorch's default.
+        OpBuilder b(op);
         auto train = b.create<castor::BatchNormTrainingOp>(
             bn.getLoc(), bn.getOutput().getType(), bn.getScale().getType(), bn.getScale().getType(), bn.getInput(),
             bn.getScale(), bn.getBias(), ValueRange{bn.getMean(), bn.getVariance()}, bn.getEpsilonAttr(),

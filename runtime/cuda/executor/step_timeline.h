@@ -16,7 +16,6 @@ public:
   // `spans` names the gaps between consecutive marks of one row (marks = spans + 1).
   StepTimeline(std::string title, std::vector<std::string> spans);
   ~StepTimeline();
-  bool on() const { return on_; }
   // Starts a row: its first mark on `stream`.
   void begin(cudaStream_t stream);
   // The next mark of the current row.
