@@ -13,4 +13,6 @@ config.environment["PATH"] = os.pathsep.join(
     [config.castor_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
 config.substitutions.append(("%python", config.python_executable))
 config.substitutions.append(("%models", os.path.join(config.castor_src_root, "models")))
+config.substitutions.append(("%bin", config.castor_tools_dir))
+config.substitutions.append(("%reference", os.path.join(config.castor_src_root, "test", "reference")))
 config.substitutions.append(("%fixtures", os.path.join(config.castor_src_root, "test", "fixtures")))

@@ -2,6 +2,7 @@
 // nodes in topological order into one func.func @forward.
 #include "castor/Frontends/Onnx/Importer.h"
 #include "NodeImporter.h"
+#include "ShapeFolding.h"
 #include "TensorData.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -28,7 +29,7 @@ bool checkSupportedOps(const OnnxModel &model, ErrorList &errors) {
     if (!defaultDomain) {
       errors.node(*node, "op of domain '" + node->domain() + "' is not supported");
       ok = false;
-    } else if (!findConverter(node->op_type())) {
+    } else if (!findConverter(node->op_type()) && !hasFolder(node->op_type())) {
       errors.node(*node, "op type '" + node->op_type() + "' is not supported");
       ok = false;
     }
@@ -99,8 +100,23 @@ public:
     b.setInsertionPointToEnd(entry);
 
     for (const auto *node : state_.model.order) {
+      FoldResult folded = foldNode(state_, *node);
+      if (folded == FoldResult::Failed)
+        return failure();
+      if (folded == FoldResult::Folded)
+        continue;
+      ConvertFn convert = findConverter(node->op_type());
+      if (!convert) {
+        std::string input = firstUnknownInput(state_, *node);
+        state_.errors.node(*node, isFoldOnly(node->op_type())
+                                      ? "computes on values known at import only (Castor folds shape arithmetic "
+                                        "on static shapes), but its input '" + input + "' depends on the data"
+                                      : "op type '" + node->op_type() + "' is supported on values known at import "
+                                        "only, and its input '" + input + "' depends on the data");
+        return failure();
+      }
       NodeImporter n(state_, *node);
-      if (failed(findConverter(node->op_type())(n)))
+      if (failed(convert(n)))
         return failure();
     }
 

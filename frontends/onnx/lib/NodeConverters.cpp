@@ -304,6 +304,105 @@ LogicalResult convertReshape(NodeImporter &n) {
   return failed(op) ? failure() : n.setOutput(0, op->getResult());
 }
 
+// Axes of Unsqueeze and Squeeze: input 1 from opset 13, the attribute before.
+FailureOr<std::vector<int64_t>> axesInput(NodeImporter &n, bool &given) {
+  given = n.hasInput(1) || n.hasAttr("axes");
+  if (n.hasInput(1))
+    return n.constInts(1);
+  return n.attrInts("axes", {});
+}
+
+// Unsqueeze and Squeeze of a computed tensor only relabel its shape: a reshape.
+LogicalResult convertUnsqueeze(NodeImporter &n) {
+  if (failed(n.checkArity(1, 2)) || failed(n.checkAttrs({"axes"})))
+    return failure();
+  auto x = n.input(0);
+  bool given;
+  auto axes = axesInput(n, given);
+  if (failed(x) || failed(axes))
+    return failure();
+  auto type = llvm::cast<RankedTensorType>(x->getType());
+  int64_t rank = type.getRank() + int64_t(axes->size());
+  std::vector<bool> inserted(rank, false);
+  for (int64_t a : *axes) {
+    int64_t ax = a < 0 ? a + rank : a;
+    if (ax < 0 || ax >= rank || inserted[ax])
+      return n.fail("axis " + std::to_string(a) + " is out of range or repeated");
+    inserted[ax] = true;
+  }
+  SmallVector<int64_t> dims;
+  for (int64_t i = 0, j = 0; i < rank; ++i)
+    dims.push_back(inserted[i] ? 1 : type.getDimSize(j++));
+  auto op = n.build<ReshapeOp>(RankedTensorType::get(dims, type.getElementType()), {*x});
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertSqueeze(NodeImporter &n) {
+  if (failed(n.checkArity(1, 2)) || failed(n.checkAttrs({"axes"})))
+    return failure();
+  auto x = n.input(0);
+  bool given;
+  auto axes = axesInput(n, given);
+  if (failed(x) || failed(axes))
+    return failure();
+  auto type = llvm::cast<RankedTensorType>(x->getType());
+  int64_t rank = type.getRank();
+  std::vector<bool> drop(rank, false);
+  for (int64_t i = 0; i < rank && !given; ++i)
+    drop[i] = type.getDimSize(i) == 1;
+  for (int64_t a : *axes) {
+    int64_t ax = a < 0 ? a + rank : a;
+    if (ax < 0 || ax >= rank || type.getDimSize(ax) != 1)
+      return n.fail("axis " + std::to_string(a) + " is not a dimension of size 1");
+    drop[ax] = true;
+  }
+  SmallVector<int64_t> dims;
+  for (int64_t i = 0; i < rank; ++i)
+    if (!drop[i])
+      dims.push_back(type.getDimSize(i));
+  auto op = n.build<ReshapeOp>(RankedTensorType::get(dims, type.getElementType()), {*x});
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+// Div and Sub by a value known at import (a scale, a keep probability, GELU's sqrt(2)) become
+// a product with its reciprocal and a sum with its negation.
+template <bool IsDiv>
+LogicalResult convertByKnown(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({})))
+    return failure();
+  const char *op = IsDiv ? "Div" : "Sub";
+  if (!n.isImportConstant(1))
+    return n.fail(std::string(op) + " by a tensor computed from the data or by a weight is not supported; "
+                                    "only by a constant or a value folded from shapes");
+  auto x = n.input(0);
+  auto values = n.constDoubles(1);
+  if (failed(x) || failed(values))
+    return failure();
+  auto xType = llvm::cast<RankedTensorType>(x->getType());
+  SmallVector<int64_t> dims;
+  for (int64_t d : n.constDims(1))
+    dims.push_back(d);
+  if (values->size() > 256)
+    return n.fail(std::string(op) + " by a known tensor of " + std::to_string(values->size()) +
+                  " elements is not supported (at most 256)");
+  for (double &v : *values)
+    v = IsDiv ? 1.0 / v : -v;
+  auto c = n.constantOf(RankedTensorType::get(dims, xType.getElementType()), *values);
+  if (failed(c))
+    return failure();
+  FailureOr<Value> result = failure();
+  if constexpr (IsDiv) {
+    auto m = n.create<MulOp>({*x, *c});
+    if (succeeded(m))
+      result = m->getResult();
+  } else {
+    auto a = n.create<AddOp>({*x, *c});
+    if (succeeded(a))
+      result = a->getResult();
+  }
+  return failed(result) ? failure() : n.setOutput(0, *result);
+}
+
 LogicalResult convertGemm(NodeImporter &n) {
   if (failed(n.checkArity(2, 3)) || failed(n.checkAttrs({"alpha", "beta", "transA", "transB"})))
     return failure();
@@ -490,6 +589,10 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"HardSwish", convertUnary<HardSwishOp>},
       {"Add", convertBinary<AddOp>},
       {"Mul", convertBinary<MulOp>},
+      {"Div", convertByKnown<true>},
+      {"Sub", convertByKnown<false>},
+      {"Unsqueeze", convertUnsqueeze},
+      {"Squeeze", convertSqueeze},
       {"MaxPool", convertMaxPool},
       {"AveragePool", convertAveragePool},
       {"GlobalAveragePool", convertGlobalAveragePool},

@@ -146,6 +146,37 @@ FailureOr<std::vector<double>> NodeImporter::constDoubles(int i) {
   return values;
 }
 
+bool NodeImporter::isImportConstant(int i) const {
+  return hasInput(i) && state_.constants.count(inputName(i)) != 0;
+}
+
+std::vector<int64_t> NodeImporter::constDims(int i) {
+  const auto *t = constTensor(i);
+  return t ? std::vector<int64_t>(t->dims().begin(), t->dims().end()) : std::vector<int64_t>{};
+}
+
+FailureOr<Value> NodeImporter::constantOf(RankedTensorType type, llvm::ArrayRef<double> values) {
+  if (int64_t(values.size()) != type.getNumElements())
+    return fail("internal: constant of " + std::to_string(type.getNumElements()) + " elements given " +
+                std::to_string(values.size()) + " values");
+  auto element = llvm::dyn_cast<FloatType>(type.getElementType());
+  if (!element)
+    return fail("a constant of a non-floating-point type is not supported here");
+  SmallVector<APFloat> floats;
+  for (double v : values) {
+    APFloat f(v);
+    bool lost = false;
+    f.convert(element.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+    floats.push_back(f);
+  }
+  ConstantOp::Properties props;
+  props.value = DenseElementsAttr::get(type, floats);
+  auto op = create<ConstantOp>({}, props);
+  if (failed(op))
+    return failure();
+  return op->getResult();
+}
+
 static std::optional<Init> seededInit(ParamRole role) {
   switch (role) {
   case ParamRole::ConvWeight: return Init::kaiming_normal;
@@ -187,7 +218,8 @@ FailureOr<Value> NodeImporter::parameter(const onnx::TensorProto &tensor, ParamR
 
   // Every floating-point initializer the graph computes with is learnable, except the
   // BatchNorm running statistics, which the training step updates itself.
-  bool trainable = role != ParamRole::RunningMean && role != ParamRole::RunningVar && llvm::isa<FloatType>(element);
+  bool trainable = role != ParamRole::RunningMean && role != ParamRole::RunningVar && llvm::isa<FloatType>(element) &&
+                   !state_.folded.count(tensor.name());
   ParameterOp::Properties props;
   props.name = StringAttr::get(context(), tensor.name());
   props.init = InitAttr::get(context(), init);

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,8 @@ struct ImportState {
   // Identity outputs of initializers and constants, resolved to the name they forward, so
   // the consumer decides the parameter's role.
   std::map<std::string, std::string> aliases;
+  // Constants computed at import from shapes (ShapeFolding): never trainable.
+  std::set<std::string> folded;
   // The batch dimension the model file declares, 0 when it is symbolic.
   int64_t declaredBatch = 0;
   std::vector<WeightData> weights;
@@ -71,6 +74,12 @@ public:
   // The values of a constant input (an initializer or a Constant node's output).
   mlir::FailureOr<std::vector<int64_t>> constInts(int i);
   mlir::FailureOr<std::vector<double>> constDoubles(int i);
+  // Whether input i is a Constant node's output or a value folded at import (not a weight).
+  bool isImportConstant(int i) const;
+  // Dims of constant input i (an initializer or a Constant node); empty when it is not one.
+  std::vector<int64_t> constDims(int i);
+  // A castor.constant of `type` holding `values`, converted to its element type.
+  mlir::FailureOr<mlir::Value> constantOf(mlir::RankedTensorType type, llvm::ArrayRef<double> values);
 
   bool hasAttr(const std::string &name) const { return findAttr(name) != nullptr; }
   mlir::FailureOr<int64_t> attrInt(const std::string &name, int64_t dflt);
