@@ -1074,7 +1074,8 @@ const KernelTable &cpuKernels() {
   static const KernelTable table = KernelTable(forwardKernels())
                                          .merge(trainingKernels())
                                          .merge(mixedPrecisionKernels())
-                                         .merge(fusedKernels());
+                                         .merge(fusedKernels())
+                                         .merge(layoutKernels());
   return table;
 }
 

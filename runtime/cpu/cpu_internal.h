@@ -85,7 +85,10 @@ const KernelTable &mixedPrecisionKernels();
 // The fused kernels, each composed of the kernels of the group it replaces: fused_kernels.cpp.
 const KernelTable &fusedKernels();
 
-// Every kernel of the CPU backend: the forward kernels of cpu_backend.cpp and the three tables
+// transpose, slice and slice_backward: layout_kernels.cpp.
+const KernelTable &layoutKernels();
+
+// Every kernel of the CPU backend: the forward kernels of cpu_backend.cpp and the four tables
 // above (an op has one entry in one of them).
 const KernelTable &cpuKernels();
 

@@ -346,6 +346,24 @@ Expected<SoftmaxCrossEntropyParams> parseSoftmaxCrossEntropy(const Kernel &k) {
   return p;
 }
 
+Expected<TransposeParams> parseTranspose(const Kernel &k) {
+  AttrReader r(k);
+  TransposeParams p;
+  p.perm = r.ints("perm", {});
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  return p;
+}
+
+Expected<SliceParams> parseSlice(const Kernel &k) {
+  AttrReader r(k);
+  SliceParams p;
+  p.starts = r.ints("starts", {});
+  p.ends = r.ints("ends", {});
+  p.steps = r.ints("steps", {});
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  return p;
+}
+
 Expected<int64_t> parseAxis(const Kernel &k, int64_t fallback) {
   AttrReader r(k);
   int64_t axis = r.integer("axis", fallback);

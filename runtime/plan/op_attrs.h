@@ -136,6 +136,17 @@ Expected<GemmParams> parseGemm(const Kernel &k);
 Expected<ClipParams> parseClip(const Kernel &k);
 Expected<HardSigmoidParams> parseHardSigmoid(const Kernel &k);
 Expected<SoftmaxCrossEntropyParams> parseSoftmaxCrossEntropy(const Kernel &k);
+// transpose's permutation.
+struct TransposeParams {
+  std::vector<int64_t> perm;
+};
+// slice's and slice_backward's per-dimension starts, ends and steps (ONNX semantics, one entry
+// per dimension of the sliced tensor).
+struct SliceParams {
+  std::vector<int64_t> starts, ends, steps;
+};
+Expected<TransposeParams> parseTranspose(const Kernel &k);
+Expected<SliceParams> parseSlice(const Kernel &k);
 // "axis" of concat (default 0... required), softmax (default -1) and flatten (default 1).
 Expected<int64_t> parseAxis(const Kernel &k, int64_t fallback);
 // Ops without attributes (relu, add, ...) and those whose attributes are informative only

@@ -360,6 +360,26 @@ const OpTable<OpRule> &rules() {
           }
           return expectShape(*k.out[0], shape::concat(shapes, *axis), "output");
         }}},
+      {OpId::Transpose,
+       {nullptr, kUnary, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          auto p = parseTranspose(k.kernel);
+          if (!p)
+            return p.status();
+          if (k.in[0]->dtype() != k.out[0]->dtype())
+            return Status::error("input and output must share one dtype");
+          return expectShape(*k.out[0], shape::transpose(shapeOf(*k.in[0]), p->perm), "output");
+        }}},
+      {OpId::Slice,
+       {nullptr, kUnary, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          auto p = parseSlice(k.kernel);
+          if (!p)
+            return p.status();
+          if (k.in[0]->dtype() != k.out[0]->dtype())
+            return Status::error("input and output must share one dtype");
+          return expectShape(*k.out[0], shape::slice(shapeOf(*k.in[0]), p->starts, p->ends, p->steps), "output");
+        }}},
       {OpId::Softmax,
        {nullptr, kUnary, kFloat, nullptr,
         [](const KernelView &k) -> Status {
@@ -465,6 +485,17 @@ const OpTable<OpRule> &rules() {
           if (!r)
             return Status::error(r.error);
           return expectI64Scalar(*k.out[0], "output");
+        }}},
+      {OpId::SliceBackward,
+       {nullptr, kUnary, kFloat, nullptr,
+        [](const KernelView &k) -> Status {
+          auto p = parseSlice(k.kernel);
+          if (!p)
+            return p.status();
+          if (k.in[0]->dtype() != k.out[0]->dtype())
+            return Status::error("input and output must share one dtype");
+          return expectShape(*k.in[0], shape::slice(shapeOf(*k.out[0]), p->starts, p->ends, p->steps),
+                             "output gradient");
         }}},
       {OpId::Split,
        {nullptr, {1, 1, 1, SIZE_MAX}, kAnyDtype, nullptr,

@@ -304,6 +304,85 @@ ShapeResult reshape(const Shape &x, const Shape &result) {
   return ShapeResult::ok(result);
 }
 
+ShapeResult transpose(const Shape &input, const Shape &perm) {
+  if (auto e = checkStatic(input, "input"); !e.empty())
+    return ShapeResult::fail(e);
+  if (perm.size() != input.size())
+    return ShapeResult::fail("perm has " + std::to_string(perm.size()) + " entries for an input of rank " +
+                             std::to_string(input.size()));
+  std::vector<bool> seen(input.size(), false);
+  Shape out(input.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    if (perm[i] < 0 || perm[i] >= int64_t(input.size()) || seen[perm[i]])
+      return ShapeResult::fail("perm " + toString(perm) + " is not a permutation of the input's dimensions");
+    seen[perm[i]] = true;
+    out[i] = input[perm[i]];
+  }
+  return ShapeResult::ok(out);
+}
+
+ShapeResult slice(const Shape &input, const Shape &starts, const Shape &ends, const Shape &steps, Shape *first) {
+  if (auto e = checkStatic(input, "input"); !e.empty())
+    return ShapeResult::fail(e);
+  if (starts.size() != input.size() || ends.size() != input.size() || steps.size() != input.size())
+    return ShapeResult::fail("starts, ends and steps need one entry per input dimension (rank " +
+                             std::to_string(input.size()) + ")");
+  Shape out(input.size()), begin(input.size());
+  for (size_t i = 0; i < input.size(); ++i) {
+    const int64_t d = input[i], step = steps[i];
+    if (step == 0 || step == std::numeric_limits<int64_t>::min())
+      return ShapeResult::fail("step of dimension " + std::to_string(i) + " is " + std::to_string(step));
+    // Saturating: ONNX exporters write INT64_MAX for "to the end".
+    auto wrap = [d](int64_t v) { return v < 0 ? (v < -d ? -1 - d : v) + d : v; };
+    int64_t s = wrap(starts[i]), e = wrap(ends[i]);
+    if (step > 0) {
+      s = std::clamp<int64_t>(s, 0, d);
+      e = std::clamp<int64_t>(e, 0, d);
+      out[i] = e > s ? (e - s - 1) / step + 1 : 0;
+    } else {
+      s = std::clamp<int64_t>(s, -1, d - 1);
+      e = std::clamp<int64_t>(e, -1, d - 1);
+      out[i] = s > e ? (s - e - 1) / -step + 1 : 0;
+    }
+    begin[i] = out[i] > 0 ? s : 0;
+  }
+  if (first)
+    *first = begin;
+  return ShapeResult::ok(out);
+}
+
+std::vector<int64_t> rowMajorStrides(const Shape &shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * shape[i + 1];
+  return strides;
+}
+
+std::optional<StridedView> transposeView(const Shape &input, const std::vector<int64_t> &inputStrides,
+                                         const Shape &perm) {
+  auto r = transpose(input, perm);
+  if (!r || inputStrides.size() != input.size())
+    return std::nullopt;
+  StridedView v{r.shape, std::vector<int64_t>(perm.size()), 0};
+  for (size_t i = 0; i < perm.size(); ++i)
+    v.strides[i] = inputStrides[perm[i]];
+  return v;
+}
+
+std::optional<StridedView> sliceView(const Shape &input, const std::vector<int64_t> &inputStrides,
+                                     const Shape &starts, const Shape &ends, const Shape &steps) {
+  Shape first;
+  auto r = slice(input, starts, ends, steps, &first);
+  if (!r || inputStrides.size() != input.size())
+    return std::nullopt;
+  StridedView v{r.shape, std::vector<int64_t>(input.size()), 0};
+  for (size_t i = 0; i < input.size(); ++i) {
+    v.strides[i] = inputStrides[i] * steps[i];
+    v.offset += first[i] * inputStrides[i];
+  }
+  return v;
+}
+
 ShapeResult concat(const std::vector<Shape> &inputs, int64_t axis) {
   if (inputs.empty())
     return ShapeResult::fail("needs at least one input");

@@ -437,3 +437,29 @@ func.func @fused_backward_gradient_type(%dy: tensor<2x4x3x3xf16>, %x: tensor<2x4
          tensor<4xf32>) -> (tensor<2x4x3x3xf32>, tensor<4xf32>, tensor<4xf32>)
   return
 }
+
+// -----
+
+func.func @transpose_not_permutation(%x: tensor<2x3x4xf32>) {
+  // expected-error @+2 {{perm [0, 1, 1] is not a permutation of the input's dimensions}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = castor.transpose %x {perm = array<i64: 0, 1, 1>} : (tensor<2x3x4xf32>) -> tensor<2x3x3xf32>
+  return
+}
+
+// -----
+
+func.func @slice_zero_step(%x: tensor<2x3xf32>) {
+  // expected-error @+2 {{step of dimension 1 is 0}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %y = castor.slice %x {starts = array<i64: 0, 0>, ends = array<i64: 2, 3>, steps = array<i64: 1, 0>} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return
+}
+
+// -----
+
+func.func @slice_backward_shape(%dy: tensor<2x2xf32>) {
+  // expected-error @+1 {{output_grad has shape [2, 2], the forward rule gives [2, 3]}}
+  %dx = castor.slice_backward %dy {starts = array<i64: 0, 0>, ends = array<i64: 2, 3>, steps = array<i64: 1, 1>} : (tensor<2x2xf32>) -> tensor<2x4xf32>
+  return
+}

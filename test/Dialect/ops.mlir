@@ -180,3 +180,18 @@ func.func @fused_batch_norm_relu(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b:
          tensor<4xf32>) -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<2x4x3x3xf16>)
   return %dx, %dg, %db, %dz : tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<2x4x3x3xf16>
 }
+
+// -----
+
+// CHECK-LABEL: func @transpose_slice
+func.func @transpose_slice(%x: tensor<2x6x4x5xf32>) -> (tensor<2x4x5x6xf32>, tensor<2x3x4x5xf32>, tensor<2x6x4x5xf32>) {
+  // CHECK: castor.transpose %{{.*}} {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x6x4x5xf32>) -> tensor<2x4x5x6xf32>
+  %t = castor.transpose %x {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x6x4x5xf32>) -> tensor<2x4x5x6xf32>
+  // CHECK: castor.slice %{{.*}} {ends = array<i64: 2, -7, 4, 5>, starts = array<i64: 0, -1, 0, 0>, steps = array<i64: 1, -2, 1, 1>}
+  %s = castor.slice %x {starts = array<i64: 0, -1, 0, 0>, ends = array<i64: 2, -7, 4, 5>, steps = array<i64: 1, -2, 1, 1>}
+      : (tensor<2x6x4x5xf32>) -> tensor<2x3x4x5xf32>
+  // CHECK: castor.slice_backward
+  %d = castor.slice_backward %s {starts = array<i64: 0, -1, 0, 0>, ends = array<i64: 2, -7, 4, 5>, steps = array<i64: 1, -2, 1, 1>}
+      : (tensor<2x3x4x5xf32>) -> tensor<2x6x4x5xf32>
+  return %t, %s, %d : tensor<2x4x5x6xf32>, tensor<2x3x4x5xf32>, tensor<2x6x4x5xf32>
+}

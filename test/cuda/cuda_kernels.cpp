@@ -268,6 +268,31 @@ std::vector<Case> cases() {
     c.kernel("concat", {c.in("a", {2, 3, 4, 5}), c.in("b", {2, 2, 4, 5})}, {c.out("y", {2, 5, 4, 5})},
              {{"axis", ints({1})}});
   });
+  // Transposes and slices move elements through each operand's storage strides: rank-4 float
+  // operands are channels-last in that layout, so these cross every pairing of layouts.
+  for (plan::DType dt : {F32, F16}) {
+    const std::string suffix = dt == F16 ? " f16" : "";
+    add("transpose [2,6,4,5] -> [2,4,5,6]" + suffix, [&, dt](Case &c) {
+      c.kernel("transpose", {c.in("x", {2, 6, 4, 5}, dt)}, {c.out("y", {2, 4, 5, 6}, dt)},
+               {{"perm", ints({0, 2, 3, 1})}});
+    });
+    add("transpose [2,2,3,4,4] -> [2,3,2,4,4]" + suffix, [&, dt](Case &c) {
+      c.kernel("transpose", {c.in("x", {2, 2, 3, 4, 4}, dt)}, {c.out("y", {2, 3, 2, 4, 4}, dt)},
+               {{"perm", ints({0, 2, 1, 3, 4})}});
+    });
+    add("slice [2,6,4,5] channels 5,3,1, rows 1.." + suffix, [&, dt](Case &c) {
+      c.kernel("slice", {c.in("x", {2, 6, 4, 5}, dt)}, {c.out("y", {2, 3, 3, 5}, dt)},
+               {{"starts", ints({0, -1, 1, 0})}, {"ends", ints({2, -7, 4, 5})}, {"steps", ints({1, -2, 1, 1})}});
+    });
+    add("slice_backward [2,3,3,5] -> [2,6,4,5]" + suffix, [&, dt](Case &c) {
+      c.kernel("slice_backward", {c.in("dy", {2, 3, 3, 5}, dt)}, {c.out("dx", {2, 6, 4, 5}, dt)},
+               {{"starts", ints({0, -1, 1, 0})}, {"ends", ints({2, -7, 4, 5})}, {"steps", ints({1, -2, 1, 1})}});
+    });
+  }
+  add("slice [2,197,8] token 0", [&](Case &c) {
+    c.kernel("slice", {c.in("x", {2, 197, 8})}, {c.out("y", {2, 1, 8})},
+             {{"starts", ints({0, 0, 0})}, {"ends", ints({2, 1, 8})}, {"steps", ints({1, 1, 1})}});
+  });
   add("split axis 2", [&](Case &c) {
     c.kernel("split", {c.in("x", {2, 3, 4, 5})}, {c.out("a", {2, 3, 1, 5}), c.out("b", {2, 3, 3, 5})},
              {{"axis", ints({2})}});

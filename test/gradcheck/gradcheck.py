@@ -145,7 +145,24 @@ def frozen(rng):
     return b.model([2, 3, 5, 5], b.nodes[-1].output[0], 3)
 
 
-MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen}
+def shuffle(rng):
+    """ShuffleNet's channel split and shuffle and a class-token pick: slices (one strided backwards
+    from the end), reshape-transpose-reshape, a rank-3 transpose, Gather at scalar indices of the
+    data, Unsqueeze and Squeeze of the data."""
+    b = Builder(rng)
+    x = b.op("Conv", ["input", b.param("conv.weight", [6, 3, 3, 3])], pads=[1, 1, 1, 1])
+    left = b.op("Slice", [x, b.const([0]), b.const([3]), b.const([1])])
+    right = b.op("Sigmoid", [b.op("Slice", [x, b.const([-1]), b.const([-7]), b.const([1]), b.const([-2])])])
+    y = b.op("Reshape", [b.op("Concat", [left, right], axis=1), b.const([2, 2, 3, 4, 4])])
+    y = b.op("Reshape", [b.op("Transpose", [y], perm=[0, 2, 1, 3, 4]), b.const([2, 6, 16])])
+    y = b.op("Transpose", [y], perm=[0, 2, 1])
+    t = b.op("Add", [b.op("Gather", [y, b.const(0)], axis=1), b.op("Gather", [y, b.const(-3)], axis=1)])
+    t = b.op("Squeeze", [b.op("Unsqueeze", [t, b.const([1])]), b.const([1])])
+    b.op("Gemm", [t, b.param("fc.weight", [3, 6]), b.param("fc.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 4, 4], b.nodes[-1].output[0], 3)
+
+
+MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle}
 
 
 def check(name, args, rng):

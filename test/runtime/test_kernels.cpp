@@ -211,6 +211,30 @@ TEST_CASE("elementwise, broadcasting and reshaping kernels", "[kernels]") {
                {1, 3, 4, 2, 5, 6});
     checkClose(runKernel("concat", {{{1, 2}, {1, 2}}, {{1, 2}, {3, 4}}}, {{{2, 2}}})[0], {1, 2, 3, 4});
   }
+  SECTION("transpose") {
+    // x [2, 3] = 1..6; y [3, 2] = x^T.
+    checkClose(runKernel("transpose", {{{2, 3}, {1, 2, 3, 4, 5, 6}}}, {{{3, 2}}},
+                         {{"perm", plan::intsAttr({1, 0})}})[0],
+               {1, 4, 2, 5, 3, 6});
+    // x [2, 1, 3] -> [3, 2, 1]: y[k][i][0] = x[i][0][k].
+    checkClose(runKernel("transpose", {{{2, 1, 3}, {1, 2, 3, 4, 5, 6}}}, {{{3, 2, 1}}},
+                         {{"perm", plan::intsAttr({2, 0, 1})}})[0],
+               {1, 4, 2, 5, 3, 6});
+  }
+  SECTION("slice and slice_backward") {
+    // x [2, 4] = 1..8; rows 0..1, columns from the last backwards by 2: [4, 2], [8, 6].
+    const std::map<std::string, plan::Attr> backwards = {{"starts", plan::intsAttr({0, -1})},
+                                                         {"ends", plan::intsAttr({2, -100})},
+                                                         {"steps", plan::intsAttr({1, -2})}};
+    checkClose(runKernel("slice", {{{2, 4}, {1, 2, 3, 4, 5, 6, 7, 8}}}, {{{2, 2}}}, backwards)[0], {4, 2, 8, 6});
+    checkClose(runKernel("slice_backward", {{{2, 2}, {4, 2, 8, 6}}}, {{{2, 4}}}, backwards)[0],
+               {0, 2, 0, 4, 0, 6, 0, 8});
+    // ONNX's "to the end" (INT64_MAX) and a start past the end (clamped: nothing).
+    const int64_t end = std::numeric_limits<int64_t>::max();
+    checkClose(runKernel("slice", {{{5}, {1, 2, 3, 4, 5}}}, {{{3}}},
+                         {{"starts", plan::intsAttr({2})}, {"ends", plan::intsAttr({end})}, {"steps", plan::intsAttr({1})}})[0],
+               {3, 4, 5});
+  }
   SECTION("softmax") {
     double z = std::exp(1.0) + std::exp(2.0);
     checkClose(runKernel("softmax", {{{2, 2}, {1, 2, 5, 5}}}, {{{2, 2}}})[0],

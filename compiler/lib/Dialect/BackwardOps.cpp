@@ -119,6 +119,14 @@ LogicalResult SplitOp::verify() {
   return expectShape(*this, shape::concat(parts, int64_t(getAxis())), shapeOf(getInput()), "input");
 }
 
+LogicalResult SliceBackwardOp::verify() {
+  if (getElementTypeOrSelf(getOutputGrad().getType()) != getElementTypeOrSelf(getInputGrad().getType()))
+    return emitOpError("must keep the element type");
+  return expectShape(*this,
+                     shape::slice(shapeOf(getInputGrad()), vec(getStarts()), vec(getEnds()), vec(getSteps())),
+                     shapeOf(getOutputGrad()), "output_grad");
+}
+
 LogicalResult CountCorrectOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor op,
                                                SmallVectorImpl<Type> &inferred) {
   auto rule = shape::softmaxCrossEntropy(shapeOf(op.getLogits()), shapeOf(op.getLabels()), shape::Reduction::Sum);

@@ -81,6 +81,22 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *, std::optional<Location> 
                         getElementTypeOrSelf(op.getInputs().front().getType()), inferred);
 }
 
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto perm = op.getPerm();
+  return appendInferred(loc, shape::transpose(shapeOf(op.getInput()), {perm.begin(), perm.end()}),
+                        getElementTypeOrSelf(op.getInput().getType()), inferred);
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                        SmallVectorImpl<Type> &inferred) {
+  auto vec = [](ArrayRef<int64_t> a) { return std::vector<int64_t>(a.begin(), a.end()); };
+  return appendInferred(loc,
+                        shape::slice(shapeOf(op.getInput()), vec(op.getStarts()), vec(op.getEnds()),
+                                     vec(op.getSteps())),
+                        getElementTypeOrSelf(op.getInput().getType()), inferred);
+}
+
 LogicalResult DropoutOp::verify() {
   double ratio = getRatio().convertToDouble();
   if (!(ratio >= 0.0 && ratio < 1.0))

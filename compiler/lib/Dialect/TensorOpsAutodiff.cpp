@@ -54,6 +54,21 @@ LogicalResult HardSwishOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVect
   return success();
 }
 
+LogicalResult TransposeOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
+  auto perm = getPerm();
+  SmallVector<int64_t> inverse(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i)
+    inverse[perm[i]] = int64_t(i);
+  grads.push_back(b.create<TransposeOp>(getLoc(), getInput().getType(), dys[0], b.getDenseI64ArrayAttr(inverse)));
+  return success();
+}
+
+LogicalResult SliceOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<SliceBackwardOp>(getLoc(), getInput().getType(), dys[0], getStartsAttr(), getEndsAttr(),
+                                            getStepsAttr()));
+  return success();
+}
+
 LogicalResult AddOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
   grads.push_back(reduceGradTo(b, getLoc(), dys[0], getLhs().getType()));
   grads.push_back(reduceGradTo(b, getLoc(), dys[0], getRhs().getType()));

@@ -4,6 +4,8 @@
 #include "castor/Dialect/ShapeInference.h"
 
 #include <algorithm>
+#include <limits>
+#include <numeric>
 
 #include "llvm/ADT/StringMap.h"
 
@@ -403,6 +405,125 @@ LogicalResult convertByKnown(NodeImporter &n) {
   return failed(result) ? failure() : n.setOutput(0, *result);
 }
 
+LogicalResult convertTranspose(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)) || failed(n.checkAttrs({"perm"})))
+    return failure();
+  auto x = n.input(0);
+  if (failed(x))
+    return failure();
+  int64_t rank = llvm::cast<RankedTensorType>(x->getType()).getRank();
+  std::vector<int64_t> reversed(rank);
+  for (int64_t i = 0; i < rank; ++i)
+    reversed[i] = rank - 1 - i;
+  auto perm = n.attrInts("perm", reversed);
+  if (failed(perm))
+    return failure();
+  TransposeOp::Properties p;
+  p.perm = Builder(n.context()).getDenseI64ArrayAttr(*perm);
+  auto op = n.create<TransposeOp>({*x}, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+// A slice of every dimension: ONNX's starts/ends/axes/steps with the dimensions it leaves out
+// taken whole.
+FailureOr<Value> sliceOf(NodeImporter &n, Value x, ArrayRef<int64_t> axes, ArrayRef<int64_t> starts,
+                         ArrayRef<int64_t> ends, ArrayRef<int64_t> steps) {
+  int64_t rank = llvm::cast<RankedTensorType>(x.getType()).getRank();
+  SmallVector<int64_t> s(rank, 0), e(rank, std::numeric_limits<int64_t>::max()), st(rank, 1);
+  std::vector<bool> seen(rank, false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t ax = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (ax < 0 || ax >= rank || seen[ax])
+      return n.fail("axis " + std::to_string(axes[i]) + " is out of range or repeated");
+    seen[ax] = true;
+    s[ax] = starts[i];
+    e[ax] = ends[i];
+    st[ax] = steps[i];
+  }
+  Builder b(n.context());
+  SliceOp::Properties p;
+  p.starts = b.getDenseI64ArrayAttr(s);
+  p.ends = b.getDenseI64ArrayAttr(e);
+  p.steps = b.getDenseI64ArrayAttr(st);
+  auto op = n.create<SliceOp>({x}, p);
+  if (failed(op))
+    return failure();
+  return op->getResult();
+}
+
+LogicalResult convertSlice(NodeImporter &n) {
+  if (failed(n.checkArity(3, 5)) || failed(n.checkAttrs({})))
+    return failure();
+  auto x = n.input(0);
+  auto starts = n.constInts(1), ends = n.constInts(2);
+  if (failed(x) || failed(starts) || failed(ends))
+    return failure();
+  std::vector<int64_t> axes(starts->size()), steps(starts->size(), 1);
+  std::iota(axes.begin(), axes.end(), 0);
+  if (n.hasInput(3)) {
+    auto a = n.constInts(3);
+    if (failed(a))
+      return failure();
+    axes = *a;
+  }
+  if (n.hasInput(4)) {
+    auto st = n.constInts(4);
+    if (failed(st))
+      return failure();
+    steps = *st;
+  }
+  if (ends->size() != starts->size() || axes.size() != starts->size() || steps.size() != starts->size())
+    return n.fail("starts, ends, axes and steps differ in length");
+  auto y = sliceOf(n, *x, axes, *starts, *ends, steps);
+  return failed(y) ? failure() : n.setOutput(0, *y);
+}
+
+// Gather of a computed tensor at known indices that form one ascending range (a class token,
+// x[:, 0]) is a slice, reshaped to drop the axis for a scalar index.
+LogicalResult convertGather(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({"axis"})))
+    return failure();
+  auto x = n.input(0);
+  auto axis = n.attrInt("axis", 0);
+  if (failed(x) || failed(axis))
+    return failure();
+  if (!n.isImportConstant(1) && !n.isIntegerInitializer(1))
+    return n.fail("Gather at indices computed from the data is not supported; only at known indices");
+  auto indices = n.constInts(1);
+  if (failed(indices))
+    return failure();
+  auto type = llvm::cast<RankedTensorType>(x->getType());
+  int64_t rank = type.getRank();
+  int64_t ax = *axis < 0 ? *axis + rank : *axis;
+  if (ax < 0 || ax >= rank)
+    return n.fail("axis " + std::to_string(*axis) + " is out of range");
+  int64_t extent = type.getDimSize(ax);
+  std::vector<int64_t> idx = *indices;
+  for (int64_t &i : idx) {
+    if (i < -extent || i >= extent)
+      return n.fail("index " + std::to_string(i) + " is out of range for a dimension of " + std::to_string(extent));
+    i = i < 0 ? i + extent : i;
+  }
+  if (idx.empty())
+    return n.fail("Gather with no indices is not supported");
+  for (size_t i = 1; i < idx.size(); ++i)
+    if (idx[i] != idx[0] + int64_t(i))
+      return n.fail("Gather of a computed tensor is supported only at indices forming one ascending range");
+  std::vector<int64_t> indexDims = n.constDims(1);
+  if (indexDims.size() > 1)
+    return n.fail("Gather of a computed tensor with indices of rank " + std::to_string(indexDims.size()) +
+                  " is not supported");
+  auto sliced = sliceOf(n, *x, {ax}, {idx.front()}, {idx.back() + 1}, {1});
+  if (failed(sliced))
+    return failure();
+  if (!indexDims.empty())
+    return n.setOutput(0, *sliced);
+  SmallVector<int64_t> dims(type.getShape());
+  dims.erase(dims.begin() + ax);
+  auto op = n.build<ReshapeOp>(RankedTensorType::get(dims, type.getElementType()), {*sliced});
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
 LogicalResult convertGemm(NodeImporter &n) {
   if (failed(n.checkArity(2, 3)) || failed(n.checkAttrs({"alpha", "beta", "transA", "transB"})))
     return failure();
@@ -593,6 +714,9 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"Sub", convertByKnown<false>},
       {"Unsqueeze", convertUnsqueeze},
       {"Squeeze", convertSqueeze},
+      {"Transpose", convertTranspose},
+      {"Slice", convertSlice},
+      {"Gather", convertGather},
       {"MaxPool", convertMaxPool},
       {"AveragePool", convertAveragePool},
       {"GlobalAveragePool", convertGlobalAveragePool},

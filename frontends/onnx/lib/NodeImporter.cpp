@@ -150,6 +150,16 @@ bool NodeImporter::isImportConstant(int i) const {
   return hasInput(i) && state_.constants.count(inputName(i)) != 0;
 }
 
+bool NodeImporter::isIntegerInitializer(int i) const {
+  if (!hasInput(i))
+    return false;
+  auto init = state_.model.initializers.find(inputName(i));
+  if (init == state_.model.initializers.end())
+    return false;
+  int32_t t = init->second->data_type();
+  return t == onnx::TensorProto::INT64 || t == onnx::TensorProto::INT32;
+}
+
 std::vector<int64_t> NodeImporter::constDims(int i) {
   const auto *t = constTensor(i);
   return t ? std::vector<int64_t>(t->dims().begin(), t->dims().end()) : std::vector<int64_t>{};

@@ -76,6 +76,7 @@ public:
   mlir::FailureOr<std::vector<double>> constDoubles(int i);
   // Whether input i is a Constant node's output or a value folded at import (not a weight).
   bool isImportConstant(int i) const;
+  bool isIntegerInitializer(int i) const;
   // Dims of constant input i (an initializer or a Constant node); empty when it is not one.
   std::vector<int64_t> constDims(int i);
   // A castor.constant of `type` holding `values`, converted to its element type.

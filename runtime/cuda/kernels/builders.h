@@ -64,7 +64,7 @@ struct OperandCheck {
 OperandCheck operandCheck(const std::string &op, const TensorList &in, const TensorList &out);
 
 // One builder per op family, each beside its .cu file (elementwise.cpp, reduce.cpp, pooling.cpp,
-// loss.cpp, optimizer.cpp).
+// loss.cpp, optimizer.cpp, strided.cpp).
 using OwnBuilder = Expected<RunFn>(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
                                    const TensorList &out);
 OwnBuilder buildAdamwUpdate;
@@ -88,9 +88,11 @@ OwnBuilder buildPool;
 OwnBuilder buildPoolBackward;
 OwnBuilder buildReduceSumTo;
 OwnBuilder buildSgdUpdate;
+OwnBuilder buildSlice;
 OwnBuilder buildSoftmax;
 OwnBuilder buildSoftmaxCrossEntropy;
 OwnBuilder buildSoftmaxCrossEntropyBackward;
+OwnBuilder buildTranspose;
 OwnBuilder buildUnary;
 OwnBuilder buildUnaryBackward;
 OwnBuilder buildUnscaleGradients;

@@ -88,6 +88,32 @@ ShapeResult reshape(const Shape &input, const Shape &result);
 // Concatenation of `inputs` along `axis` (negative counts from the end).
 ShapeResult concat(const std::vector<Shape> &inputs, int64_t axis);
 
+// Transpose: result dimension i is input dimension perm[i]; perm is a permutation of [0, rank).
+ShapeResult transpose(const Shape &input, const Shape &perm);
+
+// Slice with ONNX's semantics on every dimension: starts, ends and steps have the input's rank;
+// negative starts and ends count from the end and are clamped into the dimension (steps may be
+// negative, never 0). `first`, when given, receives the first index read along each dimension,
+// so a kernel reads input[first + i * step] into result[i].
+ShapeResult slice(const Shape &input, const Shape &starts, const Shape &ends, const Shape &steps,
+                  Shape *first = nullptr);
+
+// The elements a transpose or slice reads, as a strided view of its input: result element
+// (i0, i1, ...) is input element offset + sum(i_d * strides[d]), in units of elements. The input's
+// own strides are given (row-major, or a device's channels-last order), so backends share the
+// index arithmetic whatever their storage order.
+struct StridedView {
+  Shape dims;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+};
+std::vector<int64_t> rowMajorStrides(const Shape &shape);
+// nullopt when the rule fails (call transpose()/slice() for the reason).
+std::optional<StridedView> transposeView(const Shape &input, const std::vector<int64_t> &inputStrides,
+                                         const Shape &perm);
+std::optional<StridedView> sliceView(const Shape &input, const std::vector<int64_t> &inputStrides,
+                                     const Shape &starts, const Shape &ends, const Shape &steps);
+
 // Softmax along `axis` (negative counts from the end) -> input's shape.
 ShapeResult softmax(const Shape &input, int64_t axis);
 

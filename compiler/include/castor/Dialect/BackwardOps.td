@@ -288,6 +288,23 @@ def Castor_SplitOp : Castor_BackwardOp<"split"> {
   let hasVerifier = 1;
 }
 
+def Castor_SliceBackwardOp : Castor_BackwardOp<"slice_backward"> {
+  let summary = "gradient of slice: the output gradient placed in zeros of the input's shape";
+  let description = [{
+    The attributes are the forward slice's; the result type is the forward input's.
+
+    ```mlir
+    %dx = castor.slice_backward %dy {starts = array<i64: 0, 58>, ends = array<i64: 2, 116>, steps = array<i64: 1, 1>}
+        : (tensor<2x58xf32>) -> tensor<2x116xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$output_grad, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$ends,
+                       DenseI64ArrayAttr:$steps);
+  let results = (outs Castor_FloatTensor:$input_grad);
+  let assemblyFormat = "$output_grad attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Castor_CountCorrectOp : Castor_BackwardOp<"count_correct", [InferTypeOpAdaptor]> {
   let summary = "how many rows' argmax equals the label";
   let description = [{

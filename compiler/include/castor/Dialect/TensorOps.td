@@ -194,6 +194,37 @@ def Castor_ReshapeOp : Castor_Op<"reshape", [Pure, Castor_KernelOpInterface, Cas
   let hasVerifier = 1;
 }
 
+def Castor_TransposeOp : Castor_Op<"transpose", [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, Castor_RecomputeOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+  let summary = "permutes the dimensions";
+  let description = [{
+    As ONNX Transpose: result dimension i is input dimension `perm[i]`.
+
+    ```mlir
+    %y = castor.transpose %x {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x96x56x56xf32>) -> tensor<2x56x56x96xf32>
+    ```
+  }];
+  let arguments = (ins Castor_AnyTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Castor_AnyTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
+def Castor_SliceOp : Castor_Op<"slice", [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, Castor_RecomputeOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+  let summary = "a strided window of the input";
+  let description = [{
+    ONNX Slice with one start, end and step per dimension (the importer fills the dimensions
+    ONNX leaves out); negative starts and ends count from the end and are clamped, as in ONNX.
+
+    ```mlir
+    %y = castor.slice %x {starts = array<i64: 0, 58, 0, 0>, ends = array<i64: 2, 116, 28, 28>, steps = array<i64: 1, 1, 1, 1>}
+        : (tensor<2x116x28x28xf32>) -> tensor<2x58x28x28xf32>
+    ```
+  }];
+  let arguments = (ins Castor_AnyTensor:$input, DenseI64ArrayAttr:$starts, DenseI64ArrayAttr:$ends,
+                       DenseI64ArrayAttr:$steps);
+  let results = (outs Castor_AnyTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` functional-type(operands, results)";
+}
+
 def Castor_ConcatOp : Castor_Op<"concat", [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "concatenation along one axis";
   let description = [{
