@@ -152,7 +152,8 @@ LogicalResult TrainStepBuilder::run() {
         continue;
       if (auto d = llvm::dyn_cast<DropoutOp>(op); d && !d.getIteration()) {
         Value y = b_.create<DropoutOp>(d.getLoc(), d.getType(), map.lookup(d.getInput()), iteration, d.getRatioAttr(),
-                                       b_.getI64IntegerAttr(opts_.dropoutSeed), b_.getI64IntegerAttr(salt++));
+                                       b_.getI64IntegerAttr(opts_.dropoutSeed), b_.getI64IntegerAttr(salt++),
+                                       d.getPerSampleAttr());
         map.map(d.getResult(), y);
         continue;
       }

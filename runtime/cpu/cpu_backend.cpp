@@ -521,6 +521,9 @@ struct Relu {
 struct Sigmoid {
   double operator()(double v) const { return 1.0 / (1.0 + std::exp(-v)); }
 };
+struct Erf {
+  double operator()(double v) const { return std::erf(v); }
+};
 struct Clip {
   double lo, hi;
   double operator()(double v) const {
@@ -1032,6 +1035,10 @@ const KernelTable &forwardKernels() {
          CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
          return HardSwish{};
        })},
+      {OpId::Erf, unary([](const Kernel &k) -> Expected<Erf> {
+         CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+         return Erf{};
+       })},
       {OpId::Add, binary([](double a, double b) { return a + b; })},
       {OpId::Mul, binary([](double a, double b) { return a * b; })},
       {OpId::MaxPool2d, [](const KernelContext &c) { return buildPool(c, true); }},
@@ -1075,7 +1082,8 @@ const KernelTable &cpuKernels() {
                                          .merge(trainingKernels())
                                          .merge(mixedPrecisionKernels())
                                          .merge(fusedKernels())
-                                         .merge(layoutKernels());
+                                         .merge(layoutKernels())
+                                         .merge(layerNormKernels());
   return table;
 }
 

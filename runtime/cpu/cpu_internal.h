@@ -88,7 +88,10 @@ const KernelTable &fusedKernels();
 // transpose, slice and slice_backward: layout_kernels.cpp.
 const KernelTable &layoutKernels();
 
-// Every kernel of the CPU backend: the forward kernels of cpu_backend.cpp and the four tables
+// layer_norm and layer_norm_backward: layer_norm_kernels.cpp.
+const KernelTable &layerNormKernels();
+
+// Every kernel of the CPU backend: the forward kernels of cpu_backend.cpp and the five tables
 // above (an op has one entry in one of them).
 const KernelTable &cpuKernels();
 

@@ -34,13 +34,18 @@ Expected<RunFn> buildDropout(const KernelContext &c) {
   const Tensor *x = c.in[0], *y = c.out[0];
   const Tensor *it = c.in.size() > 1 ? c.in[1] : nullptr;
   const plan::DropoutParams d = *p;
+  // Elements that share one draw: a whole sample for drop path, else one.
+  const size_t group = d.perSample && y->shape_size() > 0 && y->shape(0) > 0
+                           ? size_t(*plan::elementCount(*y) / y->shape(0))
+                           : 1;
   return RunFn([=]() {
     Values v = b->read(*x);
     if (it) {
       const int64_t iteration = scalarInt(b, it);
       const double scale = d.ratio < 1.0 ? 1.0 / (1.0 - d.ratio) : 0.0;
       for (size_t e = 0; e < v.size(); ++e)
-        v[e] = weights::dropoutKeeps(d.ratio, d.seed, d.salt, iteration, e) ? v[e] * scale : 0.0;
+        v[e] = weights::dropoutKeeps(d.ratio, d.seed, d.salt, iteration, e / std::max<size_t>(group, 1)) ? v[e] * scale
+                                                                                                         : 0.0;
     }
     b->write(*y, v);
     return Status::ok();
@@ -542,6 +547,15 @@ struct HardSwishBackward { // PyTorch's hardswish_backward, boundaries included
   }
 };
 
+struct ErfBackward {
+  double operator()(double dy, double x) const { return dy * (2.0 / std::sqrt(M_PI)) * std::exp(-x * x); }
+};
+
+Expected<ErfBackward> erfBackward(const Kernel &k) {
+  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
+  return ErfBackward{};
+}
+
 Expected<ReluBackward> reluBackward(const Kernel &k) {
   CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
   return ReluBackward{};
@@ -913,6 +927,7 @@ const KernelTable &trainingKernels() {
       {OpId::ClipBackward, elementwiseBackward(clipBackward)},
       {OpId::HardSigmoidBackward, elementwiseBackward(hardSigmoidBackward)},
       {OpId::HardSwishBackward, elementwiseBackward(hardSwishBackward)},
+      {OpId::ErfBackward, elementwiseBackward(erfBackward)},
       {OpId::MaxPool2dBackward, [](const KernelContext &c) { return buildPoolBackward(c, true); }},
       {OpId::AvgPool2dBackward, [](const KernelContext &c) { return buildPoolBackward(c, false); }},
       {OpId::GlobalAvgPoolBackward, buildGlobalAvgPoolBackward},

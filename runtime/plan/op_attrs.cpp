@@ -148,6 +148,7 @@ Expected<DropoutParams> parseDropout(const Kernel &k) {
   p.ratio = r.real("ratio", 0.5);
   p.seed = r.integer("seed", 0);
   p.salt = r.integer("salt", 0);
+  p.perSample = r.boolean("per_sample", false);
   CASTOR_RETURN_IF_ERROR(r.finish());
   if (!(p.ratio >= 0.0 && p.ratio <= 1.0))
     return Status::error("ratio must be in [0, 1]");
@@ -284,6 +285,17 @@ Expected<BatchNormParams> parseBatchNorm(const Kernel &k) {
   BatchNormParams p;
   p.epsilon = r.real("epsilon", 1e-5);
   p.momentum = r.real("momentum", 0.1);
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  if (!(p.epsilon >= 0))
+    return Status::error("epsilon must be non-negative");
+  return p;
+}
+
+Expected<LayerNormParams> parseLayerNorm(const Kernel &k) {
+  AttrReader r(k);
+  LayerNormParams p;
+  p.axis = r.integer("axis", -1);
+  p.epsilon = r.real("epsilon", 1e-5);
   CASTOR_RETURN_IF_ERROR(r.finish());
   if (!(p.epsilon >= 0))
     return Status::error("epsilon must be non-negative");

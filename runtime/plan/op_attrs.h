@@ -56,6 +56,11 @@ struct BatchNormParams {
   // PyTorch's convention: running = (1 - momentum) * running + momentum * batch statistic.
   double momentum = 0.1;
 };
+// layer_norm and layer_norm_backward: normalised dimensions from `axis` on.
+struct LayerNormParams {
+  int64_t axis = -1;
+  double epsilon = 1e-5;
+};
 struct BatchNormApplyParams {
   bool relu = false;
 };
@@ -79,6 +84,8 @@ struct SoftmaxCrossEntropyParams {
 struct DropoutParams {
   double ratio = 0.5;
   int64_t seed = 0, salt = 0;
+  // One draw per sample (index along dimension 0) instead of per element: drop path.
+  bool perSample = false;
 };
 struct ReduceSumToParams {
   double scale = 1.0;
@@ -132,6 +139,7 @@ Expected<UpdateLossScaleParams> parseUpdateLossScale(const Kernel &k);
 Expected<IncrementParams> parseIncrement(const Kernel &k);
 Expected<BatchNormParams> parseBatchNorm(const Kernel &k);
 Expected<BatchNormApplyParams> parseBatchNormApply(const Kernel &k);
+Expected<LayerNormParams> parseLayerNorm(const Kernel &k);
 Expected<GemmParams> parseGemm(const Kernel &k);
 Expected<ClipParams> parseClip(const Kernel &k);
 Expected<HardSigmoidParams> parseHardSigmoid(const Kernel &k);

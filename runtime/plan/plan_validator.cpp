@@ -258,6 +258,43 @@ const OpTable<OpRule> &rules() {
                                            k.in.size() == 3 ? &bias : nullptr, p->shape),
                              "output");
         }}},
+      {OpId::LayerNorm,
+       {nullptr, {3, 3, 3, 3}, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          // x, scale, bias -> y, mean, inv_std
+          CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+          CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+          auto p = parseLayerNorm(k.kernel);
+          if (!p)
+            return p.status();
+          CASTOR_RETURN_IF_ERROR(batchNormTypes({k.in[0], k.out[0]}, {k.in[1], k.in[2], k.out[1], k.out[2]}));
+          Shape stats;
+          auto r = shape::layerNorm(shapeOf(*k.in[0]), shapeOf(*k.in[1]), shapeOf(*k.in[2]), p->axis, &stats);
+          CASTOR_RETURN_IF_ERROR(expectShape(*k.out[0], r, "output"));
+          CASTOR_RETURN_IF_ERROR(expectShape(*k.out[1], shape::ShapeResult::ok(stats), "mean"));
+          return expectShape(*k.out[2], shape::ShapeResult::ok(stats), "inv_std");
+        }}},
+      {OpId::LayerNormBackward,
+       {nullptr, {5, 5, 3, 3}, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          // dy, x, scale, mean, inv_std -> dx, dscale, dbias
+          CASTOR_RETURN_IF_ERROR(expectFloat(k.in, "input"));
+          CASTOR_RETURN_IF_ERROR(expectFloat(k.out, "output"));
+          auto p = parseLayerNorm(k.kernel);
+          if (!p)
+            return p.status();
+          CASTOR_RETURN_IF_ERROR(batchNormTypes({k.in[0], k.in[1], k.out[0]},
+                                                {k.in[2], k.in[3], k.in[4], k.out[1], k.out[2]}));
+          Shape stats;
+          const Shape x = shapeOf(*k.in[1]), scale = shapeOf(*k.in[2]);
+          auto r = shape::layerNorm(x, scale, scale, p->axis, &stats);
+          CASTOR_RETURN_IF_ERROR(expectShape(*k.in[0], r, "output gradient"));
+          CASTOR_RETURN_IF_ERROR(expectShape(*k.out[0], r, "input gradient"));
+          CASTOR_RETURN_IF_ERROR(expectShape(*k.in[3], shape::ShapeResult::ok(stats), "mean"));
+          CASTOR_RETURN_IF_ERROR(expectShape(*k.in[4], shape::ShapeResult::ok(stats), "inv_std"));
+          CASTOR_RETURN_IF_ERROR(expectShape(*k.out[1], shape::ShapeResult::ok(scale), "scale gradient"));
+          return expectShape(*k.out[2], shape::ShapeResult::ok(scale), "bias gradient");
+        }}},
       {OpId::BatchNormTraining,
        {nullptr, {3, 5, 3, 5}, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
@@ -298,6 +335,7 @@ const OpTable<OpRule> &rules() {
       {OpId::Clip, {attrs<parseClip>, kUnary, kFloat, nullptr, sameShapeOutput}},
       {OpId::HardSigmoid, {attrs<parseHardSigmoid>, kUnary, kFloat, nullptr, sameShapeOutput}},
       {OpId::HardSwish, {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
+      {OpId::Erf, {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
       {OpId::Identity,
        {noAttrs, kUnary, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
@@ -453,6 +491,7 @@ const OpTable<OpRule> &rules() {
       {OpId::ClipBackward, {attrs<parseClip>, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
       {OpId::HardSigmoidBackward, {attrs<parseHardSigmoid>, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
       {OpId::HardSwishBackward, {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
+      {OpId::ErfBackward, {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
       {OpId::MaxPool2dBackward, {nullptr, kBinary, kFloat, nullptr, poolBackwardCheck<true>}},
       {OpId::AvgPool2dBackward, {nullptr, kUnary, kFloat, nullptr, poolBackwardCheck<false>}},
       {OpId::GlobalAvgPoolBackward,

@@ -383,6 +383,23 @@ std::optional<StridedView> sliceView(const Shape &input, const std::vector<int64
   return v;
 }
 
+ShapeResult layerNorm(const Shape &input, const Shape &scale, const Shape &bias, int64_t axis, Shape *stats) {
+  if (auto e = checkStatic(input, "input"); !e.empty())
+    return ShapeResult::fail(e);
+  auto ax = normalizeAxis(axis, int64_t(input.size()));
+  if (!ax)
+    return ShapeResult::fail("axis " + std::to_string(axis) + " out of range for rank " + std::to_string(input.size()));
+  const Shape normalized(input.begin() + *ax, input.end());
+  if (scale != normalized || bias != normalized)
+    return ShapeResult::fail("scale " + toString(scale) + " and bias " + toString(bias) +
+                             " must have the normalised dimensions " + toString(normalized));
+  if (stats) {
+    *stats = Shape(input.begin(), input.begin() + *ax);
+    stats->resize(input.size(), 1);
+  }
+  return ShapeResult::ok(input);
+}
+
 ShapeResult concat(const std::vector<Shape> &inputs, int64_t axis) {
   if (inputs.empty())
     return ShapeResult::fail("needs at least one input");

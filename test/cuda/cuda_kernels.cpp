@@ -188,6 +188,13 @@ std::vector<Case> cases() {
     c.kernel("dropout", {c.in("x", {2, 6, 4, 5}), it}, {c.out("y", {2, 6, 4, 5})},
              {{"ratio", flt(0.3)}, {"seed", ints({5})}, {"salt", ints({7})}});
   });
+  // Drop path: one draw per sample, keyed by the sample index in both layouts.
+  add("dropout per sample", [&](Case &c) {
+    const uint32_t it = c.in("iteration", {}, I64);
+    c.inputs[it] = {3};
+    c.kernel("dropout", {c.in("x", {16, 6, 4, 5}), it}, {c.out("y", {16, 6, 4, 5})},
+             {{"ratio", flt(0.4)}, {"seed", ints({5})}, {"salt", ints({7})}, {"per_sample", plan::boolAttr(true)}});
+  });
   add("dropout_backward f16", [&](Case &c) {
     const uint32_t it = c.in("iteration", {}, I64);
     c.inputs[it] = {11};
@@ -289,6 +296,36 @@ std::vector<Case> cases() {
                {{"starts", ints({0, -1, 1, 0})}, {"ends", ints({2, -7, 4, 5})}, {"steps", ints({1, -2, 1, 1})}});
     });
   }
+  for (plan::DType dt : {F32, F16}) {
+    const std::string suffix = dt == F16 ? " f16" : "";
+    add("erf [1003]" + suffix, [&, dt](Case &c) { c.kernel("erf", {c.in("x", {1003}, dt)}, {c.out("y", {1003}, dt)}); });
+    add("erf_backward [1003]" + suffix, [&, dt](Case &c) {
+      c.kernel("erf_backward", {c.in("dy", {1003}, dt), c.in("x", {1003}, dt)}, {c.out("dx", {1003}, dt)});
+    });
+    // Rows of 300 (not a multiple of the block), 2*37 rows; f16 data with f32 parameters and statistics.
+    add("layer_norm [2,37,300]" + suffix, [&, dt](Case &c) {
+      c.kernel("layer_norm", {c.in("x", {2, 37, 300}, dt), c.in("scale", {300}), c.in("bias", {300})},
+               {c.out("y", {2, 37, 300}, dt), c.out("mean", {2, 37, 1}), c.out("inv_std", {2, 37, 1})},
+               {{"axis", ints({-1})}, {"epsilon", flt(1e-6)}});
+    });
+  }
+  // 600 rows: three chunks of the parameter gradients' partial sums.
+  add("layer_norm_backward [600,96]", [&](Case &c) {
+    const uint32_t invStd = c.in("inv_std", {600, 1});
+    c.kernel("layer_norm_backward",
+             {c.in("dy", {600, 96}), c.in("x", {600, 96}), c.in("scale", {96}), c.in("mean", {600, 1}), invStd},
+             {c.out("dx", {600, 96}), c.out("dscale", {96}), c.out("dbias", {96})}, {{"axis", ints({1})}});
+    c.inputs[invStd] = std::vector<double>(600, 1.7);
+  });
+  add("layer_norm_backward [10,8,12] over the last two f16", [&](Case &c) {
+    const uint32_t invStd = c.in("inv_std", {10, 1, 1});
+    c.kernel("layer_norm_backward",
+             {c.in("dy", {10, 8, 12}, F16), c.in("x", {10, 8, 12}, F16), c.in("scale", {8, 12}),
+              c.in("mean", {10, 1, 1}), invStd},
+             {c.out("dx", {10, 8, 12}, F16), c.out("dscale", {8, 12}), c.out("dbias", {8, 12})},
+             {{"axis", ints({1})}});
+    c.inputs[invStd] = std::vector<double>(10, 0.8);
+  });
   add("slice [2,197,8] token 0", [&](Case &c) {
     c.kernel("slice", {c.in("x", {2, 197, 8})}, {c.out("y", {2, 1, 8})},
              {{"starts", ints({0, 0, 0})}, {"ends", ints({2, 1, 8})}, {"steps", ints({1, 1, 1})}});

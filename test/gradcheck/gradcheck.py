@@ -52,6 +52,14 @@ class Builder:
         self.inits.append(numpy_helper.from_array(np.asarray(value, dtype=dtype), name))
         return name
 
+    def literal(self, value, dtype=np.float64):
+        """A Constant node, as exporters write scalars (not a weight)."""
+        self.n += 1
+        name = f"literal{self.n}"
+        self.nodes.append(helper.make_node("Constant", [], [name], name=f"/Constant_{self.n}",
+                                           value=numpy_helper.from_array(np.asarray(value, dtype=dtype), name)))
+        return name
+
     def op(self, op_type, inputs, outputs=1, **attrs):
         self.n += 1
         names = [f"t{self.n}_{i}" for i in range(outputs)]
@@ -162,7 +170,39 @@ def shuffle(rng):
     return b.model([2, 3, 4, 4], b.nodes[-1].output[0], 3)
 
 
-MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle}
+def transformer(rng):
+    """A ViT block in miniature: patch-embedding conv, tokens by reshape and transpose, a class
+    token expanded over the batch, layer norm, two-head attention (batched matmuls, a scale
+    divided out, softmax), GELU in the exporter's erf form, the class token's head; and
+    stochastic depth as exported, with survival probability 1 so the step stays deterministic."""
+    b = Builder(rng)
+    x = b.op("Conv", ["input", b.param("patch.weight", [4, 3, 2, 2])], strides=[2, 2])
+    x = b.op("Transpose", [b.op("Reshape", [x, b.const([2, 4, 4])])], perm=[0, 2, 1])
+    cls = b.op("Expand", [b.param("cls", [1, 1, 4], 0.5), b.const([2, 1, 4])])
+    x = b.op("Concat", [cls, x], axis=1)
+    h = b.op("LayerNormalization", [x, b.param("ln.weight", [4], 0.5), b.param("ln.bias", [4], 0.5)],
+             axis=-1, epsilon=1e-5)
+
+    def heads(t):
+        return b.op("Transpose", [b.op("Reshape", [t, b.const([2, 5, 2, 2])])], perm=[0, 2, 1, 3])
+
+    q, k, v = (b.op("MatMul", [h, b.param(f"{n}.weight", [4, 4])]) for n in "qkv")
+    s = b.op("MatMul", [heads(q), b.op("Transpose", [heads(k)], perm=[0, 1, 3, 2])])
+    s = b.op("Softmax", [b.op("Div", [s, b.literal(1.5)])], axis=-1)
+    o = b.op("Reshape", [b.op("Transpose", [b.op("MatMul", [s, heads(v)])], perm=[0, 2, 1, 3]), b.const([2, 5, 4])])
+    keep = b.literal(1.0)
+    mask = b.op("Div", [b.op("Cast", [b.op("Less", [b.op("RandomUniformLike", [b.literal(np.zeros((2, 1, 1)))],
+                                                            dtype=TensorProto.DOUBLE), keep])],
+                              to=TensorProto.DOUBLE), b.literal(1.0)])
+    x = b.op("Add", [x, b.op("Mul", [o, mask])])
+    g = b.op("Add", [b.op("Erf", [b.op("Div", [x, b.literal(np.sqrt(2.0))])]), b.literal(1.0)])
+    g = b.op("Mul", [b.op("Mul", [x, g]), b.literal(0.5)])
+    t = b.op("Gather", [g, b.const(0)], axis=1)
+    b.op("Gemm", [t, b.param("fc.weight", [3, 4]), b.param("fc.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 4, 4], b.nodes[-1].output[0], 3)
+
+
+MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle, "transformer": transformer}
 
 
 def check(name, args, rng):

@@ -362,6 +362,27 @@ TEST_CASE("dropout masks", "[training-kernels]") {
   CHECK(runKernel("dropout", {f64({3}, {1, 2, 3}), i64({}, {5})}, {f64Out({3})}, all)[0] == Vec{0, 0, 0});
 }
 
+TEST_CASE("per-sample dropout (drop path)", "[training-kernels]") {
+  // 400 samples of [3, 2]: each sample is kept whole (scaled) or dropped whole, by draw e = sample.
+  const int samples = 400, per = 6;
+  Vec x(samples * per);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = 1.0 + double(i % per);
+  Attrs a{{"ratio", plan::floatAttr(0.25)}, {"seed", plan::intAttr(3)}, {"salt", plan::intAttr(1)},
+          {"per_sample", plan::boolAttr(true)}};
+  auto y = runKernel("dropout", {f64({samples, 3, 2}, x), i64({}, {4})}, {f64Out({samples, 3, 2})}, a)[0];
+  int kept = 0;
+  for (int s = 0; s < samples; ++s) {
+    const bool keep = weights::dropoutUniform(3, 1, 4, uint64_t(s)) >= 0.25;
+    kept += keep;
+    for (int j = 0; j < per; ++j)
+      REQUIRE(y[s * per + j] == Approx(keep ? x[s * per + j] / 0.75 : 0.0));
+  }
+  CHECK(double(kept) / samples == Approx(0.75).margin(0.07));
+  auto dx = runKernel("dropout_backward", {f64({samples, 3, 2}, x), i64({}, {4})}, {f64Out({samples, 3, 2})}, a)[0];
+  CHECK(dx == y);
+}
+
 TEST_CASE("split and count_correct", "[training-kernels]") {
   auto parts = runKernel("split", {{{2, 3}, {1, 2, 3, 4, 5, 6}}}, {{{2, 1}}, {{2, 2}}}, {{"axis", plan::intAttr(1)}});
   checkClose(parts[0], {1, 4});

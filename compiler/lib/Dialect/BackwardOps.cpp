@@ -74,6 +74,26 @@ LogicalResult BatchNormTrainingBackwardOp::inferReturnTypes(MLIRContext *, std::
   return appendInferred(loc, perChannel, channelType, inferred);
 }
 
+LogicalResult LayerNormBackwardOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                                    SmallVectorImpl<Type> &inferred) {
+  if (failed(checkRule(loc, shape::batchNormTypes(elementTypesOf({op.getOutputGrad(), op.getInput()}),
+                                                  elementTypesOf({op.getScale(), op.getMean(), op.getInvStd()})))))
+    return failure();
+  auto x = shapeOf(op.getInput());
+  if (shapeOf(op.getOutputGrad()) != x)
+    return emitOptionalError(loc, "output_grad and input shapes differ");
+  shape::Shape stats;
+  auto rule = shape::layerNorm(x, shapeOf(op.getScale()), shapeOf(op.getScale()), int64_t(op.getAxis()), &stats);
+  if (rule && (shapeOf(op.getMean()) != stats || shapeOf(op.getInvStd()) != stats))
+    return emitOptionalError(loc, "mean and inv_std must have shape ", shape::toString(stats));
+  if (failed(appendInferred(loc, rule, getElementTypeOrSelf(op.getInput().getType()), inferred)))
+    return failure();
+  Type paramType = getElementTypeOrSelf(op.getScale().getType());
+  auto params = shape::ShapeResult::ok(shapeOf(op.getScale()));
+  (void)appendInferred(loc, params, paramType, inferred);
+  return appendInferred(loc, params, paramType, inferred);
+}
+
 LogicalResult MaxPool2dBackwardOp::verify() {
   shape::Pool2dAttrs attrs{vec(getKernel()), vec(getStrides()), vec(getPads()), vec(getDilations()), getCeilMode()};
   return expectShape(*this, shape::pool2d(shapeOf(getInput()), attrs), shapeOf(getOutputGrad()), "output_grad");

@@ -50,6 +50,21 @@ LogicalResult BatchNormTrainingOp::inferReturnTypes(MLIRContext *, std::optional
   return success();
 }
 
+LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                            SmallVectorImpl<Type> &inferred) {
+  if (failed(checkRule(loc, shape::batchNormTypes({elementTypeOf(op.getInput())},
+                                                  elementTypesOf({op.getScale(), op.getBias()})))))
+    return failure();
+  shape::Shape stats;
+  auto rule = shape::layerNorm(shapeOf(op.getInput()), shapeOf(op.getScale()), shapeOf(op.getBias()),
+                               int64_t(op.getAxis()), &stats);
+  if (failed(appendInferred(loc, rule, getElementTypeOrSelf(op.getInput().getType()), inferred)))
+    return failure();
+  Type statType = getElementTypeOrSelf(op.getScale().getType());
+  (void)appendInferred(loc, shape::ShapeResult::ok(stats), statType, inferred);
+  return appendInferred(loc, shape::ShapeResult::ok(stats), statType, inferred);
+}
+
 LogicalResult BatchNormApplyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
                                                  SmallVectorImpl<Type> &inferred) {
   auto data = batchNormData(loc, op.getInput(), op.getResidual());
@@ -171,6 +186,7 @@ PrecisionClass GemmOp::getPrecisionClass() { return PrecisionClass::LowPrecision
 PrecisionClass MatmulOp::getPrecisionClass() { return PrecisionClass::LowPrecision; }
 PrecisionClass BatchNormTrainingOp::getPrecisionClass() { return PrecisionClass::Mixed; }
 PrecisionClass BatchNormInferenceOp::getPrecisionClass() { return PrecisionClass::Mixed; }
+PrecisionClass LayerNormOp::getPrecisionClass() { return PrecisionClass::Mixed; }
 PrecisionClass SoftmaxOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }
 PrecisionClass SoftmaxCrossEntropyOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }
 PrecisionClass GlobalAvgPoolOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }

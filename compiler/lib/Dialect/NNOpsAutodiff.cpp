@@ -2,6 +2,8 @@
 #include "castor/Dialect/Autodiff.h"
 #include "castor/Dialect/CastorOps.h"
 
+#include <numeric>
+
 using namespace mlir;
 using namespace castor;
 
@@ -24,6 +26,15 @@ LogicalResult BatchNormTrainingOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, S
                                                    getBatchInvStd(), getEpsilonAttr());
   grads.append({bwd.getInputGrad(), bwd.getScaleGrad(), bwd.getBiasGrad()});
   grads.append(getRunningStats().size(), Value()); // buffers, not differentiable
+  return success();
+}
+
+LogicalResult LayerNormOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
+  if (dys[1] || dys[2])
+    return emitOpError("differentiating through the layer statistics is not supported");
+  auto bwd = b.create<LayerNormBackwardOp>(getLoc(), dys[0], getInput(), getScale(), getMean(), getInvStd(),
+                                           getAxisAttr());
+  grads.append({bwd.getInputGrad(), bwd.getScaleGrad(), bwd.getBiasGrad()});
   return success();
 }
 
@@ -100,12 +111,38 @@ LogicalResult GemmOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImp
 
 LogicalResult MatmulOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
   auto a = llvm::cast<RankedTensorType>(getA().getType()), bt = llvm::cast<RankedTensorType>(getB().getType());
-  if (a.getRank() != 2 || bt.getRank() != 2)
-    return emitOpError("the gradient of matmul is implemented for rank-2 operands only");
+  auto dyType = llvm::cast<RankedTensorType>(dys[0].getType());
+  if (a.getRank() < 2 || bt.getRank() < 2)
+    return emitOpError("the gradient of matmul with a rank-1 operand is not supported");
+  Location loc = getLoc();
   auto one = b.getF64FloatAttr(1.0);
-  Value dA = b.create<GemmOp>(getLoc(), a, dys[0], getB(), Value(), b.getBoolAttr(false), b.getBoolAttr(true), one, one);
-  Value dB = b.create<GemmOp>(getLoc(), bt, getA(), dys[0], Value(), b.getBoolAttr(true), b.getBoolAttr(false), one, one);
-  grads.append({dA, dB});
+  auto gemm = [&](Type type, Value x, Value y, bool transX, bool transY) -> Value {
+    return b.create<GemmOp>(loc, type, x, y, Value(), b.getBoolAttr(transX), b.getBoolAttr(transY), one, one);
+  };
+  if (bt.getRank() == 2) {
+    // A linear layer on leading dimensions: fold them into the rows, dA = dY B^T, dB = A^T dY.
+    const int64_t k = a.getShape().back(), n = bt.getShape().back();
+    const int64_t rows = a.getNumElements() / std::max<int64_t>(k, 1);
+    Value a2 = a.getRank() == 2 ? getA() : b.create<ReshapeOp>(loc, RankedTensorType::get({rows, k}, a.getElementType()), getA()).getResult();
+    Value dy2 = dyType.getRank() == 2 ? dys[0]
+                                      : b.create<ReshapeOp>(loc, RankedTensorType::get({rows, n}, dyType.getElementType()), dys[0]).getResult();
+    Value dA = gemm(RankedTensorType::get({rows, k}, a.getElementType()), dy2, getB(), false, true);
+    if (a.getRank() != 2)
+      dA = b.create<ReshapeOp>(loc, a, dA);
+    grads.append({dA, gemm(bt, a2, dy2, true, false)});
+    return success();
+  }
+  // Batched: dA = dY B^T and dB = A^T dY over the broadcast batch, summed back to each operand's shape.
+  auto swapLast = [&](Value v) -> Value {
+    int64_t rank = llvm::cast<RankedTensorType>(v.getType()).getRank();
+    SmallVector<int64_t> perm(rank);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    return b.create<TransposeOp>(loc, v, b.getDenseI64ArrayAttr(perm));
+  };
+  Value dA = b.create<MatmulOp>(loc, dys[0], swapLast(getB()));
+  Value dB = b.create<MatmulOp>(loc, swapLast(getA()), dys[0]);
+  grads.append({reduceGradTo(b, loc, dA, a), reduceGradTo(b, loc, dB, bt)});
   return success();
 }
 

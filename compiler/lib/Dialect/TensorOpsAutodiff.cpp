@@ -69,6 +69,11 @@ LogicalResult SliceOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorIm
   return success();
 }
 
+LogicalResult ErfOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<ErfBackwardOp>(getLoc(), getType(), dys[0], getInput()));
+  return success();
+}
+
 LogicalResult AddOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
   grads.push_back(reduceGradTo(b, getLoc(), dys[0], getLhs().getType()));
   grads.push_back(reduceGradTo(b, getLoc(), dys[0], getRhs().getType()));
@@ -105,7 +110,7 @@ LogicalResult DropoutOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVector
     return success();
   }
   Value bwd = b.create<DropoutBackwardOp>(getLoc(), getType(), dys[0], getIteration(), getRatioAttr(), getSeedAttr(),
-                                          getSaltAttr());
+                                          getSaltAttr(), getPerSampleAttr());
   grads.append({bwd, Value()});
   return success();
 }

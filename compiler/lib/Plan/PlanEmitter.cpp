@@ -77,6 +77,8 @@ LogicalResult convertAttr(Operation *op, StringRef name, Attribute a, plan::Kern
     attrs[name.str()] = plan::intsAttr(std::vector<int64_t>(arr.asArrayRef().begin(), arr.asArrayRef().end()));
   else if (auto b = llvm::dyn_cast<BoolAttr>(a))
     attrs[name.str()] = plan::boolAttr(b.getValue());
+  else if (llvm::isa<UnitAttr>(a)) // present: true (absent unit attributes are not listed)
+    attrs[name.str()] = plan::boolAttr(true);
   else if (auto i = llvm::dyn_cast<IntegerAttr>(a))
     attrs[name.str()] = plan::intAttr(i.getInt());
   else if (auto f = llvm::dyn_cast<FloatAttr>(a))

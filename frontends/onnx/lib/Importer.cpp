@@ -22,9 +22,11 @@ std::string dirName(const std::string &path) {
 }
 
 // Every op type must have a converter; all unsupported ones are reported together.
-bool checkSupportedOps(const OnnxModel &model, ErrorList &errors) {
+bool checkSupportedOps(const OnnxModel &model, const DropPaths &dropPaths, ErrorList &errors) {
   bool ok = true;
   for (const auto *node : model.order) {
+    if (dropPaths.absorbed.count(node))
+      continue;
     bool defaultDomain = node->domain().empty() || node->domain() == "ai.onnx";
     if (!defaultDomain) {
       errors.node(*node, "op of domain '" + node->domain() + "' is not supported");
@@ -100,6 +102,14 @@ public:
     b.setInsertionPointToEnd(entry);
 
     for (const auto *node : state_.model.order) {
+      if (state_.dropPaths.absorbed.count(node))
+        continue;
+      if (auto path = state_.dropPaths.replaced.find(node); path != state_.dropPaths.replaced.end()) {
+        NodeImporter n(state_, *node);
+        if (failed(convertDropPath(n, path->second)))
+          return failure();
+        continue;
+      }
       FoldResult folded = foldNode(state_, *node);
       if (folded == FoldResult::Failed)
         return failure();
@@ -156,12 +166,18 @@ ImportResult importOnnxBytes(MLIRContext &context, const std::string &bytes, con
     result.errors = errors.take();
     return result;
   }
-  if (!parseAndValidate(bytes, model, errors) || !checkSupportedOps(model, errors)) {
+  if (!parseAndValidate(bytes, model, errors)) {
+    result.errors = errors.take();
+    return result;
+  }
+  DropPaths dropPaths = findDropPaths(model, baseDir);
+  if (!checkSupportedOps(model, dropPaths, errors)) {
     result.errors = errors.take();
     return result;
   }
 
   ImportState state(context, model, errors, options, baseDir);
+  state.dropPaths = std::move(dropPaths);
   state.fileName = displayName;
   // Op verifiers report through diagnostics; keep their text for the node's error message.
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {

@@ -408,7 +408,8 @@ LogicalResult convertByKnown(NodeImporter &n) {
 LogicalResult convertTranspose(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)) || failed(n.checkAttrs({"perm"})))
     return failure();
-  auto x = n.input(0);
+  // A transposed weight is a linear layer's (exporters write nn.Linear as Transpose + MatMul).
+  auto x = n.input(0, ParamRole::LinearWeight);
   if (failed(x))
     return failure();
   int64_t rank = llvm::cast<RankedTensorType>(x->getType()).getRank();
@@ -522,6 +523,50 @@ LogicalResult convertGather(NodeImporter &n) {
   dims.erase(dims.begin() + ax);
   auto op = n.build<ReshapeOp>(RankedTensorType::get(dims, type.getElementType()), {*sliced});
   return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+// Expand of a computed or trained tensor (ViT's class token over the batch): a sum with zeros of
+// the broadcast shape, whose gradient (reduce_sum_to) sums the copies back.
+LogicalResult convertExpand(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({})))
+    return failure();
+  auto x = n.input(0);
+  auto target = n.constInts(1);
+  if (failed(x) || failed(target))
+    return failure();
+  auto type = llvm::cast<RankedTensorType>(x->getType());
+  auto rule = shape::broadcast(shapeOf(type), *target);
+  if (!rule)
+    return n.fail(rule.error);
+  auto zeros = n.splatOf(RankedTensorType::get(rule.shape, type.getElementType()), 0.0);
+  if (failed(zeros))
+    return failure();
+  auto op = n.create<AddOp>({*x, *zeros});
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+LogicalResult convertLayerNorm(NodeImporter &n) {
+  if (failed(n.checkArity(2, 3)) || failed(n.checkAttrs({"axis", "epsilon", "stash_type"})) ||
+      failed(n.requireUnused(1, "Mean")) || failed(n.requireUnused(2, "InvStdDev")))
+    return failure();
+  auto axis = n.attrInt("axis", -1);
+  auto eps = n.attrFloat("epsilon", 1e-5);
+  auto stash = n.attrInt("stash_type", 1);
+  if (failed(axis) || failed(eps) || failed(stash))
+    return failure();
+  if (*stash != 1)
+    return n.fail("stash_type " + std::to_string(*stash) + " is not supported (statistics are computed in fp32)");
+  if (!n.hasInput(2))
+    return n.fail("LayerNormalization without a bias is not supported");
+  auto x = n.input(0), scale = n.input(1, ParamRole::NormScale), bias = n.input(2, ParamRole::NormBias);
+  if (failed(x) || failed(scale) || failed(bias))
+    return failure();
+  Builder b(n.context());
+  LayerNormOp::Properties p;
+  p.axis = b.getI64IntegerAttr(*axis);
+  p.epsilon = b.getF64FloatAttr(*eps);
+  auto op = n.create<LayerNormOp>({*x, *scale, *bias}, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult(0));
 }
 
 LogicalResult convertGemm(NodeImporter &n) {
@@ -699,15 +744,44 @@ LogicalResult convertConstant(NodeImporter &n) {
   return n.defineConstant(std::move(tensor));
 }
 
+} // namespace
+
+LogicalResult convertDropPath(NodeImporter &n, const DropPath &path) {
+  auto x = n.input(path.dataInput);
+  if (failed(x))
+    return failure();
+  auto type = llvm::cast<RankedTensorType>(x->getType());
+  auto mask = n.knownDims(path.maskLike);
+  if (!mask)
+    return n.fail("stochastic depth's random mask has a shape that depends on the data");
+  bool fits = int64_t(mask->size()) == type.getRank() && !mask->empty() &&
+              ((*mask)[0] == type.getDimSize(0) || (*mask)[0] == n.declaredBatch());
+  for (size_t i = 1; fits && i < mask->size(); ++i)
+    fits = (*mask)[i] == 1;
+  if (!fits)
+    return n.fail("stochastic depth's random mask is not one value per sample of the input (mask of rank " +
+                  std::to_string(mask->size()) + ", input rank " + std::to_string(type.getRank()) + ")");
+  Builder b(n.context());
+  DropoutOp::Properties p;
+  p.ratio = b.getF64FloatAttr(path.ratio);
+  p.per_sample = b.getUnitAttr();
+  auto op = n.create<DropoutOp>({*x}, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+namespace {
+
 const llvm::StringMap<ConvertFn> &registry() {
   static const llvm::StringMap<ConvertFn> converters = {
       {"Conv", convertConv},
       {"BatchNormalization", convertBatchNorm},
+      {"LayerNormalization", convertLayerNorm},
       {"Relu", convertUnary<ReluOp>},
       {"Sigmoid", convertUnary<SigmoidOp>},
       {"Clip", convertClip},
       {"HardSigmoid", convertHardSigmoid},
       {"HardSwish", convertUnary<HardSwishOp>},
+      {"Erf", convertUnary<ErfOp>},
       {"Add", convertBinary<AddOp>},
       {"Mul", convertBinary<MulOp>},
       {"Div", convertByKnown<true>},
@@ -717,6 +791,7 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"Transpose", convertTranspose},
       {"Slice", convertSlice},
       {"Gather", convertGather},
+      {"Expand", convertExpand},
       {"MaxPool", convertMaxPool},
       {"AveragePool", convertAveragePool},
       {"GlobalAveragePool", convertGlobalAveragePool},

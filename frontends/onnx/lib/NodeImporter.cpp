@@ -160,9 +160,32 @@ bool NodeImporter::isIntegerInitializer(int i) const {
   return t == onnx::TensorProto::INT64 || t == onnx::TensorProto::INT32;
 }
 
+std::optional<std::vector<int64_t>> NodeImporter::knownDims(const std::string &name) const {
+  const onnx::TensorProto *t = nullptr;
+  if (auto c = state_.constants.find(name); c != state_.constants.end())
+    t = c->second;
+  else if (auto init = state_.model.initializers.find(name); init != state_.model.initializers.end())
+    t = init->second;
+  if (!t)
+    return std::nullopt;
+  return std::vector<int64_t>(t->dims().begin(), t->dims().end());
+}
+
 std::vector<int64_t> NodeImporter::constDims(int i) {
   const auto *t = constTensor(i);
   return t ? std::vector<int64_t>(t->dims().begin(), t->dims().end()) : std::vector<int64_t>{};
+}
+
+FailureOr<Value> NodeImporter::splatOf(RankedTensorType type, double value) {
+  auto element = llvm::dyn_cast<FloatType>(type.getElementType());
+  if (!element)
+    return fail("a constant of a non-floating-point type is not supported here");
+  ConstantOp::Properties props;
+  props.value = DenseElementsAttr::get(type, FloatAttr::get(element, value));
+  auto op = create<ConstantOp>({}, props);
+  if (failed(op))
+    return failure();
+  return op->getResult();
 }
 
 FailureOr<Value> NodeImporter::constantOf(RankedTensorType type, llvm::ArrayRef<double> values) {

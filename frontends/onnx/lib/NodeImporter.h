@@ -3,6 +3,7 @@
 #pragma once
 
 #include "OnnxModel.h"
+#include "StochasticDepth.h"
 #include "castor/Frontends/Onnx/Importer.h"
 #include "castor/Dialect/CastorOps.h"
 
@@ -43,6 +44,8 @@ struct ImportState {
   std::map<std::string, std::string> aliases;
   // Constants computed at import from shapes (ShapeFolding): never trainable.
   std::set<std::string> folded;
+  // Stochastic-depth chains replaced by per-sample dropout (StochasticDepth.h).
+  DropPaths dropPaths;
   // The batch dimension the model file declares, 0 when it is symbolic.
   int64_t declaredBatch = 0;
   std::vector<WeightData> weights;
@@ -79,8 +82,12 @@ public:
   bool isIntegerInitializer(int i) const;
   // Dims of constant input i (an initializer or a Constant node); empty when it is not one.
   std::vector<int64_t> constDims(int i);
+  // Dims of a value known at import by name (a constant, a folded value or an initializer).
+  std::optional<std::vector<int64_t>> knownDims(const std::string &name) const;
   // A castor.constant of `type` holding `values`, converted to its element type.
   mlir::FailureOr<mlir::Value> constantOf(mlir::RankedTensorType type, llvm::ArrayRef<double> values);
+  // A castor.constant of `type` with every element `value`.
+  mlir::FailureOr<mlir::Value> splatOf(mlir::RankedTensorType type, double value);
 
   bool hasAttr(const std::string &name) const { return findAttr(name) != nullptr; }
   mlir::FailureOr<int64_t> attrInt(const std::string &name, int64_t dflt);
@@ -142,6 +149,9 @@ private:
 };
 
 using ConvertFn = mlir::LogicalResult (*)(NodeImporter &);
+
+// The final Mul of a stochastic-depth chain as one per-sample dropout of its data input.
+mlir::LogicalResult convertDropPath(NodeImporter &n, const DropPath &path);
 
 // The converter of an op type of the default domain, or null when it is unsupported.
 ConvertFn findConverter(const std::string &opType);

@@ -17,6 +17,7 @@
 #include <cudnn.h>
 
 #include <cstdint>
+#include <unordered_set>
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -39,9 +40,10 @@ Status cublasStatus(cublasStatus_t e, const char *what);
 
 // Where the bytes of a tensor lie in the arena. The plan's tensors are row-major; when
 // channelsLastEnabled (plans that convolve fp16/bf16 data, see executor/cuda_backend.cpp) the backend
-// stores every rank-4 floating-point tensor channels-last (logical [N,C,H,W], physical
-// [N,H,W,C]; a conv weight [K,C,R,S] becomes [K,R,S,C]), the layout cuDNN's tensor-core kernels
-// want. upload/download convert, so the host always sees the plan's row-major layout.
+// stores every rank-4 floating-point tensor not in `rowMajor` (layout_assignment.h)
+// channels-last (logical [N,C,H,W], physical [N,H,W,C]; a conv weight [K,C,R,S] becomes
+// [K,R,S,C]), the layout cuDNN's tensor-core kernels want. upload/download convert, so the host
+// always sees the plan's row-major layout.
 enum class Layout { RowMajor, ChannelsLast };
 
 struct DeviceContext {
@@ -53,6 +55,8 @@ struct DeviceContext {
   std::string deviceName;
   int smCount = 0;
   bool channelsLastEnabled = true;
+  // Rank-4 tensors kept row-major in a channels-last plan (layout_assignment.h).
+  std::unordered_set<uint32_t> rowMajor;
   // BackendOptions::deterministic: builders keep to deterministic engines, algorithms and
   // reductions, and the tuner keys its choices apart (tuning/tuner.cpp).
   bool deterministic = false;
@@ -136,7 +140,8 @@ struct DeviceContext {
   Layout layout(const plan::Tensor *t) const {
     const bool isFloat = t->dtype() == plan::F32 || t->dtype() == plan::F16 || t->dtype() == plan::BF16 ||
                          t->dtype() == plan::F64;
-    return channelsLastEnabled && isFloat && t->shape_size() == 4 ? Layout::ChannelsLast : Layout::RowMajor;
+    return channelsLastEnabled && isFloat && t->shape_size() == 4 && !rowMajor.count(t->id()) ? Layout::ChannelsLast
+                                                                                              : Layout::RowMajor;
   }
   bool channelsLast(const plan::Tensor *t) const { return layout(t) == Layout::ChannelsLast; }
 };

@@ -25,7 +25,8 @@ enum ScratchTag : uint32_t {
   kTagMulti = 0xA,
   kTagReorder = 0xB,
   kTagPoolTaps = 0xC,
-  kTagBnInvStd = 0xD
+  kTagBnInvStd = 0xD,
+  kTagLayerNorm = 0xE
 };
 
 Expected<void *> scratchFor(DeviceContext &ctx, ScratchTag tag, const Tensor *owner, size_t bytes);
@@ -64,7 +65,7 @@ struct OperandCheck {
 OperandCheck operandCheck(const std::string &op, const TensorList &in, const TensorList &out);
 
 // One builder per op family, each beside its .cu file (elementwise.cpp, reduce.cpp, pooling.cpp,
-// loss.cpp, optimizer.cpp, strided.cpp).
+// loss.cpp, optimizer.cpp, strided.cpp, layer_norm.cpp).
 using OwnBuilder = Expected<RunFn>(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
                                    const TensorList &out);
 OwnBuilder buildAdamwUpdate;
@@ -83,6 +84,8 @@ OwnBuilder buildFill;
 OwnBuilder buildGlobalAvgPool;
 OwnBuilder buildGradientStats;
 OwnBuilder buildIncrement;
+OwnBuilder buildLayerNorm;
+OwnBuilder buildLayerNormBackward;
 OwnBuilder buildLrSchedule;
 OwnBuilder buildPool;
 OwnBuilder buildPoolBackward;

@@ -81,7 +81,7 @@ Expected<std::pair<double, double>> unaryParams(const Kernel &k, OpId op) {
 
 } // namespace
 
-// relu, sigmoid, clip, hard_sigmoid, hard_swish
+// relu, sigmoid, clip, hard_sigmoid, hard_swish, erf
 Expected<RunFn> buildUnary(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
   DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
   const std::string &op = k.op();
@@ -179,6 +179,8 @@ Expected<RunFn> buildDropout(DeviceContext &ctx, const Kernel &k, const TensorLi
     g.N = y->shape(0), g.C = y->shape(1), g.H = y->shape(2), g.W = y->shape(3);
   }
   const plan::DropoutParams d = *p;
+  if (d.perSample && y->shape_size() > 0 && y->shape(0) > 0)
+    g.group = std::max<int64_t>(1, countOf(*y) / y->shape(0));
   return launch([=]() {
     return dropout(c->ref(x), c->ref(y), countOf(*y), it ? c->ints(it) : nullptr, d.ratio, d.seed, d.salt, g, s);
   });

@@ -69,6 +69,9 @@ struct HardSwishOp { // as PyTorch: x relu6(x + 3) / 6
     return x * r / A(6);
   }
 };
+struct ErfOp {
+  template <typename A> __device__ A operator()(A x, A) const { return erf(x); }
+};
 struct AddOp {
   template <typename A> __device__ A operator()(A a, A b) const { return a + b; }
 };
@@ -97,6 +100,11 @@ struct HardSigmoidBackOp { // s is the forward's input
   template <typename A> __device__ A operator()(A g, A s) const {
     const A z = A(alpha) * s + A(beta);
     return (z > A(0) && z < A(1)) ? g * A(alpha) : A(0);
+  }
+};
+struct ErfBackOp { // s is the forward's input
+  template <typename A> __device__ A operator()(A g, A s) const {
+    return g * A(1.1283791670955126) * exp(-s * s); // 2 / sqrt(pi)
   }
 };
 struct HardSwishBackOp { // PyTorch's hardswish_backward, boundaries included
@@ -258,6 +266,7 @@ __global__ void dropoutKernel(IoT x, IoT y, int64_t n, const int64_t *iteration,
         const int64_t h = t % g.H, nn = t / g.H;
         e = uint64_t(((nn * g.C + c) * g.H + h) * g.W + w);
       }
+      e /= uint64_t(g.group);
       uint32_t ctr[4] = {uint32_t(e), uint32_t(e >> 32), it, uint32_t(uint64_t(salt))};
       philox(ctr, k0, k1);
       const double u = double((uint64_t(ctr[0]) << 32 | ctr[1]) >> 11) * 0x1.0p-53;
@@ -331,6 +340,8 @@ cudaError_t unary(OpId op, Ref x, Ref y, int64_t n, double p0, double p1, cudaSt
     return launchMap<1>(HardSigmoidOp{p0, p1}, x, x, y, n, s);
   case OpId::HardSwish:
     return launchMap<1>(HardSwishOp{}, x, x, y, n, s);
+  case OpId::Erf:
+    return launchMap<1>(ErfOp{}, x, x, y, n, s);
   default:
     return cudaErrorInvalidValue;
   }
@@ -348,6 +359,8 @@ cudaError_t backward(OpId op, Ref dy, Ref saved, Ref dx, int64_t n, double p0, d
     return launchMap<2>(HardSigmoidBackOp{p0, p1}, dy, saved, dx, n, s);
   case OpId::HardSwishBackward:
     return launchMap<2>(HardSwishBackOp{}, dy, saved, dx, n, s);
+  case OpId::ErfBackward:
+    return launchMap<2>(ErfBackOp{}, dy, saved, dx, n, s);
   default:
     return cudaErrorInvalidValue;
   }

@@ -18,7 +18,7 @@ struct Broadcast {
 // Merges adjacent dims that every operand walks contiguously and drops dims of size 1.
 Broadcast simplifyBroadcast(const Broadcast &bc);
 
-// The element-wise launchers take the registry's op (relu, sigmoid, clip, hard_sigmoid, hard_swish;
+// The element-wise launchers take the registry's op (relu, sigmoid, clip, hard_sigmoid, hard_swish, erf;
 // add, mul; their backward ops) and refuse any other with cudaErrorInvalidValue. p0 and p1 are the
 // op's parameters: clip's [min, max], hard_sigmoid's alpha and beta (ignored by the others).
 using plan::OpId;
@@ -38,6 +38,8 @@ cudaError_t broadcastScaled(Ref x, Ref y, const Broadcast &bc, int64_t n, double
 struct DropoutGeometry {
   bool channelsLast = false;
   int64_t N = 0, C = 0, H = 0, W = 0;
+  // Logical elements that share one draw (a sample's for drop path; 1 for plain dropout).
+  int64_t group = 1;
 };
 cudaError_t dropout(Ref x, Ref y, int64_t n, const int64_t *iteration, double ratio, int64_t seed, int64_t salt,
                     const DropoutGeometry &g, cudaStream_t s);

@@ -55,6 +55,13 @@ ShapeResult globalAvgPool(const Shape &input);
 // input [N, C, d...] and every per-channel operand [C] -> input's shape.
 ShapeResult batchNorm(const Shape &input, const std::vector<Shape> &perChannel);
 
+// Layer normalisation over the dimensions from `axis` on (negative counts from the end): scale
+// and bias have exactly those dimensions; the result has the input's shape. `stats`, when given,
+// receives the shape of the saved mean and inverse standard deviation: the input's dimensions
+// before `axis`, then 1s (ONNX LayerNormalization's Mean and InvStdDev).
+ShapeResult layerNorm(const Shape &input, const Shape &scale, const Shape &bias, int64_t axis,
+                      Shape *stats = nullptr);
+
 // Element types as the rules tell them apart; the compiler and the plan map theirs onto these.
 enum class ElementType { F64, F32, F16, BF16, Other };
 const char *toString(ElementType type);

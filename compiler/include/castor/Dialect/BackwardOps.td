@@ -92,6 +92,27 @@ def Castor_BatchNormTrainingBackwardOp : Castor_BackwardOp<"batch_norm_training_
   }];
 }
 
+def Castor_LayerNormBackwardOp : Castor_BackwardOp<"layer_norm_backward", [InferTypeOpAdaptor]> {
+  let summary = "gradients of layer_norm";
+  let description = [{
+    From the output gradient, the forward input, scale and the saved mean and inverse standard
+    deviation: the gradients of input, scale and bias, with layer_norm's element-type rule.
+
+    ```mlir
+    %dx, %dg, %db = castor.layer_norm_backward %dy, %x, %g, %mean, %invstd {axis = -1 : i64}
+        : (tensor<2x4x8xf32>, tensor<2x4x8xf32>, tensor<8xf32>, tensor<2x4x1xf32>, tensor<2x4x1xf32>)
+        -> (tensor<2x4x8xf32>, tensor<8xf32>, tensor<8xf32>)
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$input, Castor_FloatTensor:$scale,
+                       Castor_FloatTensor:$mean, Castor_FloatTensor:$inv_std, DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs Castor_FloatTensor:$input_grad, Castor_FloatTensor:$scale_grad,
+                      Castor_FloatTensor:$bias_grad);
+  let assemblyFormat = [{
+    $output_grad `,` $input `,` $scale `,` $mean `,` $inv_std attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 // The gradient of an elementwise activation computed from the forward op's saved output
 // (`saved` is y, not x): relu_backward masks dy, sigmoid_backward scales it by y * (1 - y).
 class Castor_ActivationBackwardOp<string mnemonic, string summaryText>
@@ -153,6 +174,18 @@ def Castor_HardSwishBackwardOp : Castor_BackwardOp<"hard_swish_backward", [AllTy
 
     ```mlir
     %dx = castor.hard_swish_backward %dy, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$input);
+  let results = (outs Castor_FloatTensor:$input_grad);
+  let assemblyFormat = "$output_grad `,` $input attr-dict `:` functional-type(operands, results)";
+}
+
+def Castor_ErfBackwardOp : Castor_BackwardOp<"erf_backward", [AllTypesMatch<["output_grad", "input_grad"]>]> {
+  let summary = "gradient of erf: dy * 2 / sqrt(pi) * exp(-x^2)";
+  let description = [{
+    ```mlir
+    %dx = castor.erf_backward %dy, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
     ```
   }];
   let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$input);
@@ -255,7 +288,8 @@ def Castor_DropoutBackwardOp : Castor_BackwardOp<"dropout_backward", [AllTypesMa
   let arguments = (ins Castor_FloatTensor:$output_grad, Castor_IndexTensor:$iteration,
                        DefaultValuedAttr<F64Attr, "0.5">:$ratio,
                        DefaultValuedAttr<I64Attr, "0">:$seed,
-                       DefaultValuedAttr<I64Attr, "0">:$salt);
+                       DefaultValuedAttr<I64Attr, "0">:$salt,
+                       UnitAttr:$per_sample);
   let results = (outs Castor_FloatTensor:$input_grad);
   let assemblyFormat = "$output_grad `,` $iteration attr-dict `:` functional-type(operands, results)";
 }

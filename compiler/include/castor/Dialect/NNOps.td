@@ -68,6 +68,28 @@ def Castor_BatchNormTrainingOp : Castor_Op<"batch_norm_training", [Pure, Castor_
   }];
 }
 
+def Castor_LayerNormOp : Castor_Op<"layer_norm", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+  let summary = "layer normalisation over the trailing dimensions";
+  let description = [{
+    As ONNX LayerNormalization: normalises `input` over the dimensions from `axis` on with the
+    mean and biased variance of each row, then applies `scale` and `bias` (those dimensions).
+    Returns the output, the mean and the inverse standard deviation 1/sqrt(var + epsilon)
+    (shape: the dimensions before `axis`, then 1s), which the backward pass reuses. Element
+    types follow batch_norm_training's rule: f16 or bf16 input with f32 parameters and
+    statistics, arithmetic in fp32 (as PyTorch AMP runs layer_norm).
+
+    ```mlir
+    %y, %mean, %invstd = castor.layer_norm %x, %g, %b {axis = -1 : i64}
+        : (tensor<2x197x768xf16>, tensor<768xf32>, tensor<768xf32>)
+        -> (tensor<2x197x768xf16>, tensor<2x197x1xf32>, tensor<2x197x1xf32>)
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$input, Castor_FloatTensor:$scale, Castor_FloatTensor:$bias,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis, DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+  let results = (outs Castor_FloatTensor:$output, Castor_FloatTensor:$mean, Castor_FloatTensor:$inv_std);
+  let assemblyFormat = "$input `,` $scale `,` $bias attr-dict `:` functional-type(operands, results)";
+}
+
 def Castor_BatchNormApplyOp : Castor_Op<"batch_norm_apply", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_RecomputeOpInterface, ["getRecomputeFlopsPerElement"]>, InferTypeOpAdaptor]> {
   let summary = "batch normalisation with given batch statistics, then an optional residual add and relu";
   let description = [{

@@ -139,6 +139,16 @@ def Castor_HardSwishOp : Castor_UnaryElementwiseOp<"hard_swish", "x * max(0, min
   }];
 }
 
+def Castor_ErfOp : Castor_UnaryElementwiseOp<"erf", "the error function"> {
+  let description = [{
+    ONNX Erf; exporters write GELU as x * (1 + erf(x / sqrt(2))) / 2.
+
+    ```mlir
+    %y = castor.erf %x : tensor<2x197x3072xf32>
+    ```
+  }];
+}
+
 class Castor_BinaryElementwiseOp<string mnemonic, string summaryText>
     : Castor_Op<mnemonic, [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, Castor_RecomputeOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = summaryText;
@@ -245,6 +255,8 @@ def Castor_DropoutOp : Castor_Op<"dropout", [Pure, Castor_KernelOpInterface, Cas
     probability `ratio` and the others are scaled by 1 / (1 - ratio); the mask comes from a
     counter-based generator keyed by `seed`, `salt` (one per dropout op), iteration and
     element, so every backend draws the same one. Without it (inference) it is the identity.
+    With `per_sample` one draw per sample (index along the first dimension) zeroes or scales
+    the whole sample: stochastic depth (drop path), as torchvision's StochasticDepth "row" mode.
 
     ```mlir
     %y = castor.dropout %x [%it : tensor<i64>] {ratio = 2.0e-01 : f64, salt = 1 : i64} : tensor<8x4096xf32>
@@ -253,7 +265,8 @@ def Castor_DropoutOp : Castor_Op<"dropout", [Pure, Castor_KernelOpInterface, Cas
   let arguments = (ins Castor_FloatTensor:$input, Optional<Castor_IndexTensor>:$iteration,
                        DefaultValuedAttr<F64Attr, "0.5">:$ratio,
                        DefaultValuedAttr<I64Attr, "0">:$seed,
-                       DefaultValuedAttr<I64Attr, "0">:$salt);
+                       DefaultValuedAttr<I64Attr, "0">:$salt,
+                       UnitAttr:$per_sample);
   let results = (outs Castor_FloatTensor:$output);
   let assemblyFormat = "$input (`[` $iteration^ `:` type($iteration) `]`)? attr-dict `:` type($output)";
   let hasVerifier = 1;

@@ -1,0 +1,93 @@
+#include "cuda/executor/layout_assignment.h"
+
+#include "plan/op_registry.h"
+
+#include <numeric>
+#include <unordered_map>
+#include <vector>
+
+namespace castor::cuda {
+namespace {
+
+using plan::OpId;
+
+bool isImageShaped(const plan::Tensor &t) {
+  const auto d = t.dtype();
+  return t.shape_size() == 4 && (d == plan::F32 || d == plan::F16 || d == plan::BF16 || d == plan::F64);
+}
+
+// Kernels that address every operand through its own storage strides.
+bool layoutFree(OpId op) {
+  switch (op) {
+  case OpId::Transpose:
+  case OpId::Slice:
+  case OpId::SliceBackward:
+  case OpId::Reshape:
+  case OpId::Flatten:
+  case OpId::Identity:
+  case OpId::Add:
+  case OpId::Mul:
+    return true;
+  default:
+    return false;
+  }
+}
+
+// Kernels whose rank-4 operands must be row-major.
+bool needsRowMajor(OpId op) {
+  switch (op) {
+  case OpId::Matmul:
+  case OpId::Gemm:
+  case OpId::LayerNorm:
+  case OpId::LayerNormBackward:
+    return true;
+  default:
+    return false;
+  }
+}
+
+struct Groups {
+  std::vector<size_t> parent;
+  size_t find(size_t i) {
+    while (parent[i] != i)
+      i = parent[i] = parent[parent[i]];
+    return i;
+  }
+  void join(size_t a, size_t b) { parent[find(a)] = find(b); }
+};
+
+} // namespace
+
+std::unordered_set<uint32_t> rowMajorTensors(const plan::Plan &plan) {
+  std::unordered_map<uint32_t, size_t> index;
+  for (const auto &t : plan.tensors())
+    if (isImageShaped(t))
+      index.emplace(t.id(), index.size());
+  Groups groups{std::vector<size_t>(index.size())};
+  std::iota(groups.parent.begin(), groups.parent.end(), size_t(0));
+  std::vector<size_t> pinned;
+  for (const auto &k : plan.kernels()) {
+    auto op = plan::opFromName(k.op());
+    std::vector<size_t> operands;
+    for (const auto *ids : {&k.inputs(), &k.outputs()})
+      for (uint32_t id : *ids)
+        if (auto it = index.find(id); it != index.end())
+          operands.push_back(it->second);
+    if (operands.empty() || (op && layoutFree(*op)))
+      continue;
+    for (size_t i = 1; i < operands.size(); ++i)
+      groups.join(operands[i], operands[0]);
+    if (op && needsRowMajor(*op))
+      pinned.push_back(operands[0]);
+  }
+  std::unordered_set<size_t> rowMajorGroups;
+  for (size_t i : pinned)
+    rowMajorGroups.insert(groups.find(i));
+  std::unordered_set<uint32_t> result;
+  for (const auto &[id, i] : index)
+    if (rowMajorGroups.count(groups.find(i)))
+      result.insert(id);
+  return result;
+}
+
+} // namespace castor::cuda

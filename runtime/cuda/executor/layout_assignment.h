@@ -1,0 +1,18 @@
+// Which rank-4 tensors stay row-major in a channels-last plan. Convolutions, batch norm and
+// pooling want channels-last; matrix products and layer norm need their rows contiguous
+// (attention's [N, heads, S, d], ConvNeXt's [N, H, W, C]). Tensors that one kernel reads or
+// writes together must share a layout unless the kernel moves elements through each operand's
+// own strides (transpose, slice, reshapes, add and mul): such groups are joined, and a group
+// that touches a matrix product or a layer norm stays row-major.
+#pragma once
+
+#include "plan/plan.h"
+
+#include <cstdint>
+#include <unordered_set>
+
+namespace castor::cuda {
+
+std::unordered_set<uint32_t> rowMajorTensors(const plan::Plan &plan);
+
+} // namespace castor::cuda

@@ -1,0 +1,122 @@
+#include "cuda/kernels/device_common.cuh"
+#include "cuda/kernels/layer_norm.h"
+
+#include <algorithm>
+
+namespace castor::cuda {
+namespace {
+
+using detail::blockSum;
+using detail::ldAny;
+using detail::stAny;
+
+constexpr int kRowThreads = 256;
+// Rows per chunk of the parameter gradients' partial sums.
+constexpr int64_t kChunkRows = 256;
+
+__global__ void forwardKernel(Ref x, Ref scale, Ref bias, Ref y, Ref mean, Ref invStd, int64_t length, double eps) {
+  const int64_t row = blockIdx.x, base = row * length;
+  double sum = 0;
+  for (int64_t j = threadIdx.x; j < length; j += blockDim.x)
+    sum += ldAny(x, base + j);
+  const double mu = blockSum(sum) / double(length);
+  double sq = 0;
+  for (int64_t j = threadIdx.x; j < length; j += blockDim.x) {
+    const double d = ldAny(x, base + j) - mu;
+    sq += d * d;
+  }
+  const double inv = 1.0 / sqrt(blockSum(sq) / double(length) + eps);
+  for (int64_t j = threadIdx.x; j < length; j += blockDim.x)
+    stAny(y, base + j, (ldAny(x, base + j) - mu) * inv * ldAny(scale, j) + ldAny(bias, j));
+  if (threadIdx.x == 0) {
+    stAny(mean, row, mu);
+    stAny(invStd, row, inv);
+  }
+}
+
+__global__ void inputGradKernel(Ref dy, Ref x, Ref scale, Ref mean, Ref invStd, Ref dx, int64_t length) {
+  const int64_t row = blockIdx.x, base = row * length;
+  const double mu = ldAny(mean, row), inv = ldAny(invStd, row);
+  double sumG = 0, sumGX = 0;
+  for (int64_t j = threadIdx.x; j < length; j += blockDim.x) {
+    const double g = ldAny(dy, base + j) * ldAny(scale, j);
+    sumG += g;
+    sumGX += g * (ldAny(x, base + j) - mu) * inv;
+  }
+  const double n = double(length);
+  const double meanG = blockSum(sumG) / n, meanGX = blockSum(sumGX) / n;
+  for (int64_t j = threadIdx.x; j < length; j += blockDim.x) {
+    const double g = ldAny(dy, base + j) * ldAny(scale, j), xhat = (ldAny(x, base + j) - mu) * inv;
+    stAny(dx, base + j, inv * (g - meanG - xhat * meanGX));
+  }
+}
+
+// partial[chunk][j] (dscale) and partial[chunks + chunk][j] (dbias) over the chunk's rows.
+__global__ void paramPartialKernel(Ref dy, Ref x, Ref mean, Ref invStd, int64_t rows, int64_t length,
+                                   double *partial) {
+  const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, chunk = blockIdx.y;
+  if (j >= length)
+    return;
+  const int64_t first = chunk * kChunkRows, last = min(rows, first + kChunkRows);
+  double dg = 0, db = 0;
+  for (int64_t r = first; r < last; ++r) {
+    const double g = ldAny(dy, r * length + j);
+    dg += g * (ldAny(x, r * length + j) - ldAny(mean, r)) * ldAny(invStd, r);
+    db += g;
+  }
+  const int64_t chunks = gridDim.y;
+  partial[chunk * length + j] = dg;
+  partial[(chunks + chunk) * length + j] = db;
+}
+
+__global__ void paramSumKernel(const double *partial, int64_t chunks, int64_t length, Ref dscale, Ref dbias) {
+  CASTOR_GRID_LOOP(j, length) {
+    double dg = 0, db = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      dg += partial[c * length + j];
+      db += partial[(chunks + c) * length + j];
+    }
+    stAny(dscale, j, dg);
+    stAny(dbias, j, db);
+  }
+}
+
+int64_t chunksOf(int64_t rows) { return std::max<int64_t>(1, (rows + kChunkRows - 1) / kChunkRows); }
+
+} // namespace
+
+cudaError_t layerNormForward(Ref x, Ref scale, Ref bias, Ref y, Ref mean, Ref invStd, int64_t rows, int64_t length,
+                             double eps, cudaStream_t s) {
+  if (rows <= 0 || length <= 0)
+    return cudaSuccess;
+  if (rows > INT32_MAX)
+    return cudaErrorInvalidValue;
+  forwardKernel<<<unsigned(rows), kRowThreads, 0, s>>>(x, scale, bias, y, mean, invStd, length, eps);
+  return cudaGetLastError();
+}
+
+size_t layerNormBackwardScratch(int64_t rows, int64_t length) {
+  return size_t(2 * chunksOf(rows) * std::max<int64_t>(length, 1)) * sizeof(double);
+}
+
+cudaError_t layerNormBackward(Ref dy, Ref x, Ref scale, Ref mean, Ref invStd, Ref dx, Ref dscale, Ref dbias,
+                              int64_t rows, int64_t length, double *scratch, cudaStream_t s) {
+  if (length <= 0)
+    return cudaSuccess;
+  const int64_t chunks = chunksOf(rows);
+  if (rows > INT32_MAX || chunks > 65535)
+    return cudaErrorInvalidValue;
+  if (rows > 0) {
+    inputGradKernel<<<unsigned(rows), kRowThreads, 0, s>>>(dy, x, scale, mean, invStd, dx, length);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+      return e;
+  }
+  const dim3 grid(unsigned((length + kRowThreads - 1) / kRowThreads), unsigned(chunks));
+  paramPartialKernel<<<grid, kRowThreads, 0, s>>>(dy, x, mean, invStd, rows, length, scratch);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
+    return e;
+  paramSumKernel<<<detail::gridFor(length), detail::kThreads, 0, s>>>(scratch, chunks, length, dscale, dbias);
+  return cudaGetLastError();
+}
+
+} // namespace castor::cuda
