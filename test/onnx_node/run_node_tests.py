@@ -38,7 +38,8 @@ from onnx import numpy_helper
 SUPPORTED_OPS = {
     "Conv", "BatchNormalization", "Relu", "Sigmoid", "Clip", "HardSigmoid", "HardSwish", "Add", "Mul", "MaxPool",
     "AveragePool", "GlobalAveragePool", "ReduceMean", "Flatten", "Reshape", "Gemm", "MatMul", "Concat", "Dropout", "Cast",
-    "Softmax", "SoftmaxCrossEntropyLoss", "Identity", "Constant",
+    "Softmax", "SoftmaxCrossEntropyLoss", "Identity", "Constant", "Erf", "LayerNormalization", "Transpose", "Slice",
+    "Gather", "Unsqueeze", "Squeeze", "Expand", "Div", "Sub",
 }
 RTOL = 1e-4
 ATOL = 1e-5
