@@ -1,11 +1,14 @@
 #include "ShapeFolding.h"
 #include "TensorData.h"
 
+#include "castor/shape_rules.h"
+
 #include "llvm/ADT/StringMap.h"
 
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <numeric>
 
 using onnx::TensorProto;
@@ -199,13 +202,6 @@ std::optional<int64_t> axisIn(int64_t axis, int64_t rank) {
   if (axis < -rank || axis >= rank)
     return std::nullopt;
   return axis < 0 ? axis + rank : axis;
-}
-
-std::vector<int64_t> stridesOf(const std::vector<int64_t> &dims) {
-  std::vector<int64_t> s(dims.size(), 1);
-  for (int64_t i = int64_t(dims.size()) - 2; i >= 0; --i)
-    s[i] = s[i + 1] * dims[i + 1];
-  return s;
 }
 
 // NumPy broadcasting of several shapes; nullopt when they do not broadcast.
@@ -609,11 +605,26 @@ FoldResult foldGather(Folder &f) {
   return f.define(out);
 }
 
+// The elements of x a strided view reads (shape::StridedView, the kernels' own index rule).
+Known gather(const Known &x, const shape::StridedView &view) {
+  Known out = x.like(view.dims);
+  const int64_t rank = int64_t(view.dims.size());
+  for (int64_t i = 0, n = out.count(); i < n; ++i) {
+    int64_t rem = i, src = view.offset;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      src += (rem % view.dims[d]) * view.strides[d];
+      rem /= view.dims[d];
+    }
+    out.push(x, src);
+  }
+  return out;
+}
+
 FoldResult foldSlice(Folder &f) {
   auto x = f.read(0), starts = f.read(1), ends = f.read(2);
   if (!x || !starts || !ends)
     return FoldResult::Failed;
-  int64_t rank = int64_t(x->dims.size());
+  const int64_t rank = int64_t(x->dims.size());
   std::vector<int64_t> axes(starts->ints.size()), steps(starts->ints.size(), 1);
   std::iota(axes.begin(), axes.end(), 0);
   if (f.has(3)) {
@@ -623,45 +634,25 @@ FoldResult foldSlice(Folder &f) {
     axes = a->ints;
   }
   if (f.has(4)) {
-    auto s = f.read(4);
-    if (!s)
+    auto st = f.read(4);
+    if (!st)
       return FoldResult::Failed;
-    steps = s->ints;
+    steps = st->ints;
   }
   if (axes.size() != starts->ints.size() || ends->ints.size() != axes.size() || steps.size() != axes.size())
     return f.fail("starts, ends, axes and steps differ in length");
-  std::vector<int64_t> begin(rank, 0), step(rank, 1), dims = x->dims;
+  // Every dimension, the ones ONNX leaves out taken whole.
+  shape::Shape s(rank, 0), e(rank, std::numeric_limits<int64_t>::max()), st(rank, 1);
   for (size_t i = 0; i < axes.size(); ++i) {
     auto ax = axisIn(axes[i], rank);
-    if (!ax || steps[i] == 0)
-      return f.fail("invalid axis or zero step");
-    int64_t d = x->dims[*ax], s = starts->ints[i], e = ends->ints[i], st = steps[i];
-    s = s < 0 ? s + d : s;
-    e = e < 0 ? e + d : e;
-    if (st > 0) {
-      s = std::clamp<int64_t>(s, 0, d);
-      e = std::clamp<int64_t>(e, 0, d);
-      dims[*ax] = e > s ? (e - s + st - 1) / st : 0;
-    } else {
-      s = std::clamp<int64_t>(s, 0, d - 1);
-      e = std::clamp<int64_t>(e, -1, d - 1);
-      dims[*ax] = s > e ? (s - e - st - 1) / -st : 0;
-    }
-    begin[*ax] = s;
-    step[*ax] = st;
+    if (!ax)
+      return f.fail("axis " + std::to_string(axes[i]) + " is out of range");
+    s[*ax] = starts->ints[i], e[*ax] = ends->ints[i], st[*ax] = steps[i];
   }
-  Known out = x->like(dims);
-  auto inStrides = stridesOf(x->dims);
-  for (int64_t i = 0, n = out.count(); i < n; ++i) {
-    int64_t rem = i, src = 0;
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      int64_t c = rem % dims[d];
-      rem /= dims[d];
-      src += (begin[d] + c * step[d]) * inStrides[d];
-    }
-    out.push(*x, src);
-  }
-  return f.define(out);
+  auto view = shape::sliceView(x->dims, shape::rowMajorStrides(x->dims), s, e, st);
+  if (!view)
+    return f.fail(shape::slice(x->dims, s, e, st).error);
+  return f.define(gather(*x, *view));
 }
 
 FoldResult foldReshape(Folder &f) {
@@ -698,29 +689,17 @@ FoldResult foldTranspose(Folder &f) {
   auto x = f.read(0);
   if (!x)
     return FoldResult::Failed;
-  int64_t rank = int64_t(x->dims.size());
-  std::vector<int64_t> dflt(rank);
+  const int64_t rank = int64_t(x->dims.size());
+  std::vector<int64_t> reversed(rank);
   for (int64_t i = 0; i < rank; ++i)
-    dflt[i] = rank - 1 - i;
-  auto perm = f.importer().attrInts("perm", dflt);
+    reversed[i] = rank - 1 - i;
+  auto perm = f.importer().attrInts("perm", reversed);
   if (failed(perm))
     return FoldResult::Failed;
-  if (int64_t(perm->size()) != rank)
-    return f.fail("perm does not match the input's rank");
-  std::vector<int64_t> dims(rank);
-  for (int64_t i = 0; i < rank; ++i)
-    dims[i] = x->dims[(*perm)[i]];
-  auto inStrides = stridesOf(x->dims);
-  Known out = x->like(dims);
-  for (int64_t i = 0, n = out.count(); i < n; ++i) {
-    int64_t rem = i, src = 0;
-    for (int64_t d = rank - 1; d >= 0; --d) {
-      src += (rem % dims[d]) * inStrides[(*perm)[d]];
-      rem /= dims[d];
-    }
-    out.push(*x, src);
-  }
-  return f.define(out);
+  auto view = shape::transposeView(x->dims, shape::rowMajorStrides(x->dims), *perm);
+  if (!view)
+    return f.fail(shape::transpose(x->dims, *perm).error);
+  return f.define(gather(*x, *view));
 }
 
 struct FoldEntry {
