@@ -400,6 +400,39 @@ ShapeResult layerNorm(const Shape &input, const Shape &scale, const Shape &bias,
   return ShapeResult::ok(input);
 }
 
+ShapeResult unsqueeze(const Shape &input, const std::vector<int64_t> &axes) {
+  const int64_t rank = int64_t(input.size() + axes.size());
+  std::vector<bool> inserted(size_t(rank), false);
+  for (int64_t a : axes) {
+    auto ax = normalizeAxis(a, rank);
+    if (!ax || inserted[*ax])
+      return ShapeResult::fail("axis " + std::to_string(a) + " is out of range or repeated");
+    inserted[*ax] = true;
+  }
+  Shape out;
+  for (int64_t i = 0, j = 0; i < rank; ++i)
+    out.push_back(inserted[i] ? 1 : input[j++]);
+  return ShapeResult::ok(out);
+}
+
+ShapeResult squeeze(const Shape &input, const std::vector<int64_t> &axes, bool axesGiven) {
+  const int64_t rank = int64_t(input.size());
+  std::vector<bool> drop(size_t(rank), false);
+  for (int64_t i = 0; i < rank && !axesGiven; ++i)
+    drop[i] = input[i] == 1;
+  for (int64_t a : axes) {
+    auto ax = normalizeAxis(a, rank);
+    if (!ax || input[*ax] != 1)
+      return ShapeResult::fail("axis " + std::to_string(a) + " is not a dimension of size 1");
+    drop[*ax] = true;
+  }
+  Shape out;
+  for (int64_t i = 0; i < rank; ++i)
+    if (!drop[i])
+      out.push_back(input[i]);
+  return ShapeResult::ok(out);
+}
+
 ShapeResult concat(const std::vector<Shape> &inputs, int64_t axis) {
   if (inputs.empty())
     return ShapeResult::fail("needs at least one input");

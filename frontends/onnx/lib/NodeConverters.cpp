@@ -314,8 +314,8 @@ FailureOr<std::vector<int64_t>> axesInput(NodeImporter &n, bool &given) {
   return n.attrInts("axes", {});
 }
 
-// Unsqueeze and Squeeze of a computed tensor only relabel its shape: a reshape.
-LogicalResult convertUnsqueeze(NodeImporter &n) {
+template <bool Unsqueeze>
+LogicalResult convertSqueezeOrUnsqueeze(NodeImporter &n) {
   if (failed(n.checkArity(1, 2)) || failed(n.checkAttrs({"axes"})))
     return failure();
   auto x = n.input(0);
@@ -324,45 +324,10 @@ LogicalResult convertUnsqueeze(NodeImporter &n) {
   if (failed(x) || failed(axes))
     return failure();
   auto type = llvm::cast<RankedTensorType>(x->getType());
-  int64_t rank = type.getRank() + int64_t(axes->size());
-  std::vector<bool> inserted(rank, false);
-  for (int64_t a : *axes) {
-    int64_t ax = a < 0 ? a + rank : a;
-    if (ax < 0 || ax >= rank || inserted[ax])
-      return n.fail("axis " + std::to_string(a) + " is out of range or repeated");
-    inserted[ax] = true;
-  }
-  SmallVector<int64_t> dims;
-  for (int64_t i = 0, j = 0; i < rank; ++i)
-    dims.push_back(inserted[i] ? 1 : type.getDimSize(j++));
-  auto op = n.build<ReshapeOp>(RankedTensorType::get(dims, type.getElementType()), {*x});
-  return failed(op) ? failure() : n.setOutput(0, op->getResult());
-}
-
-LogicalResult convertSqueeze(NodeImporter &n) {
-  if (failed(n.checkArity(1, 2)) || failed(n.checkAttrs({"axes"})))
-    return failure();
-  auto x = n.input(0);
-  bool given;
-  auto axes = axesInput(n, given);
-  if (failed(x) || failed(axes))
-    return failure();
-  auto type = llvm::cast<RankedTensorType>(x->getType());
-  int64_t rank = type.getRank();
-  std::vector<bool> drop(rank, false);
-  for (int64_t i = 0; i < rank && !given; ++i)
-    drop[i] = type.getDimSize(i) == 1;
-  for (int64_t a : *axes) {
-    int64_t ax = a < 0 ? a + rank : a;
-    if (ax < 0 || ax >= rank || type.getDimSize(ax) != 1)
-      return n.fail("axis " + std::to_string(a) + " is not a dimension of size 1");
-    drop[ax] = true;
-  }
-  SmallVector<int64_t> dims;
-  for (int64_t i = 0; i < rank; ++i)
-    if (!drop[i])
-      dims.push_back(type.getDimSize(i));
-  auto op = n.build<ReshapeOp>(RankedTensorType::get(dims, type.getElementType()), {*x});
+  auto rule = Unsqueeze ? shape::unsqueeze(shapeOf(type), *axes) : shape::squeeze(shapeOf(type), *axes, given);
+  if (!rule)
+    return n.fail(rule.error);
+  auto op = n.build<ReshapeOp>(RankedTensorType::get(rule.shape, type.getElementType()), {*x});
   return failed(op) ? failure() : n.setOutput(0, op->getResult());
 }
 
@@ -786,8 +751,8 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"Mul", convertBinary<MulOp>},
       {"Div", convertByKnown<true>},
       {"Sub", convertByKnown<false>},
-      {"Unsqueeze", convertUnsqueeze},
-      {"Squeeze", convertSqueeze},
+      {"Unsqueeze", convertSqueezeOrUnsqueeze<true>},
+      {"Squeeze", convertSqueezeOrUnsqueeze<false>},
       {"Transpose", convertTranspose},
       {"Slice", convertSlice},
       {"Gather", convertGather},

@@ -493,49 +493,18 @@ std::optional<std::vector<int64_t>> axesOf(Folder &f, bool &present) {
   return std::vector<int64_t>{};
 }
 
-FoldResult foldUnsqueeze(Folder &f) {
+template <bool Unsqueeze>
+FoldResult foldSqueezeOrUnsqueeze(Folder &f) {
   auto x = f.read(0);
   bool present;
   auto axes = axesOf(f, present);
   if (!x || !axes)
     return FoldResult::Failed;
-  int64_t rank = int64_t(x->dims.size() + axes->size());
-  std::vector<bool> inserted(rank, false);
-  for (int64_t a : *axes) {
-    auto ax = axisIn(a, rank);
-    if (!ax || inserted[*ax])
-      return f.fail("invalid or repeated axis " + std::to_string(a));
-    inserted[*ax] = true;
-  }
-  std::vector<int64_t> dims;
-  for (int64_t i = 0, j = 0; i < rank; ++i)
-    dims.push_back(inserted[i] ? 1 : x->dims[j++]);
+  auto rule = Unsqueeze ? shape::unsqueeze(x->dims, *axes) : shape::squeeze(x->dims, *axes, present);
+  if (!rule)
+    return f.fail(rule.error);
   Known out = *x;
-  out.dims = dims;
-  return f.define(out);
-}
-
-FoldResult foldSqueeze(Folder &f) {
-  auto x = f.read(0);
-  bool present;
-  auto axes = axesOf(f, present);
-  if (!x || !axes)
-    return FoldResult::Failed;
-  int64_t rank = int64_t(x->dims.size());
-  std::vector<bool> drop(rank, false);
-  for (int64_t i = 0; i < rank && !present; ++i)
-    drop[i] = x->dims[i] == 1;
-  for (int64_t a : *axes) {
-    auto ax = axisIn(a, rank);
-    if (!ax || x->dims[*ax] != 1)
-      return f.fail("axis " + std::to_string(a) + " is not a dimension of size 1");
-    drop[*ax] = true;
-  }
-  Known out = *x;
-  out.dims.clear();
-  for (int64_t i = 0; i < rank; ++i)
-    if (!drop[i])
-      out.dims.push_back(x->dims[i]);
+  out.dims = rule.shape;
   return f.define(out);
 }
 
@@ -739,8 +708,8 @@ const llvm::StringMap<FoldEntry> &folders() {
       {"Div", {foldBinary<Bin::Div>, false}},
       {"Sqrt", {foldUnary<squareRoot>, false}},
       {"Expand", {foldExpand, false}},
-      {"Unsqueeze", {foldUnsqueeze, false}},
-      {"Squeeze", {foldSqueeze, false}},
+      {"Unsqueeze", {foldSqueezeOrUnsqueeze<true>, false}},
+      {"Squeeze", {foldSqueezeOrUnsqueeze<false>, false}},
       {"Concat", {foldConcat, false}},
       {"Gather", {foldGather, false}},
       {"Slice", {foldSlice, false}},

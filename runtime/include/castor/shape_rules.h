@@ -92,6 +92,11 @@ ShapeResult reshapeTarget(const Shape &input, const Shape &target, bool allowZer
 // Reshape whose result shape is already static: the element counts must match.
 ShapeResult reshape(const Shape &input, const Shape &result);
 
+// ONNX Unsqueeze: a dimension of 1 inserted at each of `axes` (of the result's rank).
+ShapeResult unsqueeze(const Shape &input, const std::vector<int64_t> &axes);
+// ONNX Squeeze: the dimensions at `axes` (each of size 1) dropped; without axes every 1.
+ShapeResult squeeze(const Shape &input, const std::vector<int64_t> &axes, bool axesGiven);
+
 // Concatenation of `inputs` along `axis` (negative counts from the end).
 ShapeResult concat(const std::vector<Shape> &inputs, int64_t axis);
 
