@@ -10,6 +10,7 @@
 #include <functional>
 #include <limits>
 #include <numeric>
+#include <type_traits>
 
 using onnx::TensorProto;
 
@@ -159,7 +160,7 @@ public:
         k.type = TensorProto::DOUBLE;
     }
     if (!ok) {
-      n_.fail(why);
+      (void)n_.fail(why);
       failed_ = true;
       return std::nullopt;
     }
@@ -168,7 +169,7 @@ public:
 
   bool failed() const { return failed_; }
   FoldResult fail(const std::string &why) {
-    n_.fail(why);
+    (void)n_.fail(why);
     failed_ = true;
     return FoldResult::Failed;
   }
@@ -197,29 +198,15 @@ private:
 
 using FoldFn = FoldResult (*)(Folder &);
 
-// Normalises an axis into [0, rank); nullopt when out of range.
-std::optional<int64_t> axisIn(int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= rank)
-    return std::nullopt;
-  return axis < 0 ? axis + rank : axis;
-}
-
-// NumPy broadcasting of several shapes; nullopt when they do not broadcast.
+// NumPy broadcasting of several shapes (shape::broadcast pairwise); nullopt when they do not broadcast.
 std::optional<std::vector<int64_t>> broadcastDims(const std::vector<const std::vector<int64_t> *> &shapes) {
-  size_t rank = 0;
-  for (auto *s : shapes)
-    rank = std::max(rank, s->size());
-  std::vector<int64_t> out(rank, 1);
-  for (auto *s : shapes)
-    for (size_t i = 0; i < s->size(); ++i) {
-      int64_t d = (*s)[i];
-      int64_t &o = out[rank - s->size() + i];
-      if (d == o || d == 1)
-        continue;
-      if (o != 1)
-        return std::nullopt;
-      o = d;
-    }
+  shape::Shape out;
+  for (auto *s : shapes) {
+    auto r = shape::broadcast(out, *s);
+    if (!r)
+      return std::nullopt;
+    out = r.shape;
+  }
   return out;
 }
 
@@ -307,38 +294,23 @@ double ceilOf(double v) { return std::ceil(v); }
 
 enum class Bin { Add, Sub, Mul, Div, Mod, Pow, Min, Max, Equal, Less, Greater, LessEq, GreaterEq, And, Or };
 
-int64_t intBinary(Bin op, int64_t a, int64_t b, bool fmod) {
-  switch (op) {
-  case Bin::Add: return a + b;
-  case Bin::Sub: return a - b;
-  case Bin::Mul: return a * b;
-  case Bin::Div: return a / b; // truncates, as onnxruntime does
-  case Bin::Mod: {
-    int64_t r = a % b;
-    return (!fmod && r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
-  }
-  case Bin::Pow: return int64_t(std::pow(double(a), double(b)));
-  case Bin::Min: return std::min(a, b);
-  case Bin::Max: return std::max(a, b);
-  case Bin::Equal: return a == b;
-  case Bin::Less: return a < b;
-  case Bin::Greater: return a > b;
-  case Bin::LessEq: return a <= b;
-  case Bin::GreaterEq: return a >= b;
-  case Bin::And: return a && b;
-  case Bin::Or: return a || b;
-  }
-  return 0;
-}
-
-double realBinary(Bin op, double a, double b) {
+// Integers divide truncating (as onnxruntime does) and take the divisor's sign in Mod unless
+// fmod; reals use C's fmod.
+template <typename T>
+T applyBinary(Bin op, T a, T b, bool fmod) {
   switch (op) {
   case Bin::Add: return a + b;
   case Bin::Sub: return a - b;
   case Bin::Mul: return a * b;
   case Bin::Div: return a / b;
-  case Bin::Mod: return std::fmod(a, b);
-  case Bin::Pow: return std::pow(a, b);
+  case Bin::Mod:
+    if constexpr (std::is_integral_v<T>) {
+      T r = a % b;
+      return (!fmod && r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+    } else {
+      return std::fmod(a, b);
+    }
+  case Bin::Pow: return T(std::pow(double(a), double(b)));
   case Bin::Min: return std::min(a, b);
   case Bin::Max: return std::max(a, b);
   case Bin::Equal: return a == b;
@@ -380,13 +352,13 @@ FoldResult foldBinary(Folder &f) {
       int64_t y = b->integer(ib);
       if ((Op == Bin::Div || Op == Bin::Mod) && y == 0)
         return f.fail("integer division by zero");
-      int64_t v = intBinary(Op, a->integer(ia), y, *fmod != 0);
+      int64_t v = applyBinary<int64_t>(Op, a->integer(ia), y, *fmod != 0);
       if (out.isInt())
         out.ints.push_back(v);
       else
         out.reals.push_back(double(v));
     } else {
-      double v = realBinary(Op, a->real(ia), b->real(ib));
+      double v = applyBinary<double>(Op, a->real(ia), b->real(ib), *fmod != 0);
       if (out.isInt())
         out.ints.push_back(int64_t(v));
       else
@@ -522,7 +494,7 @@ FoldResult foldConcat(Folder &f) {
   if (parts.empty())
     return f.fail("expects at least one input");
   int64_t rank = int64_t(parts[0].dims.size());
-  auto ax = axisIn(*axis, rank);
+  auto ax = shape::normalizeAxis(*axis, rank);
   if (!ax)
     return f.fail("axis " + std::to_string(*axis) + " is out of range");
   std::vector<int64_t> dims = parts[0].dims;
@@ -552,7 +524,7 @@ FoldResult foldGather(Folder &f) {
   if (!x || !idx || failed(axis))
     return FoldResult::Failed;
   int64_t rank = int64_t(x->dims.size());
-  auto ax = axisIn(*axis, rank);
+  auto ax = shape::normalizeAxis(*axis, rank);
   if (!ax)
     return f.fail("axis " + std::to_string(*axis) + " is out of range");
   std::vector<int64_t> dims(x->dims.begin(), x->dims.begin() + *ax);
@@ -613,7 +585,7 @@ FoldResult foldSlice(Folder &f) {
   // Every dimension, the ones ONNX leaves out taken whole.
   shape::Shape s(rank, 0), e(rank, std::numeric_limits<int64_t>::max()), st(rank, 1);
   for (size_t i = 0; i < axes.size(); ++i) {
-    auto ax = axisIn(axes[i], rank);
+    auto ax = shape::normalizeAxis(axes[i], rank);
     if (!ax)
       return f.fail("axis " + std::to_string(axes[i]) + " is out of range");
     s[*ax] = starts->ints[i], e[*ax] = ends->ints[i], st[*ax] = steps[i];
