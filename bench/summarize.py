@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Ratios of Castor's ResNet-50 figures to PyTorch's from one run of bench/resnet50_vs_torch.sh.
+"""Ratios of Castor's figures to PyTorch's from one run of bench/resnet50_vs_torch.sh or
+bench/torchvision_vs_torch.sh (one model).
 
   summarize.py castor.jsonl torch.jsonl gpu.txt   # prints a Markdown table
 
@@ -22,7 +23,8 @@ def main(castor_path, torch_path, gpu_path):
     print(f"GPU: {gpu}\n")
     print("| Castor | img/s | peak GiB | vs PyTorch | img/s | peak GiB | speed ratio | memory ratio |")
     print("|---|---|---|---|---|---|---|---|")
-    pairs = [("fp16", "amp-fp16-cl"), ("fp16", "compile-fp16-cl"), ("bf16", "amp-bf16-cl"), ("fp32", "fp32")]
+    pairs = [("fp16", "amp-fp16-cl"), ("fp16", "compile-fp16-cl"), ("bf16", "amp-bf16-cl"), ("bf16", "compile-bf16-cl"),
+             ("fp32", "fp32")]
     for prec, mode in pairs:
         c, t = castor.get(prec), torch.get(mode)
         if not c or not t:

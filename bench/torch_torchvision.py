@@ -7,7 +7,8 @@ cross-entropy, fixed batch), so the two figures form a ratio.
   python3 torch_torchvision.py --model vgg11_bn --modes amp-fp16-cl,compile-fp16-cl --batch 128
 
 Prints one JSON line per mode: img/s (median of CUDA-event-timed steps) and peak GPU memory.
-Modes: amp-fp16-cl, amp-bf16-cl, compile-fp16-cl (channels-last, autocast, GradScaler for fp16).
+Modes: amp-fp16-cl, amp-bf16-cl, compile-fp16-cl, compile-bf16-cl (channels-last, autocast,
+GradScaler for fp16; compile: torch.compile of the whole step).
 """
 import argparse
 import json

@@ -144,14 +144,33 @@ private:
     Type widest;
     for (Value v : op->getOperands()) {
       auto t = llvm::dyn_cast<FloatType>(getElementTypeOrSelf(v.getType()));
-      if (!t)
+      if (!t || followsOtherOperands(op, v))
         continue;
       if (!widest || t == widest)
         widest = t;
       else
         widest = (t.getWidth() > llvm::cast<FloatType>(widest).getWidth()) ? t : (t.getWidth() == 16 ? f32 : widest);
     }
+    if (!widest) // every floating-point operand follows: none decides, keep the widest of all
+      for (Value v : op->getOperands())
+        if (auto t = llvm::dyn_cast<FloatType>(getElementTypeOrSelf(v.getType())))
+          widest = !widest || t.getWidth() > llvm::cast<FloatType>(widest).getWidth() ? t : widest;
     return widest;
+  }
+
+  // Operands of a neutral op that take the type of the others instead of widening them, as in
+  // PyTorch AMP: a constant (the exporter's Python scalars: x * 0.5 stays in f16), and the bias
+  // added to a matrix product (ONNX splits a linear layer into MatMul and Add; PyTorch's
+  // autocast runs the whole layer, bias included, in low precision).
+  static bool followsOtherOperands(Operation *op, Value v) {
+    if (v.getDefiningOp<ConstantOp>())
+      return true;
+    if (!llvm::isa<AddOp>(op) || !v.getDefiningOp<ParameterOp>())
+      return false;
+    return llvm::any_of(op->getOperands(), [](Value other) {
+      Operation *def = other.getDefiningOp();
+      return def && llvm::isa<MatmulOp, GemmOp>(def);
+    });
   }
 
   // One cast per value and type, placed right after the value's definition so that every use

@@ -1,4 +1,5 @@
-// castor-cast-cleanup: folds cast chains only where the first cast loses nothing.
+// castor-cast-cleanup: folds cast chains only where the first cast loses nothing, and casts of
+// constants.
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
 
@@ -44,6 +45,30 @@ struct FoldExactCastChain : OpRewritePattern<castor::CastOp> {
   }
 };
 
+// cast(constant) becomes a constant of the cast's type, rounded to nearest-even as the cast
+// kernels round: no kernel per step for the casts autocast gives an exporter's scalars.
+struct FoldCastOfConstant : OpRewritePattern<castor::CastOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(castor::CastOp cast, PatternRewriter &rewriter) const override {
+    auto constant = cast.getInput().getDefiningOp<castor::ConstantOp>();
+    if (!constant)
+      return failure();
+    auto values = llvm::dyn_cast<DenseFPElementsAttr>(constant.getValue());
+    auto target = llvm::dyn_cast<FloatType>(getElementTypeOrSelf(cast.getType()));
+    if (!values || !target)
+      return rewriter.notifyMatchFailure(cast, "not a floating-point constant cast to a float type");
+    auto type = llvm::cast<ShapedType>(cast.getType());
+    auto converted = values.mapValues(target, [&](const APFloat &v) {
+      APFloat f = v;
+      bool lost = false;
+      f.convert(target.getFloatSemantics(), APFloat::rmNearestTiesToEven, &lost);
+      return f.bitcastToAPInt();
+    });
+    rewriter.replaceOpWithNewOp<castor::ConstantOp>(cast, llvm::cast<DenseElementsAttr>(converted).reshape(type));
+    return success();
+  }
+};
+
 struct CastCleanupPass : castor::impl::CastorCastCleanupBase<CastCleanupPass> {
   void runOnOperation() override {
     RewritePatternSet patterns(&getContext());
@@ -56,5 +81,5 @@ struct CastCleanupPass : castor::impl::CastorCastCleanupBase<CastCleanupPass> {
 } // namespace
 
 void castor::populateCastCleanupPatterns(RewritePatternSet &patterns) {
-  patterns.add<FoldExactCastChain>(patterns.getContext());
+  patterns.add<FoldExactCastChain, FoldCastOfConstant>(patterns.getContext());
 }

@@ -66,3 +66,16 @@ func.func @same_type(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = castor.cast %x : tensor<4xf32> to tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// A cast of a constant is the constant in the cast's type, rounded to nearest-even (0.1 in f16
+// is 0.0999755859375, 1.0 exactly 1.0).
+// CHECK-LABEL: func.func @constant
+// CHECK-NOT: castor.cast
+// CHECK: castor.constant dense<[9.997550e-02, 1.000000e+00]> : tensor<2xf16>
+func.func @constant() -> tensor<2xf16> {
+  %c = castor.constant dense<[0.1, 1.0]> : tensor<2xf32>
+  %h = castor.cast %c : tensor<2xf32> to tensor<2xf16>
+  return %h : tensor<2xf16>
+}

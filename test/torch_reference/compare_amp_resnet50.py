@@ -1,14 +1,20 @@
 #!/usr/bin/env python3
-"""ResNet-50 fp16 training, 100 steps: Castor (castor-run train) against PyTorch AMP.
+"""Mixed-precision training of a torchvision model (ResNet-50 fp16, 100 steps, by default):
+Castor (castor-run train) against PyTorch AMP.
 
 Criterion: from identical initial weights on identical batches, Castor's loss follows PyTorch
-AMP's: each of the first 20 losses within 2% relative, and the mean of all 100 within 2%.
+AMP's: each of the first 20 losses within 2% relative, and the mean of all steps within 2%.
+
+`--model NAME` takes any torchvision classifier whose training-mode export the plan was compiled
+from (initializers named as its state_dict: `models/export_torchvision.py`), `--steps N` the
+length; the plan's precision picks PyTorch's autocast type (fp16 with GradScaler configured as
+the plan's loss scaler, bf16 without scaling).
 
 What `run` does (on a machine with torch, torchvision, a GPU and castor-run):
   1. reads the plan (`castor-run inspect --json`): batch, image shape, classes, the model's state
      tensors, AdamW's hyperparameters, the learning-rate schedule (must be constant) and the
      loss scaler's settings; PyTorch is configured from these, so both sides share them exactly;
-  2. builds torchvision's resnet50 with torch.manual_seed(0) and writes its state_dict
+  2. builds the torchvision model with torch.manual_seed(0) and writes its state_dict
      (parameters and BN running statistics; num_batches_tracked has no Castor counterpart and is
      dropped) as safetensors, after checking its names against the plan's;
   3. writes the data as `castor-run train --data npy:DIR` reads it: images.npy (float16
@@ -167,15 +173,26 @@ def plan_info(castor_run, plan):
     if attr(sched, "kind") != "constant" or attr(sched, "warmup_steps") != 0:
         die("the plan's learning rate is not constant (compile without --schedule/--warmup-steps)")
     info["adamw"] = dict(lr=attr(sched, "base_lr"), betas=(beta1, beta2), eps=eps, weight_decay=wd)
+    info["f16_tensors"] = sum(1 for t in tensors.values() if t["dtype"] == "F16")
+    info["bf16_tensors"] = sum(1 for t in tensors.values() if t["dtype"] == "BF16")
+    if info["f16_tensors"]:
+        info["amp_dtype"] = "float16"
+    elif info["bf16_tensors"]:
+        info["amp_dtype"] = "bfloat16"
+    else:
+        die("the plan computes nothing in float16 or bfloat16 (compile with --precision fp16 or bf16)")
     scaler = of("update_loss_scale")
     init = [q for q in params if q["name"] == "castor.loss_scale"]
-    if not scaler or not init or "loss_scale" not in outputs:
-        die("the plan has no dynamic loss scaling (compile with --precision fp16)")
-    info["grad_scaler"] = dict(init_scale=float(init[0]["init_value"]), growth_factor=attr(scaler[0], "growth"),
-                               backoff_factor=attr(scaler[0], "backoff"), growth_interval=attr(scaler[0], "interval"))
-    info["f16_tensors"] = sum(1 for t in tensors.values() if t["dtype"] == "F16")
-    if not info["f16_tensors"]:
-        die("the plan computes nothing in float16 (compile with --precision fp16)")
+    if info["amp_dtype"] == "float16":
+        if not scaler or not init or "loss_scale" not in outputs:
+            die("the fp16 plan has no dynamic loss scaling (compile with --loss-scale dynamic)")
+        info["grad_scaler"] = dict(init_scale=float(init[0]["init_value"]), growth_factor=attr(scaler[0], "growth"),
+                                   backoff_factor=attr(scaler[0], "backoff"),
+                                   growth_interval=attr(scaler[0], "interval"))
+    elif scaler:
+        die("the bf16 plan scales its loss; PyTorch AMP in bf16 does not (compile without --loss-scale)")
+    else:
+        info["grad_scaler"] = None
     return info
 
 
@@ -262,11 +279,11 @@ VARIANTS = {  # name: (autocast fp16 + GradScaler, channels_last, weights one ul
 }
 
 
-def torch_model(classes):
+def torch_model(name, classes):
     import torch
     import torchvision
     torch.manual_seed(0)
-    return torchvision.models.resnet50(weights=None, num_classes=classes)
+    return torchvision.models.get_model(name, weights=None, num_classes=classes)
 
 
 def one_ulp_away(tensors, seed=7):
@@ -275,7 +292,7 @@ def one_ulp_away(tensors, seed=7):
             for k, v in tensors.items()}
 
 
-def torch_train(variant, initial, images, labels, info, steps, device):
+def torch_train(model_name, variant, initial, images, labels, info, steps, device):
     import torch
     import torch.nn.functional as F
     amp, channels_last, ulp = VARIANTS[variant]
@@ -284,7 +301,7 @@ def torch_train(variant, initial, images, labels, info, steps, device):
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     fmt = torch.channels_last if channels_last else torch.contiguous_format
-    model = torch_model(info["classes"])
+    model = torch_model(model_name, info["classes"])
     weights = one_ulp_away(initial) if ulp else initial
     missing, unexpected = model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in weights.items()},
                                                 strict=False)
@@ -292,7 +309,9 @@ def torch_train(variant, initial, images, labels, info, steps, device):
         die(f"state_dict mismatch: missing {missing}, unexpected {unexpected}")
     model = model.to(device).to(memory_format=fmt).train()
     opt = torch.optim.AdamW(model.parameters(), **info["adamw"])
-    scaler = torch.amp.GradScaler(device, enabled=amp, **info["grad_scaler"])
+    dtype = getattr(torch, info["amp_dtype"])
+    scaled = amp and info["grad_scaler"] is not None  # GradScaler for fp16 only, as AMP recipes do
+    scaler = torch.amp.GradScaler(device, enabled=scaled, **(info["grad_scaler"] or {}))
     x_all, y_all = torch.from_numpy(images).to(device), torch.from_numpy(labels).to(device)
     out = dict(loss=[], skipped=[], loss_scale=[])
     t0 = time.time()
@@ -301,13 +320,13 @@ def torch_train(variant, initial, images, labels, info, steps, device):
         x = x_all[idx].float().contiguous(memory_format=fmt)
         y = y_all[idx]
         opt.zero_grad(set_to_none=True)
-        with torch.autocast(device, dtype=torch.float16, enabled=amp):
+        with torch.autocast(device, dtype=dtype, enabled=amp):
             loss = F.cross_entropy(model(x), y, label_smoothing=info["label_smoothing"])
-        before = scaler.get_scale() if amp else 1.0
+        before = scaler.get_scale() if scaled else 1.0
         scaler.scale(loss).backward()
         scaler.step(opt)  # skipped (no parameter, moment or step-count update) on inf/nan gradients
         scaler.update()
-        after = scaler.get_scale() if amp else 1.0
+        after = scaler.get_scale() if scaled else 1.0
         out["loss"].append(float(loss.detach()))
         out["skipped"].append(after < before)
         out["loss_scale"].append(after)
@@ -363,14 +382,14 @@ def cmd_run(a):
     print(f"plan {a.plan}: batch {info['batch']}, images {info['image_shape']}, {info['classes']} classes, "
           f"{len(info['model_state'])} model tensors, AdamW {info['adamw']}, scaler {info['grad_scaler']}", flush=True)
 
-    # (2) initial weights: torchvision's resnet50 under torch.manual_seed(0)
-    model = torch_model(info["classes"])
+    # (2) initial weights: the torchvision model under torch.manual_seed(0)
+    model = torch_model(a.model, info["classes"])
     initial = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()
                if not k.endswith("num_batches_tracked")}
     if set(initial) != set(info["model_state"]):
-        die(f"resnet50 state_dict and the plan disagree: only in torch {sorted(set(initial) - set(info['model_state']))}, "
+        die(f"{a.model} state_dict and the plan disagree: only in torch {sorted(set(initial) - set(info['model_state']))}, "
             f"only in the plan {sorted(set(info['model_state']) - set(initial))}")
-    weights = os.path.join(a.work, "resnet50_seed0.safetensors")
+    weights = os.path.join(a.work, f"{a.model}_seed0.safetensors")
     write_safetensors(weights, initial)
 
     # (3) data
@@ -388,7 +407,7 @@ def cmd_run(a):
     # (5) PyTorch
     ref = {}
     for v in (["amp"] if a.no_floor else list(VARIANTS)):
-        ref[v] = torch_train(v, initial, images, labels, info, a.steps, "cuda")
+        ref[v] = torch_train(a.model, v, initial, images, labels, info, a.steps, "cuda")
         print(f"torch {v}: {ref[v]['seconds']:.1f} s, losses {ref[v]['loss'][0]:.4f} .. {ref[v]['loss'][-1]:.4f}, "
               f"skipped steps {[i + 1 for i, s in enumerate(ref[v]['skipped']) if s]}", flush=True)
 
@@ -432,7 +451,8 @@ def cmd_run(a):
         setup=dict(plan=os.path.basename(a.plan), plan_sha256=sha256(a.plan), device=a.device,
                    batch=info["batch"], image_shape=info["image_shape"], classes=info["classes"],
                    adamw=info["adamw"], grad_scaler=info["grad_scaler"], label_smoothing=info["label_smoothing"],
-                   weights="torchvision resnet50, torch.manual_seed(0)", weights_sha256=sha256(weights),
+                   model=a.model, amp_dtype=info["amp_dtype"],
+                   weights=f"torchvision {a.model}, torch.manual_seed(0)", weights_sha256=sha256(weights),
                    model_tensors=loaded, data=dict(samples=count, label_classes=used.tolist(), signal=SIGNAL,
                                                    seed=DATA_SEED, images="float16"),
                    torch=torch.__version__, torchvision=torchvision.__version__, numpy=np.__version__,
@@ -526,7 +546,9 @@ def cmd_selftest(a):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("command", choices=["run", "selftest"])
-    ap.add_argument("--plan", required=True, help="Castor fp16 AdamW training plan (castor compile --train)")
+    ap.add_argument("--plan", required=True, help="Castor fp16 or bf16 AdamW training plan (castor compile --train)")
+    ap.add_argument("--model", default="resnet50",
+                    help="run: the torchvision model the plan was compiled from (torchvision.models.get_model name)")
     ap.add_argument("--castor-run", required=True, help="castor-run binary")
     ap.add_argument("--work", required=True, help="scratch folder: weights, data, castor-run logs (~0.6 GB)")
     ap.add_argument("--out", help="run: result JSON (a .txt with the table is written beside it)")

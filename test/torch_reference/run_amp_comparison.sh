@@ -27,7 +27,9 @@
 # and OUT_DIR/amp_resnet50.log (everything printed); scratch data (~0.6 GB) goes to
 # ${WORK:-/tmp/castor_amp_r50}. Exit status: 0 criterion met, 1 not met, 2 setup error.
 # Environment: PYTHON (default /opt/torch/.venv/bin/python3, else python3), PLAN (default
-# CARRY/plans/r50_fp16_b64_cmp.plan), EXTRA (more options for the script, e.g. --no-floor).
+# CARRY/plans/r50_fp16_b64_cmp.plan), MODEL (the torchvision model the plan was compiled from,
+# default resnet50; the files are then named amp_MODEL.* unless NAME says otherwise), EXTRA (more
+# options for the script, e.g. --no-floor, --steps 50).
 set -euo pipefail
 carry=${1:?usage: run_amp_comparison.sh CARRY_DIR OUT_DIR}
 out=${2:?usage: run_amp_comparison.sh CARRY_DIR OUT_DIR}
@@ -38,6 +40,8 @@ py=${PYTHON:-/opt/torch/.venv/bin/python3}
 [ -x "$py" ] || py=python3
 plan=${PLAN:-$carry/plans/r50_fp16_b64_cmp.plan}
 run="$carry/bin/castor-run"
+model=${MODEL:-resnet50}
+name=${NAME:-amp_$model}
 
 # castor-run's libraries: libfmt/libprotobuf from the carried lib/, cuDNN and cuBLAS from the
 # NVIDIA wheels beside PyTorch (then the CUDA toolkit's own).
@@ -49,10 +53,10 @@ if ldd "$run" | grep -q "not found"; then
   echo "castor-run is missing libraries (LD_LIBRARY_PATH=$LD_LIBRARY_PATH)" >&2
   exit 2
 fi
-ldd "$run" | grep -E "cudnn|cublas|cudart|fmt|protobuf" | tee "$out/amp_resnet50.log"
+ldd "$run" | grep -E "cudnn|cublas|cudart|fmt|protobuf" | tee "$out/$name.log"
 
 set +e
-"$py" "$here/compare_amp_resnet50.py" run --plan "$plan" --castor-run "$run" --device cuda \
-  --work "${WORK:-/tmp/castor_amp_r50}" --out "$out/amp_resnet50.json" ${EXTRA:-} 2>&1 \
-  | tee -a "$out/amp_resnet50.log"
+"$py" "$here/compare_amp_resnet50.py" run --plan "$plan" --model "$model" --castor-run "$run" --device cuda \
+  --work "${WORK:-/tmp/castor_amp_$model}" --out "$out/$name.json" ${EXTRA:-} 2>&1 \
+  | tee -a "$out/$name.log"
 exit "${PIPESTATUS[0]}"

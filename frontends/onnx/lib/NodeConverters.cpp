@@ -120,11 +120,12 @@ LogicalResult convertUnary(NodeImporter &n) {
   return failed(op) ? failure() : n.setOutput(0, op->getResult());
 }
 
-template <typename OpT>
+// `role`: what an initializer operand is to the seeded initialisation (--init kaiming).
+template <typename OpT, ParamRole role>
 LogicalResult convertBinary(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({})))
     return failure();
-  auto a = n.input(0), b = n.input(1);
+  auto a = n.input(0, role), b = n.input(1, role);
   if (failed(a) || failed(b))
     return failure();
   auto op = n.create<OpT>({*a, *b});
@@ -289,7 +290,7 @@ LogicalResult convertFlatten(NodeImporter &n) {
 LogicalResult convertReshape(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({"allowzero"})))
     return failure();
-  auto x = n.input(0);
+  auto x = n.input(0, ParamRole::Offset); // a trained tensor broadcast over the batch: a class token
   auto target = n.constInts(1);
   auto allowZero = n.attrInt("allowzero", 0);
   if (failed(x) || failed(target) || failed(allowZero))
@@ -495,7 +496,7 @@ LogicalResult convertGather(NodeImporter &n) {
 LogicalResult convertExpand(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({})))
     return failure();
-  auto x = n.input(0);
+  auto x = n.input(0, ParamRole::Offset); // a trained tensor broadcast over the batch: a class token
   auto target = n.constInts(1);
   if (failed(x) || failed(target))
     return failure();
@@ -579,7 +580,7 @@ LogicalResult convertConcat(NodeImporter &n) {
     return n.fail("attribute 'axis' is required");
   SmallVector<Value> inputs;
   for (int i = 0; i < n.node().input_size(); ++i) {
-    auto v = n.input(i);
+    auto v = n.input(i, ParamRole::Offset);
     if (failed(v))
       return failure();
     inputs.push_back(*v);
@@ -613,8 +614,9 @@ LogicalResult convertDropout(NodeImporter &n) {
       return failure();
     training = !t->empty() && t->front() != 0;
   }
-  // Outside training mode ONNX's Dropout is the identity.
-  if (!training)
+  // Outside training mode ONNX's Dropout is the identity, and so it is at ratio 0 (exports keep
+  // the Dropout of every layer whose probability is 0, as ViT's attention and MLP).
+  if (!training || ratio == 0.0)
     return n.setOutput(0, *x);
   DropoutOp::Properties p;
   p.ratio = Builder(n.context()).getF64FloatAttr(ratio);
@@ -747,8 +749,8 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"HardSigmoid", convertHardSigmoid},
       {"HardSwish", convertUnary<HardSwishOp>},
       {"Erf", convertUnary<ErfOp>},
-      {"Add", convertBinary<AddOp>},
-      {"Mul", convertBinary<MulOp>},
+      {"Add", convertBinary<AddOp, ParamRole::Offset>},
+      {"Mul", convertBinary<MulOp, ParamRole::Multiplier>},
       {"Div", convertByKnown<true>},
       {"Sub", convertByKnown<false>},
       {"Unsqueeze", convertSqueezeOrUnsqueeze<true>},

@@ -217,8 +217,10 @@ static std::optional<Init> seededInit(ParamRole role) {
   case ParamRole::LinearWeight:
   case ParamRole::LinearBias: return Init::linear_uniform;
   case ParamRole::NormScale:
+  case ParamRole::Multiplier:
   case ParamRole::RunningVar: return Init::ones;
   case ParamRole::NormBias:
+  case ParamRole::Offset:
   case ParamRole::RunningMean: return Init::zeros;
   case ParamRole::Data: return std::nullopt;
   }

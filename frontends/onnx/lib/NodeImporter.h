@@ -20,7 +20,22 @@
 namespace castor::onnx_import {
 
 // How a node uses an initializer; decides its seeded initialiser and whether it trains.
-enum class ParamRole { Data, ConvWeight, ConvBias, LinearWeight, LinearBias, NormScale, NormBias, RunningMean, RunningVar };
+// Offset: a tensor added to a computed value or concatenated with one (a linear layer's bias
+// after MatMul, a positional embedding, a class token); Multiplier: a tensor a computed value
+// is multiplied by (a layer scale).
+enum class ParamRole {
+  Data,
+  ConvWeight,
+  ConvBias,
+  LinearWeight,
+  LinearBias,
+  NormScale,
+  NormBias,
+  RunningMean,
+  RunningVar,
+  Offset,
+  Multiplier
+};
 
 // State shared by all nodes of one import.
 struct ImportState {

@@ -17,7 +17,8 @@ def CastorCastCleanup : Pass<"castor-cast-cleanup"> {
     `cast(cast(x : A -> B) : B -> C)` becomes `cast(x : A -> C)` (or `x` when C is A) only
     when every value of A is exactly representable in B: f16 -> f32 -> f16 folds,
     f32 -> f16 -> f32 never does, since the narrowing cast rounds. Casts to the same type
-    disappear.
+    disappear. A cast of a constant becomes a constant of the cast's type, rounded to
+    nearest-even as the cast kernels round.
   }];
   let dependentDialects = ["::castor::CastorDialect"];
 }
@@ -118,7 +119,10 @@ def CastorAutocast : Pass<"castor-autocast", "mlir::ModuleOp"> {
     `precision` (fp16 or bf16); softmax, the loss and reductions in fp32; BatchNorm "mixed",
     as PyTorch AMP runs it: no cast on its input, which stays in the precision it arrives in
     (as do its output and, in the backward, dy and dx), with fp32 scale, bias and
-    statistics; the rest in the widest type of their inputs. Parameters stay fp32 (master
+    statistics; the rest in the widest type of their inputs, where a constant (an exported
+    Python scalar) and the parameter added to a matrix product (a linear layer's bias, which
+    ONNX splits into MatMul and Add) take the others' type instead, as in PyTorch AMP, whose
+    linear layer adds its bias in low precision. Parameters stay fp32 (master
     weights); each is cast once and that copy serves every use, forward and backward. A
     JSON `policy` file overrides the class per op type or per layer (ONNX node names, globs
     allowed): `{"ops": {"gemm": "fp32"}, "layers": {"/conv1/Conv": "fp32"}}` with values
