@@ -92,6 +92,7 @@ def die(message):
 # files: safetensors (8-byte little-endian header length, JSON header, raw little-endian data)
 
 _ST = {"F32": "<f4", "F16": "<f2", "F64": "<f8", "I64": "<i8", "I32": "<i4"}
+_RAW = {"BF16": "<u2"}  # read as raw bits (numpy has no bfloat16): compared, never computed with
 
 
 def write_safetensors(path, tensors):
@@ -120,7 +121,8 @@ def read_safetensors(path):
     out = {}
     for name, h in header.items():
         begin, end = h["data_offsets"]
-        out[name] = np.frombuffer(blob[8 + length + begin:8 + length + end], _ST[h["dtype"]]).reshape(h["shape"])
+        dtype = _ST.get(h["dtype"]) or _RAW[h["dtype"]]
+        out[name] = np.frombuffer(blob[8 + length + begin:8 + length + end], dtype).reshape(h["shape"])
     return out
 
 

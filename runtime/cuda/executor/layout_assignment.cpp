@@ -46,6 +46,32 @@ bool needsRowMajor(OpId op) {
   }
 }
 
+// Kernels that run faster on channels-last rank-4 operands (cuDNN's NHWC convolutions and batch
+// norm, the pooling kernels).
+bool prefersChannelsLast(OpId op) {
+  switch (op) {
+  case OpId::Conv2d:
+  case OpId::Conv2dBackwardData:
+  case OpId::Conv2dBackwardFilter:
+  case OpId::Conv2dBackwardBias:
+  case OpId::BatchNormTraining:
+  case OpId::BatchNormInference:
+  case OpId::BatchNormApply:
+  case OpId::BatchNormTrainingBackward:
+  case OpId::BatchNormReluTraining:
+  case OpId::BatchNormReluTrainingBackward:
+  case OpId::MaxPool2d:
+  case OpId::MaxPool2dBackward:
+  case OpId::AvgPool2d:
+  case OpId::AvgPool2dBackward:
+  case OpId::GlobalAvgPool:
+  case OpId::GlobalAvgPoolBackward:
+    return true;
+  default:
+    return false;
+  }
+}
+
 struct Groups {
   std::vector<size_t> parent;
   size_t find(size_t i) {
@@ -65,7 +91,7 @@ std::unordered_set<uint32_t> rowMajorTensors(const plan::Plan &plan) {
       index.emplace(t.id(), index.size());
   Groups groups{std::vector<size_t>(index.size())};
   std::iota(groups.parent.begin(), groups.parent.end(), size_t(0));
-  std::vector<size_t> pinned;
+  std::vector<size_t> pinned, wanted;
   for (const auto &k : plan.kernels()) {
     auto op = plan::opFromName(k.op());
     std::vector<size_t> operands;
@@ -79,13 +105,17 @@ std::unordered_set<uint32_t> rowMajorTensors(const plan::Plan &plan) {
       groups.join(operands[i], operands[0]);
     if (op && needsRowMajor(*op))
       pinned.push_back(operands[0]);
+    if (op && prefersChannelsLast(*op))
+      wanted.push_back(operands[0]);
   }
-  std::unordered_set<size_t> rowMajorGroups;
+  std::unordered_set<size_t> channelsLastGroups;
+  for (size_t i : wanted)
+    channelsLastGroups.insert(groups.find(i));
   for (size_t i : pinned)
-    rowMajorGroups.insert(groups.find(i));
+    channelsLastGroups.erase(groups.find(i));
   std::unordered_set<uint32_t> result;
   for (const auto &[id, i] : index)
-    if (rowMajorGroups.count(groups.find(i)))
+    if (!channelsLastGroups.count(groups.find(i)))
       result.insert(id);
   return result;
 }

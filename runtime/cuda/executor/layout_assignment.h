@@ -2,8 +2,10 @@
 // pooling want channels-last; matrix products and layer norm need their rows contiguous
 // (attention's [N, heads, S, d], ConvNeXt's [N, H, W, C]). Tensors that one kernel reads or
 // writes together must share a layout unless the kernel moves elements through each operand's
-// own strides (transpose, slice, reshapes, add and mul): such groups are joined, and a group
-// that touches a matrix product or a layer norm stays row-major.
+// own strides (transpose, slice, reshapes, add and mul): such groups are joined. A group is
+// channels-last when it touches a convolution, a batch norm or a pooling kernel and no matrix
+// product or layer norm; every other group stays row-major (a channels-last tensor that only
+// reshapes and transposes touch would cost a reorder at each of them).
 #pragma once
 
 #include "plan/plan.h"

@@ -25,8 +25,7 @@ enum ScratchTag : uint32_t {
   kTagMulti = 0xA,
   kTagReorder = 0xB,
   kTagPoolTaps = 0xC,
-  kTagBnInvStd = 0xD,
-  kTagLayerNorm = 0xE
+  kTagBnInvStd = 0xD
 };
 
 Expected<void *> scratchFor(DeviceContext &ctx, ScratchTag tag, const Tensor *owner, size_t bytes);

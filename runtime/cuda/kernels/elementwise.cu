@@ -7,6 +7,7 @@
 #include "cuda/kernels/elementwise.h"
 
 #include <vector>
+#include <climits>
 
 namespace castor::cuda {
 namespace detail {
@@ -174,25 +175,32 @@ template <int NIN, typename Op> cudaError_t launchMap(Op op, Ref a, Ref b, Ref y
 
 // --- Broadcasts ------------------------------------------------------------------------------------
 
-template <typename IoT, typename Op> __global__ void broadcastKernel(Op op, IoT a, IoT b, IoT c, Broadcast bc, int64_t n) {
-  CASTOR_GRID_LOOP(i, n) {
-    int64_t oa = 0, ob = 0, rest = i;
+// I: the index type, 32-bit where every index fits (64-bit division is many times slower).
+template <typename I, typename IoT, typename Op>
+__global__ void broadcastKernel(Op op, IoT a, IoT b, IoT c, Broadcast bc, I n) {
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += I(blockDim.x) * gridDim.x) {
+    I oa = 0, ob = 0, rest = i;
     for (int d = bc.rank - 1; d >= 0; --d) {
-      const int64_t idx = rest % bc.out[d];
-      rest /= bc.out[d];
-      oa += idx * bc.sa[d];
-      ob += idx * bc.sb[d];
+      const I extent = I(bc.out[d]);
+      const I idx = rest % extent;
+      rest /= extent;
+      oa += idx * I(bc.sa[d]);
+      ob += idx * I(bc.sb[d]);
     }
-    c.st(i, op(a.ld(oa), b.ld(ob)));
+    c.st(int64_t(i), op(a.ld(int64_t(oa)), b.ld(int64_t(ob))));
   }
 }
 
 template <typename Op> cudaError_t launchBroadcast(Op op, Ref a, Ref b, Ref c, const Broadcast &bc, int64_t n, cudaStream_t s) {
   if (n <= 0)
     return cudaSuccess;
+  // Operands are no larger than the output, so n bounds every index.
   return withSharedType({a, b, c}, [&](auto tag) -> cudaError_t {
     using T = typename decltype(tag)::type;
-    broadcastKernel<<<gridFor(n), kThreads, 0, s>>>(op, io<T>(a), io<T>(b), io<T>(c), bc, n);
+    if (n < INT32_MAX)
+      broadcastKernel<uint32_t><<<gridFor(n), kThreads, 0, s>>>(op, io<T>(a), io<T>(b), io<T>(c), bc, uint32_t(n));
+    else
+      broadcastKernel<int64_t><<<gridFor(n), kThreads, 0, s>>>(op, io<T>(a), io<T>(b), io<T>(c), bc, n);
     return cudaGetLastError();
   });
 }

@@ -64,16 +64,16 @@ Expected<RunFn> buildLayerNormBackward(DeviceContext &ctx, const Kernel &k, cons
   if (!g)
     return g.status();
   const RowGeometry rg = *g;
-  auto scratch = scratchFor(ctx, kTagLayerNorm, out[0], layerNormBackwardScratch(rg.rows, rg.length));
-  if (!scratch)
-    return scratch.status();
+  // The parameter gradients' partial sums live only while the kernel runs: the step's shared
+  // workspace holds them (a buffer per layer would add up over a deep model).
+  ctx.requestWorkspace(layerNormBackwardScratch(rg.rows, rg.length));
   DeviceContext *c = &ctx;
-  double *partial = static_cast<double *>(*scratch);
   const Tensor *dy = in[0], *x = in[1], *scale = in[2], *mean = in[3], *inv = in[4];
   const Tensor *dx = out[0], *dscale = out[1], *dbias = out[2];
   return launch([=]() {
     return layerNormBackward(c->ref(dy), c->ref(x), c->ref(scale), c->ref(mean), c->ref(inv), c->ref(dx),
-                             c->ref(dscale), c->ref(dbias), rg.rows, rg.length, partial, c->stream);
+                             c->ref(dscale), c->ref(dbias), rg.rows, rg.length, static_cast<double *>(c->workspace),
+                             c->stream);
   });
 }
 
