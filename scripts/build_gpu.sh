@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runtime-only build with the CUDA backend (no MLIR), for carrying to the GPU machine:
 # stripped castor-run and castor_cuda_tests in gpu-carry/bin, and, when the compiler is built
-# (build/bin/castor), the GPU test plans in gpu-carry/plans (a small CNN's training step in
-# fp32, fp16 and bf16). gpu-carry/ is git-ignored (add "/gpu-carry/" to .git/info/exclude).
+# (build/bin/castor), the GPU test plans in gpu-carry/plans (a small CNN's and a miniature ViT
+# block's training steps in fp32, fp16 and bf16). gpu-carry/ is git-ignored (add "/gpu-carry/" to .git/info/exclude).
 #
 #   scripts/build_gpu.sh            # BUILD_DIR=build-gpu, CUDA_ARCHS=90 (the H200)
 set -euo pipefail
@@ -50,6 +50,12 @@ if [ -x "$castor" ]; then
     "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision "$p" \
       --optimizer adamw --lr 1e-4 --emit-gradients --recompute auto --memory-budget "$peak" \
       -o "$carry/plans/tiny_${p}_adamw_auto.plan" >/dev/null
+  done
+  # A miniature ViT block (layer norm, attention, GELU, drop path) in each precision.
+  python3 "$root/test/cuda/make_tiny_transformer.py" "$carry/plans/tiny_transformer.onnx"
+  for p in fp32 fp16 bf16; do
+    "$castor" compile "$carry/plans/tiny_transformer.onnx" --train --precision "$p" --optimizer adamw --lr 1e-3 \
+      --emit-gradients -o "$carry/plans/tiny_transformer_${p}_adamw.plan" >/dev/null
   done
   # Gradients as outputs (compared directly), SGD with momentum, gradient clipping.
   "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision fp32 \

@@ -524,6 +524,14 @@ struct Sigmoid {
 struct Erf {
   double operator()(double v) const { return std::erf(v); }
 };
+struct Gelu { // x Phi(x), or PyTorch's tanh approximation
+  bool tanhForm;
+  double operator()(double v) const {
+    if (tanhForm)
+      return 0.5 * v * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));
+    return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0)));
+  }
+};
 struct Clip {
   double lo, hi;
   double operator()(double v) const {
@@ -1038,6 +1046,12 @@ const KernelTable &forwardKernels() {
       {OpId::Erf, unary([](const Kernel &k) -> Expected<Erf> {
          CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
          return Erf{};
+       })},
+      {OpId::Gelu, unary([](const Kernel &k) -> Expected<Gelu> {
+         auto p = plan::parseGelu(k);
+         if (!p)
+           return p.status();
+         return Gelu{p->tanh};
        })},
       {OpId::Add, binary([](double a, double b) { return a + b; })},
       {OpId::Mul, binary([](double a, double b) { return a * b; })},

@@ -551,6 +551,25 @@ struct ErfBackward {
   double operator()(double dy, double x) const { return dy * (2.0 / std::sqrt(M_PI)) * std::exp(-x * x); }
 };
 
+struct GeluBackward {
+  bool tanhForm;
+  double operator()(double dy, double x) const {
+    if (tanhForm) {
+      const double k = std::sqrt(2.0 / M_PI), t = std::tanh(k * (x + 0.044715 * x * x * x));
+      return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x));
+    }
+    const double cdf = 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))), pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
+    return dy * (cdf + x * pdf);
+  }
+};
+
+Expected<GeluBackward> geluBackward(const Kernel &k) {
+  auto p = plan::parseGelu(k);
+  if (!p)
+    return p.status();
+  return GeluBackward{p->tanh};
+}
+
 Expected<ErfBackward> erfBackward(const Kernel &k) {
   CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
   return ErfBackward{};
@@ -928,6 +947,7 @@ const KernelTable &trainingKernels() {
       {OpId::HardSigmoidBackward, elementwiseBackward(hardSigmoidBackward)},
       {OpId::HardSwishBackward, elementwiseBackward(hardSwishBackward)},
       {OpId::ErfBackward, elementwiseBackward(erfBackward)},
+      {OpId::GeluBackward, elementwiseBackward(geluBackward)},
       {OpId::MaxPool2dBackward, [](const KernelContext &c) { return buildPoolBackward(c, true); }},
       {OpId::AvgPool2dBackward, [](const KernelContext &c) { return buildPoolBackward(c, false); }},
       {OpId::GlobalAvgPoolBackward, buildGlobalAvgPoolBackward},

@@ -341,6 +341,14 @@ Expected<HardSigmoidParams> parseHardSigmoid(const Kernel &k) {
   return p;
 }
 
+Expected<GeluParams> parseGelu(const Kernel &k) {
+  AttrReader r(k);
+  GeluParams p;
+  p.tanh = r.boolean("tanh", false);
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  return p;
+}
+
 Expected<SoftmaxCrossEntropyParams> parseSoftmaxCrossEntropy(const Kernel &k) {
   AttrReader r(k);
   SoftmaxCrossEntropyParams p;

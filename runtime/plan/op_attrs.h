@@ -75,6 +75,10 @@ struct ClipParams {
 struct HardSigmoidParams {
   double alpha = 0.2, beta = 0.5;
 };
+// GELU: the exact (erf) form, or PyTorch's tanh approximation.
+struct GeluParams {
+  bool tanh = false;
+};
 struct SoftmaxCrossEntropyParams {
   double labelSmoothing = 0.0;
   shape::Reduction reduction = shape::Reduction::Mean;
@@ -143,6 +147,7 @@ Expected<LayerNormParams> parseLayerNorm(const Kernel &k);
 Expected<GemmParams> parseGemm(const Kernel &k);
 Expected<ClipParams> parseClip(const Kernel &k);
 Expected<HardSigmoidParams> parseHardSigmoid(const Kernel &k);
+Expected<GeluParams> parseGelu(const Kernel &k);
 Expected<SoftmaxCrossEntropyParams> parseSoftmaxCrossEntropy(const Kernel &k);
 // transpose's permutation.
 struct TransposeParams {

@@ -336,6 +336,7 @@ const OpTable<OpRule> &rules() {
       {OpId::HardSigmoid, {attrs<parseHardSigmoid>, kUnary, kFloat, nullptr, sameShapeOutput}},
       {OpId::HardSwish, {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
       {OpId::Erf, {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
+      {OpId::Gelu, {attrs<parseGelu>, kUnary, kFloat, nullptr, sameShapeOutput}},
       {OpId::Identity,
        {noAttrs, kUnary, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
@@ -492,6 +493,7 @@ const OpTable<OpRule> &rules() {
       {OpId::HardSigmoidBackward, {attrs<parseHardSigmoid>, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
       {OpId::HardSwishBackward, {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
       {OpId::ErfBackward, {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
+      {OpId::GeluBackward, {attrs<parseGelu>, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
       {OpId::MaxPool2dBackward, {nullptr, kBinary, kFloat, nullptr, poolBackwardCheck<true>}},
       {OpId::AvgPool2dBackward, {nullptr, kUnary, kFloat, nullptr, poolBackwardCheck<false>}},
       {OpId::GlobalAvgPoolBackward,

@@ -119,7 +119,11 @@ func.func @elementwise(%a: tensor<2x3x4x4xf32>, %s: tensor<1x3x1x1xf32>) -> tens
   %7 = castor.hard_sigmoid %6 {alpha = 0.16666666666666666 : f64, beta = 0.5 : f64} : tensor<2x3x4x4xf32>
   // CHECK: castor.hard_swish %{{.*}} : tensor<2x3x4x4xf32>
   %8 = castor.hard_swish %7 : tensor<2x3x4x4xf32>
-  return %8 : tensor<2x3x4x4xf32>
+  // CHECK: castor.gelu %{{.*}} : tensor<2x3x4x4xf32>
+  %9 = castor.gelu %8 : tensor<2x3x4x4xf32>
+  // CHECK: castor.gelu %{{.*}} {tanh} : tensor<2x3x4x4xf32>
+  %10 = castor.gelu %9 {tanh} : tensor<2x3x4x4xf32>
+  return %10 : tensor<2x3x4x4xf32>
 }
 
 // -----

@@ -287,6 +287,15 @@ std::vector<Case> cases() {
       c.kernel("transpose", {c.in("x", {2, 2, 3, 4, 4}, dt)}, {c.out("y", {2, 3, 2, 4, 4}, dt)},
                {{"perm", ints({0, 2, 1, 3, 4})}});
     });
+    // Attention's head split: rows of 64 contiguous on both sides move as 16-byte units; the
+    // rank-3 slice of a third merges its two inner dimensions.
+    add("transpose [5,3,64] -> [3,5,64]" + suffix, [&, dt](Case &c) {
+      c.kernel("transpose", {c.in("x", {5, 3, 64}, dt)}, {c.out("y", {3, 5, 64}, dt)}, {{"perm", ints({1, 0, 2})}});
+    });
+    add("slice [3,7,2,40] middle third" + suffix, [&, dt](Case &c) {
+      c.kernel("slice", {c.in("x", {3, 7, 2, 40}, dt)}, {c.out("y", {1, 7, 2, 40}, dt)},
+               {{"starts", ints({1, 0, 0, 0})}, {"ends", ints({2, 7, 2, 40})}, {"steps", ints({1, 1, 1, 1})}});
+    });
     add("slice [2,6,4,5] channels 5,3,1, rows 1.." + suffix, [&, dt](Case &c) {
       c.kernel("slice", {c.in("x", {2, 6, 4, 5}, dt)}, {c.out("y", {2, 3, 3, 5}, dt)},
                {{"starts", ints({0, -1, 1, 0})}, {"ends", ints({2, -7, 4, 5})}, {"steps", ints({1, -2, 1, 1})}});
@@ -302,6 +311,18 @@ std::vector<Case> cases() {
     add("erf_backward [1003]" + suffix, [&, dt](Case &c) {
       c.kernel("erf_backward", {c.in("dy", {1003}, dt), c.in("x", {1003}, dt)}, {c.out("dx", {1003}, dt)});
     });
+    for (bool tanhForm : {false, true}) {
+      std::map<std::string, plan::Attr> form;
+      if (tanhForm)
+        form["tanh"] = plan::boolAttr(true);
+      const std::string name = tanhForm ? " tanh" : "";
+      add("gelu" + name + " [1003]" + suffix, [&, dt, form](Case &c) {
+        c.kernel("gelu", {c.in("x", {1003}, dt)}, {c.out("y", {1003}, dt)}, form);
+      });
+      add("gelu_backward" + name + " [1003]" + suffix, [&, dt, form](Case &c) {
+        c.kernel("gelu_backward", {c.in("dy", {1003}, dt), c.in("x", {1003}, dt)}, {c.out("dx", {1003}, dt)}, form);
+      });
+    }
     // Rows of 300 (not a multiple of the block), 2*37 rows; f16 data with f32 parameters and statistics.
     add("layer_norm [2,37,300]" + suffix, [&, dt](Case &c) {
       c.kernel("layer_norm", {c.in("x", {2, 37, 300}, dt), c.in("scale", {300}), c.in("bias", {300})},

@@ -191,6 +191,14 @@ TEST_CASE("elementwise, broadcasting and reshaping kernels", "[kernels]") {
                {0, 0.25, 1, 1});
     checkClose(runKernel("hard_swish", {{{5}, {-4, -3, -1.5, 1.5, 5}}}, {{{5}}})[0], {0, 0, -0.375, 1.125, 5});
   }
+  SECTION("gelu: exact and tanh forms") {
+    // x Phi(x) at 0, +-1, 2 (Phi(1) = 0.841344746068543, Phi(2) = 0.977249868051821); the tanh
+    // form as PyTorch's gelu(approximate="tanh") gives it.
+    checkClose(runKernel("gelu", {{{4}, {0, 1, -1, 2}}}, {{{4}}})[0],
+               {0, 0.841344746068543, -0.158655253931457, 1.954499736103642});
+    checkClose(runKernel("gelu", {{{3}, {0, 1, 2}}}, {{{3}}}, {{"tanh", plan::boolAttr(true)}})[0],
+               {0, 0.8411919906082768, 1.954597694087775});
+  }
   SECTION("add and mul broadcast like numpy") {
     checkClose(runKernel("add", {{{2, 3}, iota(6)}, {{3}, {10, 20, 30}}}, {{{2, 3}}})[0], {11, 22, 33, 14, 25, 36});
     checkClose(runKernel("mul", {{{2, 1}, {2, 3}}, {{1, 3}, {1, 10, 100}}}, {{{2, 3}}})[0],

@@ -220,6 +220,12 @@ TEST_CASE("elementwise backward kernels", "[training-kernels]") {
                numericGradient(forwardOf("hard_sigmoid", {f64(s, wide)}, s, hs, 0), wide, dy), 1e-8);
   checkClose(runKernel("hard_swish_backward", {f64(s, dy), f64(s, wide)}, {f64Out(s)})[0],
              numericGradient(forwardOf("hard_swish", {f64(s, wide)}, s, {}, 0), wide, dy), 1e-8);
+  // gelu, exact and tanh forms, and erf: smooth everywhere.
+  for (const Attrs &g : {Attrs{}, Attrs{{"tanh", plan::boolAttr(true)}}})
+    checkClose(runKernel("gelu_backward", {f64(s, dy), f64(s, wide)}, {f64Out(s)}, g)[0],
+               numericGradient(forwardOf("gelu", {f64(s, wide)}, s, g, 0), wide, dy), 1e-8);
+  checkClose(runKernel("erf_backward", {f64(s, dy), f64(s, x)}, {f64Out(s)})[0],
+             numericGradient(forwardOf("erf", {f64(s, x)}, s, {}, 0), x, dy), 1e-8);
 }
 
 TEST_CASE("pooling backward kernels match finite differences", "[training-kernels]") {

@@ -187,6 +187,9 @@ PrecisionClass MatmulOp::getPrecisionClass() { return PrecisionClass::LowPrecisi
 PrecisionClass BatchNormTrainingOp::getPrecisionClass() { return PrecisionClass::Mixed; }
 PrecisionClass BatchNormInferenceOp::getPrecisionClass() { return PrecisionClass::Mixed; }
 PrecisionClass LayerNormOp::getPrecisionClass() { return PrecisionClass::Mixed; }
-PrecisionClass SoftmaxOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }
+// Softmax keeps its input's type and computes in f32 inside the kernel: the probabilities
+// PyTorch AMP computes in f32 and casts to f16 for the next matrix product, without the casts
+// (attention's scores are the largest tensors of a transformer).
+PrecisionClass SoftmaxOp::getPrecisionClass() { return PrecisionClass::Mixed; }
 PrecisionClass SoftmaxCrossEntropyOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }
 PrecisionClass GlobalAvgPoolOp::getPrecisionClass() { return PrecisionClass::FullPrecision; }

@@ -69,6 +69,11 @@ LogicalResult SliceOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorIm
   return success();
 }
 
+LogicalResult GeluOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
+  grads.push_back(b.create<GeluBackwardOp>(getLoc(), getType(), dys[0], getInput(), getTanhAttr()));
+  return success();
+}
+
 LogicalResult ErfOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
   grads.push_back(b.create<ErfBackwardOp>(getLoc(), getType(), dys[0], getInput()));
   return success();

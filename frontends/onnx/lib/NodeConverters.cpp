@@ -169,6 +169,22 @@ LogicalResult convertHardSigmoid(NodeImporter &n) {
   return failed(op) ? failure() : n.setOutput(0, op->getResult());
 }
 
+LogicalResult convertGelu(NodeImporter &n) {
+  if (failed(n.checkArity(1, 1)) || failed(n.checkAttrs({"approximate"})))
+    return failure();
+  auto x = n.input(0);
+  auto approximate = n.attrString("approximate", "none");
+  if (failed(x) || failed(approximate))
+    return failure();
+  if (*approximate != "none" && *approximate != "tanh")
+    return n.fail("approximate must be \"none\" or \"tanh\", not \"" + *approximate + "\"");
+  GeluOp::Properties p;
+  if (*approximate == "tanh")
+    p.tanh = UnitAttr::get(n.context());
+  auto op = n.create<GeluOp>({*x}, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
 // The window attributes MaxPool and AveragePool share, as castor attributes.
 struct PoolWindow {
   DenseI64ArrayAttr kernel, strides, pads, dilations;
@@ -749,6 +765,7 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"HardSigmoid", convertHardSigmoid},
       {"HardSwish", convertUnary<HardSwishOp>},
       {"Erf", convertUnary<ErfOp>},
+      {"Gelu", convertGelu},
       {"Add", convertBinary<AddOp, ParamRole::Offset>},
       {"Mul", convertBinary<MulOp, ParamRole::Multiplier>},
       {"Div", convertByKnown<true>},

@@ -61,13 +61,19 @@ Expected<RunFn> buildCopy(DeviceContext &ctx, const std::string &op, const Tenso
 }
 
 // The two parameters of the unary ops and their backward: clip's [min, max] (unbounded sides
-// infinite), hard_sigmoid's alpha and beta; the others take no attributes.
+// infinite), hard_sigmoid's alpha and beta, gelu's form (1: tanh); the others take no attributes.
 Expected<std::pair<double, double>> unaryParams(const Kernel &k, OpId op) {
   if (op == OpId::Clip || op == OpId::ClipBackward) {
     auto p = plan::parseClip(k);
     if (!p)
       return p.status();
     return std::pair{p->min ? *p->min : -inf, p->max ? *p->max : inf};
+  }
+  if (op == OpId::Gelu || op == OpId::GeluBackward) {
+    auto p = plan::parseGelu(k);
+    if (!p)
+      return p.status();
+    return std::pair{p->tanh ? 1.0 : 0.0, 0.0};
   }
   if (op == OpId::HardSigmoid || op == OpId::HardSigmoidBackward) {
     auto p = plan::parseHardSigmoid(k);
@@ -81,7 +87,7 @@ Expected<std::pair<double, double>> unaryParams(const Kernel &k, OpId op) {
 
 } // namespace
 
-// relu, sigmoid, clip, hard_sigmoid, hard_swish, erf
+// relu, sigmoid, clip, hard_sigmoid, hard_swish, erf, gelu
 Expected<RunFn> buildUnary(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
   DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
   const std::string &op = k.op();

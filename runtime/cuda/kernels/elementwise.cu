@@ -73,6 +73,16 @@ struct HardSwishOp { // as PyTorch: x relu6(x + 3) / 6
 struct ErfOp {
   template <typename A> __device__ A operator()(A x, A) const { return erf(x); }
 };
+// GELU in the accumulation type (f32 for f16/bf16 data): the exact form x Phi(x), or PyTorch's
+// tanh approximation when `tanhForm`.
+struct GeluOp {
+  bool tanhForm;
+  template <typename A> __device__ A operator()(A x, A) const {
+    if (tanhForm)
+      return A(0.5) * x * (A(1) + tanh(A(0.7978845608028654) * (x + A(0.044715) * x * x * x)));
+    return A(0.5) * x * (A(1) + erf(x * A(0.7071067811865476)));
+  }
+};
 struct AddOp {
   template <typename A> __device__ A operator()(A a, A b) const { return a + b; }
 };
@@ -106,6 +116,18 @@ struct HardSigmoidBackOp { // s is the forward's input
 struct ErfBackOp { // s is the forward's input
   template <typename A> __device__ A operator()(A g, A s) const {
     return g * A(1.1283791670955126) * exp(-s * s); // 2 / sqrt(pi)
+  }
+};
+struct GeluBackOp { // s is the forward's input
+  bool tanhForm;
+  template <typename A> __device__ A operator()(A g, A s) const {
+    if (tanhForm) {
+      const A k = A(0.7978845608028654), u = k * (s + A(0.044715) * s * s * s), t = tanh(u);
+      return g * (A(0.5) * (A(1) + t) + A(0.5) * s * (A(1) - t * t) * k * (A(1) + A(3 * 0.044715) * s * s));
+    }
+    const A cdf = A(0.5) * (A(1) + erf(s * A(0.7071067811865476)));
+    const A pdf = A(0.3989422804014327) * exp(A(-0.5) * s * s); // 1 / sqrt(2 pi)
+    return g * (cdf + s * pdf);
   }
 };
 struct HardSwishBackOp { // PyTorch's hardswish_backward, boundaries included
@@ -350,6 +372,8 @@ cudaError_t unary(OpId op, Ref x, Ref y, int64_t n, double p0, double p1, cudaSt
     return launchMap<1>(HardSwishOp{}, x, x, y, n, s);
   case OpId::Erf:
     return launchMap<1>(ErfOp{}, x, x, y, n, s);
+  case OpId::Gelu:
+    return launchMap<1>(GeluOp{p0 != 0}, x, x, y, n, s);
   default:
     return cudaErrorInvalidValue;
   }
@@ -369,6 +393,8 @@ cudaError_t backward(OpId op, Ref dy, Ref saved, Ref dx, int64_t n, double p0, d
     return launchMap<2>(HardSwishBackOp{}, dy, saved, dx, n, s);
   case OpId::ErfBackward:
     return launchMap<2>(ErfBackOp{}, dy, saved, dx, n, s);
+  case OpId::GeluBackward:
+    return launchMap<2>(GeluBackOp{p0 != 0}, dy, saved, dx, n, s);
   default:
     return cudaErrorInvalidValue;
   }

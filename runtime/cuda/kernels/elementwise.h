@@ -20,7 +20,8 @@ Broadcast simplifyBroadcast(const Broadcast &bc);
 
 // The element-wise launchers take the registry's op (relu, sigmoid, clip, hard_sigmoid, hard_swish, erf;
 // add, mul; their backward ops) and refuse any other with cudaErrorInvalidValue. p0 and p1 are the
-// op's parameters: clip's [min, max], hard_sigmoid's alpha and beta (ignored by the others).
+// op's parameters: clip's [min, max], hard_sigmoid's alpha and beta, gelu's form in p0 (1: the
+// tanh approximation); ignored by the others.
 using plan::OpId;
 
 // x -> y of the same element count in the same storage order (any pair of f32/f16/bf16/f64/i64).

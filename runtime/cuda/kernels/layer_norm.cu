@@ -12,7 +12,7 @@ using detail::stAny;
 
 constexpr int kRowThreads = 256;
 // Rows per chunk of the parameter gradients' partial sums.
-constexpr int64_t kChunkRows = 256;
+constexpr int64_t kChunkRows = 32;
 
 __global__ void forwardKernel(Ref x, Ref scale, Ref bias, Ref y, Ref mean, Ref invStd, int64_t length, double eps) {
   const int64_t row = blockIdx.x, base = row * length;

@@ -167,6 +167,18 @@ def Castor_HardSigmoidBackwardOp : Castor_BackwardOp<"hard_sigmoid_backward", [A
   let assemblyFormat = "$output_grad `,` $input attr-dict `:` functional-type(operands, results)";
 }
 
+def Castor_GeluBackwardOp : Castor_BackwardOp<"gelu_backward", [AllTypesMatch<["output_grad", "input_grad"]>]> {
+  let summary = "dy * gelu'(x): dy * (Phi(x) + x phi(x)), or the derivative of the tanh form";
+  let description = [{
+    ```mlir
+    %dx = castor.gelu_backward %dy, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$input, UnitAttr:$tanh);
+  let results = (outs Castor_FloatTensor:$input_grad);
+  let assemblyFormat = "$output_grad `,` $input attr-dict `:` functional-type(operands, results)";
+}
+
 def Castor_HardSwishBackwardOp : Castor_BackwardOp<"hard_swish_backward", [AllTypesMatch<["output_grad", "input_grad"]>]> {
   let summary = "0 where x < -3, dy * (x / 3 + 1 / 2) where -3 <= x <= 3, dy where x > 3";
   let description = [{

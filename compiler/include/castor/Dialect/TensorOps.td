@@ -129,6 +129,23 @@ def Castor_HardSigmoidOp : Castor_Op<"hard_sigmoid", [Pure, Castor_KernelOpInter
   let assemblyFormat = "$input attr-dict `:` type($output)";
 }
 
+def Castor_GeluOp : Castor_Op<"gelu", [Pure, Castor_KernelOpInterface, Castor_PrecisionOpInterface, Castor_RecomputeOpInterface, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, SameOperandsAndResultType]> {
+  let summary = "x * Phi(x), the Gaussian error linear unit";
+  let description = [{
+    ONNX Gelu (opset 20), and the erf chain exporters write for it, x * (1 + erf(x / sqrt(2))) / 2,
+    which castor-fuse-gelu rewrites into this op. `tanh` selects PyTorch's tanh approximation,
+    x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) / 2.
+
+    ```mlir
+    %y = castor.gelu %x : tensor<2x197x3072xf32>
+    %t = castor.gelu %x {tanh} : tensor<2x197x3072xf32>
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$input, UnitAttr:$tanh);
+  let results = (outs Castor_FloatTensor:$output);
+  let assemblyFormat = "$input attr-dict `:` type($output)";
+}
+
 def Castor_HardSwishOp : Castor_UnaryElementwiseOp<"hard_swish", "x * max(0, min(1, x / 6 + 1 / 2))"> {
   let description = [{
     As PyTorch's hardswish, computed as x * relu6(x + 3) / 6.

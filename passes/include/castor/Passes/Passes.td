@@ -116,7 +116,9 @@ def CastorAutocast : Pass<"castor-autocast", "mlir::ModuleOp"> {
     Runs on the forward function with its loss, before castor-make-train-step, so that the
     VJP of each cast (a cast back) gives the backward graph the forward's precision. Ops
     choose by their PrecisionOpInterface class: convolutions and matrix products in
-    `precision` (fp16 or bf16); softmax, the loss and reductions in fp32; BatchNorm "mixed",
+    `precision` (fp16 or bf16); the loss and reductions in fp32; softmax "mixed" (its input's
+    type, computed in f32 inside the kernel: attention's probabilities in f16 or bf16, as
+    PyTorch AMP casts them for the product that follows); BatchNorm "mixed",
     as PyTorch AMP runs it: no cast on its input, which stays in the precision it arrives in
     (as do its output and, in the backward, dy and dx), with fp32 scale, bias and
     statistics; the rest in the widest type of their inputs, where a constant (an exported
@@ -172,6 +174,20 @@ def CastorGradientStats : Pass<"castor-gradient-stats", "mlir::ModuleOp"> {
     `grad_stats:<parameter>`: what a user needs when the loss turns NaN.
   }];
   let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
+}
+
+def CastorFuseGelu : Pass<"castor-fuse-gelu"> {
+  let summary = "Replaces the erf chain of an exported GELU by one castor.gelu";
+  let description = [{
+    Runs on the forward function before autocast. Exporters write GELU as
+    `x * (1 + erf(x * (1 / sqrt 2))) * 0.5` (torch.onnx: Div by sqrt 2, Erf, Add 1, Mul x,
+    Mul 0.5; the importer turns the Div into a Mul), or with the half taken first,
+    `(x * 0.5) * (1 + erf(x / sqrt 2))`. Each such chain becomes `castor.gelu x`: one kernel
+    forward and one backward instead of five and eight, and no intermediate kept for the
+    backward. It does not fire where an intermediate value has another user, or where a
+    constant differs from 1/sqrt 2, 1 or 0.5 (relative 1e-6: the exporters' f32 constants).
+  }];
+  let dependentDialects = ["::castor::CastorDialect"];
 }
 
 def CastorFuseBatchNormRelu : Pass<"castor-fuse-batch-norm-relu"> {

@@ -1,0 +1,72 @@
+// RUN: castor-opt %s -split-input-file -castor-fuse-gelu | FileCheck %s
+
+// torch.onnx's chain: x * (1 + erf(x * (1/sqrt 2))), then * 0.5, becomes one gelu.
+// CHECK-LABEL: func.func @exported
+// CHECK-NEXT: %[[G:.*]] = castor.gelu %arg0 : tensor<2x8xf32>
+// CHECK-NEXT: return %[[G]]
+func.func @exported(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %k = castor.constant dense<0.707106769> : tensor<f32>
+  %one = castor.constant dense<1.000000e+00> : tensor<f32>
+  %half = castor.constant dense<5.000000e-01> : tensor<f32>
+  %s = castor.mul %x, %k : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %e = castor.erf %s : tensor<2x8xf32>
+  %a = castor.add %e, %one : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  %p = castor.mul %x, %a : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
+  %y = castor.mul %p, %half : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x8xf32>
+  return %y : tensor<2x8xf32>
+}
+
+// -----
+
+// The half taken first, constants on the left and of shape [1].
+// CHECK-LABEL: func.func @half_first
+// CHECK-NEXT: %[[G:.*]] = castor.gelu %arg0 : tensor<4xf32>
+// CHECK-NEXT: return %[[G]]
+func.func @half_first(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %k = castor.constant dense<0.707106769> : tensor<1xf32>
+  %one = castor.constant dense<1.000000e+00> : tensor<1xf32>
+  %half = castor.constant dense<5.000000e-01> : tensor<1xf32>
+  %h = castor.mul %half, %x : (tensor<1xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %s = castor.mul %k, %x : (tensor<1xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %e = castor.erf %s : tensor<4xf32>
+  %a = castor.add %one, %e : (tensor<1xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %y = castor.mul %h, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// Not GELU: the erf's argument is scaled by another constant.
+// CHECK-LABEL: func.func @other_scale
+// CHECK-NOT: castor.gelu
+// CHECK: castor.erf
+func.func @other_scale(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %k = castor.constant dense<0.5> : tensor<f32>
+  %one = castor.constant dense<1.000000e+00> : tensor<f32>
+  %half = castor.constant dense<5.000000e-01> : tensor<f32>
+  %s = castor.mul %x, %k : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %e = castor.erf %s : tensor<4xf32>
+  %a = castor.add %e, %one : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %p = castor.mul %x, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %y = castor.mul %p, %half : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
+
+// -----
+
+// An intermediate with another user (the erf's value is returned too): no fusion, the chain
+// stays whole.
+// CHECK-LABEL: func.func @shared_intermediate
+// CHECK-NOT: castor.gelu
+// CHECK: castor.erf
+func.func @shared_intermediate(%x: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %k = castor.constant dense<0.707106769> : tensor<f32>
+  %one = castor.constant dense<1.000000e+00> : tensor<f32>
+  %half = castor.constant dense<5.000000e-01> : tensor<f32>
+  %s = castor.mul %x, %k : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %e = castor.erf %s : tensor<4xf32>
+  %a = castor.add %e, %one : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  %p = castor.mul %x, %a : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %y = castor.mul %p, %half : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %y, %e : tensor<4xf32>, tensor<4xf32>
+}
