@@ -172,7 +172,8 @@ def shuffle(rng):
 
 def transformer(rng):
     """A ViT block in miniature: patch-embedding conv, tokens by reshape and transpose, a class
-    token expanded over the batch, layer norm, two-head attention (batched matmuls, a scale
+    token expanded over the batch, layer norm, two-head attention (a linear layer as exported:
+    MatMul by a transposed weight and Add of its bias; batched matmuls, a scale
     divided out, softmax), GELU in the exporter's erf form, the class token's head; and
     stochastic depth as exported, with survival probability 1 so the step stays deterministic."""
     b = Builder(rng)
@@ -186,7 +187,10 @@ def transformer(rng):
     def heads(t):
         return b.op("Transpose", [b.op("Reshape", [t, b.const([2, 5, 2, 2])])], perm=[0, 2, 1, 3])
 
-    q, k, v = (b.op("MatMul", [h, b.param(f"{n}.weight", [4, 4])]) for n in "qkv")
+    q, k = (b.op("MatMul", [h, b.param(f"{n}.weight", [4, 4])]) for n in "qk")
+    # v as torch.onnx writes nn.Linear on tokens: MatMul by the transposed weight, Add of the bias.
+    v = b.op("Add", [b.param("v.bias", [4], 0.5),
+                     b.op("MatMul", [h, b.op("Transpose", [b.param("v.weight", [4, 4])], perm=[1, 0])])])
     s = b.op("MatMul", [heads(q), b.op("Transpose", [heads(k)], perm=[0, 1, 3, 2])])
     s = b.op("Softmax", [b.op("Div", [s, b.literal(1.5)])], axis=-1)
     o = b.op("Reshape", [b.op("Transpose", [b.op("MatMul", [s, heads(v)])], perm=[0, 2, 1, 3]), b.const([2, 5, 4])])

@@ -75,8 +75,9 @@ cl::opt<std::string> precisionPolicy("precision-policy", cl::desc("JSON file of 
                                      cl::sub(compileCommand));
 cl::opt<std::string> fuse("fuse",
                           cl::desc("auto: fuse batch norm, residual add and relu, forward and backward, where the "
-                                   "pattern holds (castor-fuse-batch-norm-relu), and the exported erf chain of "
-                                   "GELU into one op (castor-fuse-gelu); none: no fusion"),
+                                   "pattern holds (castor-fuse-batch-norm-relu), an exported linear layer (MatMul by a "
+                                   "transposed weight, Add of the bias) into one gemm (castor-fuse-linear) and the "
+                                   "exported erf chain of GELU into one op (castor-fuse-gelu); none: no fusion"),
                           cl::init("auto"), cl::sub(compileCommand));
 cl::opt<std::string> batchNorm(
     "batch-norm",
@@ -252,8 +253,10 @@ int runCompile() {
     llvm::errs() << "error: --recompute needs --train (only a training step has a backward to recompute in)\n";
     return 1;
   }
-  if (fuse == "auto")
+  if (fuse == "auto") {
+    pm.nest<mlir::func::FuncOp>().addPass(createCastorFuseLinear());
     pm.nest<mlir::func::FuncOp>().addPass(createCastorFuseGelu());
+  }
   if (train) {
     pm.addPass(createCastorBatchNormForm(CastorBatchNormFormOptions{batchNorm}));
     pm.addPass(createCastorAttachLoss(CastorAttachLossOptions{labelSmoothing}));

@@ -176,6 +176,20 @@ def CastorGradientStats : Pass<"castor-gradient-stats", "mlir::ModuleOp"> {
   let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
 }
 
+def CastorFuseLinear : Pass<"castor-fuse-linear"> {
+  let summary = "Makes an exported linear layer (MatMul by a transposed weight, then Add of its bias) one gemm";
+  let description = [{
+    Runs on the forward function before autocast. torch.onnx writes `nn.Linear` applied to a
+    tensor of rank above 2 (a transformer's tokens) as `MatMul(x, Transpose(W))` followed by
+    `Add(b, ...)`. `matmul(x, transpose(W, [1, 0]))` with W a parameter becomes
+    `reshape(gemm(reshape(x, [rows, K]), W, b) {trans_b})` back to the product's shape: the
+    weight is read transposed by the matrix library instead of copied each step, and the bias
+    (a rank-1 parameter of length N added by the product's only user) is added by the gemm's
+    epilogue. A product whose second operand is anything else is left alone.
+  }];
+  let dependentDialects = ["::castor::CastorDialect"];
+}
+
 def CastorFuseGelu : Pass<"castor-fuse-gelu"> {
   let summary = "Replaces the erf chain of an exported GELU by one castor.gelu";
   let description = [{
