@@ -54,7 +54,7 @@ if [ -x "$castor" ]; then
   # A miniature ViT block (layer norm, attention, GELU, drop path) in each precision.
   python3 "$root/test/cuda/make_tiny_transformer.py" "$carry/plans/tiny_transformer.onnx"
   for p in fp32 fp16 bf16; do
-    "$castor" compile "$carry/plans/tiny_transformer.onnx" --train --precision "$p" --optimizer adamw --lr 1e-3 \
+    "$castor" compile "$carry/plans/tiny_transformer.onnx" --init kaiming --train --precision "$p" --optimizer adamw --lr 1e-3 \
       --emit-gradients -o "$carry/plans/tiny_transformer_${p}_adamw.plan" >/dev/null
   done
   # Gradients as outputs (compared directly), SGD with momentum, gradient clipping.

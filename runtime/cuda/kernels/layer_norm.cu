@@ -2,6 +2,7 @@
 #include "cuda/kernels/layer_norm.h"
 
 #include <algorithm>
+#include <climits>
 
 namespace castor::cuda {
 namespace {
@@ -69,13 +70,18 @@ __global__ void paramPartialKernel(Ref dy, Ref x, Ref mean, Ref invStd, int64_t 
   partial[(chunks + chunk) * length + j] = db;
 }
 
+// One block per column: its chunks summed by the block's threads in a fixed order
+// (deterministic), so many chunks cost no long serial loop.
 __global__ void paramSumKernel(const double *partial, int64_t chunks, int64_t length, Ref dscale, Ref dbias) {
-  CASTOR_GRID_LOOP(j, length) {
-    double dg = 0, db = 0;
-    for (int64_t c = 0; c < chunks; ++c) {
-      dg += partial[c * length + j];
-      db += partial[(chunks + c) * length + j];
-    }
+  const int64_t j = blockIdx.x;
+  double dg = 0, db = 0;
+  for (int64_t c = threadIdx.x; c < chunks; c += blockDim.x) {
+    dg += partial[c * length + j];
+    db += partial[(chunks + c) * length + j];
+  }
+  dg = blockSum(dg);
+  db = blockSum(db);
+  if (threadIdx.x == 0) {
     stAny(dscale, j, dg);
     stAny(dbias, j, db);
   }
@@ -115,7 +121,9 @@ cudaError_t layerNormBackward(Ref dy, Ref x, Ref scale, Ref mean, Ref invStd, Re
   paramPartialKernel<<<grid, kRowThreads, 0, s>>>(dy, x, mean, invStd, rows, length, scratch);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return e;
-  paramSumKernel<<<detail::gridFor(length), detail::kThreads, 0, s>>>(scratch, chunks, length, dscale, dbias);
+  if (length > INT32_MAX)
+    return cudaErrorInvalidValue;
+  paramSumKernel<<<unsigned(length), kRowThreads, 0, s>>>(scratch, chunks, length, dscale, dbias);
   return cudaGetLastError();
 }
 

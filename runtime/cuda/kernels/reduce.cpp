@@ -64,11 +64,9 @@ Expected<RunFn> buildReduce(DeviceContext &ctx, const std::string &op, const Ten
   if (groups == 0) // a full reduction: one row of every element
     B *= A, A = 1;
   if (groups <= 1 && sameKeptOrder) {
-    auto scratch = scratchFor(ctx, kTagChannel, y, channelScratchBytes(A, C, B));
-    if (!scratch)
-      return scratch.status();
-    void *buf = *scratch;
-    return launch([=]() { return channelSum(c->ref(x), c->ref(y), A, C, B, scale, buf, c->stream); });
+    // The partial sums live only while the kernel runs: the step's shared workspace holds them.
+    ctx.requestWorkspace(channelScratchBytes(A, C, B));
+    return launch([=]() { return channelSum(c->ref(x), c->ref(y), A, C, B, scale, c->workspace, c->stream); });
   }
   Reduction r;
   for (const Dim &d : keptY) {
@@ -100,11 +98,8 @@ Expected<RunFn> buildConv2dBackwardBias(DeviceContext &ctx, const Kernel &k, con
   const ChannelGeometry g = channelGeometry(ctx, *dy);
   if (countOf(*db) != g.C)
     return Status::error(op + ": db must hold K elements");
-  auto scratch = scratchFor(ctx, kTagChannel, db, channelScratchBytes(g.A, g.C, g.B));
-  if (!scratch)
-    return scratch.status();
-  void *buf = *scratch;
-  return launch([=]() { return channelSum(c->ref(dy), c->ref(db), g.A, g.C, g.B, 1.0, buf, s); });
+  ctx.requestWorkspace(channelScratchBytes(g.A, g.C, g.B)); // partial sums, only while it runs
+  return launch([=]() { return channelSum(c->ref(dy), c->ref(db), g.A, g.C, g.B, 1.0, c->workspace, s); });
 }
 
 // reduce_sum_to
