@@ -3,6 +3,7 @@
 // batch_norm_relu_training_backward.
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
+#include "Matching.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -32,11 +33,7 @@ bool isLowPrecision(Value v) {
   return t.isF16() || t.isBF16();
 }
 
-template <typename OpTy> OpTy singleUser(Value v) {
-  if (!v.hasOneUse())
-    return nullptr;
-  return llvm::dyn_cast<OpTy>(*v.getUsers().begin());
-}
+using castor::singleUser;
 
 // The group around `bn`, when every condition holds:
 // - low-precision data (a layer the policy keeps in fp32 has no fused kernel to gain from);

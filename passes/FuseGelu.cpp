@@ -1,6 +1,7 @@
 // castor-fuse-gelu: the erf chain exporters write for GELU becomes castor.gelu.
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
+#include "Matching.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -44,9 +45,7 @@ template <typename OpTy> Value otherThanConstant(Operation *op, double want) {
   return {};
 }
 
-template <typename OpTy> OpTy soleUser(Value v) {
-  return v.hasOneUse() ? llvm::dyn_cast<OpTy>(*v.getUsers().begin()) : OpTy();
-}
+using castor::singleUser;
 
 // The chain around one erf, outermost op last; empty when the erf is not GELU's.
 struct Chain {
@@ -61,16 +60,16 @@ std::optional<Chain> match(castor::ErfOp erf) {
   c.x = otherThanConstant<castor::MulOp>(scaled, kInvSqrt2);
   if (!c.x || !erf.getInput().hasOneUse())
     return std::nullopt;
-  auto onePlus = soleUser<castor::AddOp>(erf.getResult());
+  auto onePlus = singleUser<castor::AddOp>(erf.getResult());
   if (!onePlus || otherThanConstant<castor::AddOp>(onePlus, 1.0) != erf.getResult())
     return std::nullopt;
-  auto product = soleUser<castor::MulOp>(onePlus.getResult());
+  auto product = singleUser<castor::MulOp>(onePlus.getResult());
   if (!product)
     return std::nullopt;
   c.ops = {scaled, erf, onePlus, product};
   Value other = product.getLhs() == onePlus.getResult() ? product.getRhs() : product.getLhs();
   if (other == c.x) { // (x * (1 + erf)) * 0.5
-    auto half = soleUser<castor::MulOp>(product.getResult());
+    auto half = singleUser<castor::MulOp>(product.getResult());
     if (!half || otherThanConstant<castor::MulOp>(half, 0.5) != product.getResult())
       return std::nullopt;
     c.ops.push_back(half);

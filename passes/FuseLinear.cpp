@@ -2,6 +2,7 @@
 // becomes one gemm over the rows of x, with W read transposed and b added by the gemm.
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
+#include "Matching.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -26,9 +27,7 @@ Value transposedParameter(Value v) {
 
 // The rank-1 parameter of length n added to `product` by its only user; null when none is.
 castor::AddOp biasAdd(Value product, int64_t n) {
-  if (!product.hasOneUse())
-    return {};
-  auto add = llvm::dyn_cast<castor::AddOp>(*product.getUsers().begin());
+  auto add = castor::singleUser<castor::AddOp>(product);
   if (!add)
     return {};
   Value other = add.getLhs() == product ? add.getRhs() : add.getLhs();
