@@ -1,4 +1,13 @@
 // RUN: castor-opt %s -split-input-file -castor-fuse-gelu | FileCheck %s
+// RUN: castor import %fixtures/torchvision/vit_b_16_train.onnx --init kaiming | castor-opt -castor-fuse-linear -castor-fuse-gelu | FileCheck --check-prefix=VIT %s
+
+// ViT-B/16 as torch.onnx exports it: every MLP's GELU fused, no erf left, and every linear
+// layer on tokens a gemm (48: attention in/out projections and the two MLP layers of 12 blocks,
+// plus the head, which the exporter already wrote as Gemm).
+// RUN: castor import %fixtures/torchvision/vit_b_16_train.onnx --init kaiming | castor-opt -castor-fuse-linear -castor-fuse-gelu | grep -c castor.gemm | FileCheck --check-prefix=GEMMS %s
+// VIT-COUNT-12: castor.gelu
+// VIT-NOT: castor.erf
+// GEMMS: {{^}}49{{$}}
 
 // torch.onnx's chain: x * (1 + erf(x * (1/sqrt 2))), then * 0.5, becomes one gelu.
 // CHECK-LABEL: func.func @exported
