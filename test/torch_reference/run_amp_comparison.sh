@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ResNet-50 fp16, 100 steps: Castor's CUDA backend against PyTorch AMP (compare_amp_resnet50.py).
+# Mixed-precision training of a torchvision model against PyTorch AMP (compare_amp.py); by default
+# ResNet-50 fp16, 100 steps (MODEL, PLAN and EXTRA below take another model, precision or length).
 #
 # Part A, where castor (the compiler) is built — compile the plan into the carried folder
 # (hyperparameters are read back from the plan by the comparison, so PyTorch uses the same):
@@ -9,7 +10,7 @@
 #     --weight-decay 0.01 --loss-scale dynamic -o gpu-carry/plans/r50_fp16_b64_cmp.plan
 #
 #   The same with --loss-scale-init 8192 -o gpu-carry/plans/r50_fp16_b64_cmp_ls8192.plan gives a
-#   plan whose run skips no step (see compare_amp_resnet50.py on the loss scaler); run it with
+#   plan whose run skips no step (see compare_amp.py on the loss scaler); run it with
 #   PLAN=gpu-carry/plans/r50_fp16_b64_cmp_ls8192.plan.
 #
 #   The carried folder also needs bin/castor-run (scripts/build_gpu.sh) and lib/ with the two
@@ -56,7 +57,7 @@ fi
 ldd "$run" | grep -E "cudnn|cublas|cudart|fmt|protobuf" | tee "$out/$name.log"
 
 set +e
-"$py" "$here/compare_amp_resnet50.py" run --plan "$plan" --model "$model" --castor-run "$run" --device cuda \
+"$py" "$here/compare_amp.py" run --plan "$plan" --model "$model" --castor-run "$run" --device cuda \
   --work "${WORK:-/tmp/castor_amp_$model}" --out "$out/$name.json" ${EXTRA:-} 2>&1 \
   | tee -a "$out/$name.log"
 exit "${PIPESTATUS[0]}"

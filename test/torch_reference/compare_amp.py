@@ -53,8 +53,8 @@ it checks the safetensors and npy writers against castor-run (weights loaded bit
 batch order: with a plan compiled with --lr 0 every step's loss must equal `castor-run infer`
 on that step's batch) and the criterion logic on made-up loss lists.
 
-  python3 compare_amp_resnet50.py run --plan P.plan --castor-run BIN --work DIR --out R.json
-  python3 compare_amp_resnet50.py selftest --plan TINY_LR0.plan --castor-run BIN --work DIR
+  python3 compare_amp.py run --plan P.plan --castor-run BIN --work DIR --out R.json
+  python3 compare_amp.py selftest --plan TINY_LR0.plan --castor-run BIN --work DIR
 
 A selftest plan: python3 models/resnet.py --arch tiny --weights none -o /tmp/tiny.onnx &&
   build/bin/castor compile /tmp/tiny.onnx --init kaiming --batch 2 --train --precision fp16 \
