@@ -522,8 +522,10 @@ def cmd_selftest(a):
     records, _, _ = castor_train(a.castor_run, a.plan, "cpu", data_dir, wpath, steps, a.work, "selftest")
     losses = castor_losses(records)
     check(all(math.isfinite(x) for x in losses["loss"]), f"castor-run train: {steps} finite losses {losses['loss']}")
-    check(losses["loss_scale"][0] is not None, f"castor-run reports the loss scale {losses['loss_scale']} "
-                                               f"and skipped steps {losses['skipped']}")
+    scaled = info["grad_scaler"] is not None  # fp16 plans scale the loss, bf16 plans do not
+    check((losses["loss_scale"][0] is not None) == scaled,
+          f"castor-run reports the loss scale {losses['loss_scale']} (expected {'one' if scaled else 'none'}) "
+          f"and skipped steps {losses['skipped']}")
     # batch order: castor-run infer on each step's batch gives that step's loss when the weights
     # do not move (lr 0), else only for the first step
     fixed = info["adamw"]["lr"] == 0
