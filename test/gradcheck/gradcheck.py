@@ -108,10 +108,11 @@ def pools(rng):
 
 
 def mlp(rng):
-    """Flatten, gemm without transposition, ReLU, training-mode dropout, softmax feeding a gemm."""
+    """Flatten, gemm without transposition, ReLU, a difference of two computed tensors (Sub,
+    broadcast over a trained offset), training-mode dropout, softmax feeding a gemm."""
     b = Builder(rng)
-    x = b.op("Relu", [b.op("Gemm", [b.op("Flatten", ["input"]), b.param("fc1.weight", [12, 8]),
-                                    b.param("fc1.bias", [8], 0.1)])])
+    h = b.op("Gemm", [b.op("Flatten", ["input"]), b.param("fc1.weight", [12, 8]), b.param("fc1.bias", [8], 0.1)])
+    x = b.op("Relu", [b.op("Sub", [h, b.op("Mul", [h, b.param("shift", [8], 0.5)])])])
     x = b.op("Dropout", [x, b.const(0.25, np.float64), b.const(True, np.bool_)])
     x = b.op("Softmax", [x], axis=1)
     b.op("Gemm", [x, b.param("fc2.weight", [4, 8]), b.param("fc2.bias", [4], 0.1)], transB=1, alpha=2.0)
