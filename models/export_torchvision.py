@@ -16,9 +16,10 @@ and, for resnet50, the default (dynamo) exporter on the model in eval mode:
 Models are built with weights=None (random init, nothing is downloaded).  The
 weights are then stripped: every initializer becomes external data pointing at
 `<file stem>.weights.bin`, which is deleted, so each fixture holds the graph
-only (dims and data types of the initializers included).  Small integer
-initializers (<= 64 elements: shapes, axes, indices) stay inline unless
---strip-all is given, since they are graph structure rather than weights.
+only (dims and data types of the initializers included).  Integer initializers
+(<= 65536 elements: shapes, axes, index tables such as Swin's relative position
+index) stay inline unless --strip-all is given, since they are graph structure
+rather than weights.
 
 For every file it prints a summary: op histogram, opsets, file size, inputs
 and outputs, BatchNormalization attributes and whether its running-stat
@@ -48,7 +49,7 @@ from onnx import TensorProto, external_data_helper, numpy_helper
 MODELS = ["resnet18", "resnet50", "resnet101", "resnext50_32x4d", "wide_resnet50_2",
           "vgg11_bn", "mobilenet_v2", "squeezenet1_0", "densenet121"]
 
-KEEP_INLINE_MAX_ELEMS = 64
+KEEP_INLINE_MAX_ELEMS = 1 << 16
 INTEGER_TYPES = {TensorProto.INT64, TensorProto.INT32, TensorProto.INT16, TensorProto.INT8,
                  TensorProto.UINT64, TensorProto.UINT32, TensorProto.UINT16,
                  TensorProto.UINT8, TensorProto.BOOL}

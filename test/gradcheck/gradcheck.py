@@ -207,7 +207,22 @@ def transformer(rng):
     return b.model([2, 3, 4, 4], b.nodes[-1].output[0], 3)
 
 
-MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle, "transformer": transformer}
+def window(rng):
+    """Swin's window-attention pieces: zero padding (the identity), a trained bias table read
+    through an index table with repeats and no order (its gradient sums the repeated rows),
+    added to the scores before softmax."""
+    b = Builder(rng)
+    x = b.op("Pad", ["input", b.const([0, 0, 0, 0, 0, 0, 0, 0])], mode="constant")
+    index = b.const([3, 0, 0, 5, 2, 2, 1, 4, 3, 3, 0, 1, 5, 4, 2, 0])
+    bias = b.op("Reshape", [b.op("Gather", [b.param("bias_table", [6, 1], 1.0), index], axis=0),
+                            b.const([4, 4])])
+    s = b.op("Softmax", [b.op("Add", [x, bias])], axis=-1)
+    b.op("Gemm", [b.op("Flatten", [s]), b.param("fc.weight", [3, 32])], transB=1)
+    return b.model([2, 2, 4, 4], b.nodes[-1].output[0], 3)
+
+
+MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle, "transformer": transformer,
+          "window": window}
 
 
 def check(name, args, rng):

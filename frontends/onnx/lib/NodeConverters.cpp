@@ -477,10 +477,56 @@ LogicalResult convertSlice(NodeImporter &n) {
 
 // Gather of a computed tensor at known indices that form one ascending range (a class token,
 // x[:, 0]) is a slice, reshaped to drop the axis for a scalar index.
+// Rows of a tensor at known indices that are no single range (Swin's relative position bias: a
+// trained table read through an index table): the product of a one-hot matrix of the indices
+// with the rows, whose gradient (the transposed product) sums the gradients of repeated rows.
+constexpr int64_t kMaxOneHotElements = int64_t(1) << 22;
+
+LogicalResult gatherRowsByProduct(NodeImporter &n, Value x, const std::vector<int64_t> &idx,
+                                  const std::vector<int64_t> &indexDims) {
+  auto type = llvm::cast<RankedTensorType>(x.getType());
+  const int64_t extent = type.getDimSize(0), inner = type.getNumElements() / std::max<int64_t>(extent, 1);
+  const int64_t count = int64_t(idx.size());
+  if (count * extent > kMaxOneHotElements)
+    return n.fail("Gather of a computed tensor at " + std::to_string(count) + " indices of " + std::to_string(extent) +
+                  " rows that are no single range is not supported (its one-hot matrix would exceed " +
+                  std::to_string(kMaxOneHotElements) + " elements)");
+  Type element = type.getElementType();
+  Value rows = x;
+  if (type.getRank() != 2) {
+    auto r = n.build<ReshapeOp>(RankedTensorType::get({extent, inner}, element), {x});
+    if (failed(r))
+      return failure();
+    rows = r->getResult();
+  }
+  std::vector<double> oneHot(size_t(count * extent), 0.0);
+  for (int64_t j = 0; j < count; ++j)
+    oneHot[size_t(j * extent + idx[size_t(j)])] = 1.0;
+  auto selector = n.constantOf(RankedTensorType::get({count, extent}, element), oneHot);
+  if (failed(selector))
+    return failure();
+  Builder bld(n.context());
+  GemmOp::Properties props;
+  props.trans_a = bld.getBoolAttr(false);
+  props.trans_b = bld.getBoolAttr(false);
+  props.alpha = bld.getF64FloatAttr(1.0);
+  props.beta = bld.getF64FloatAttr(1.0);
+  auto product = n.create<GemmOp>({*selector, rows}, props);
+  if (failed(product))
+    return failure();
+  SmallVector<int64_t> dims(indexDims.begin(), indexDims.end());
+  dims.append(type.getShape().begin() + 1, type.getShape().end());
+  auto outType = RankedTensorType::get(dims, element);
+  if (outType == product->getResult().getType())
+    return n.setOutput(0, product->getResult());
+  auto out = n.build<ReshapeOp>(outType, {product->getResult()});
+  return failed(out) ? failure() : n.setOutput(0, out->getResult());
+}
+
 LogicalResult convertGather(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({"axis"})))
     return failure();
-  auto x = n.input(0);
+  auto x = n.input(0, ParamRole::Offset); // a trained table read at known indices starts at zero
   auto axis = n.attrInt("axis", 0);
   if (failed(x) || failed(axis))
     return failure();
@@ -503,10 +549,14 @@ LogicalResult convertGather(NodeImporter &n) {
   }
   if (idx.empty())
     return n.fail("Gather with no indices is not supported");
-  for (size_t i = 1; i < idx.size(); ++i)
-    if (idx[i] != idx[0] + int64_t(i))
-      return n.fail("Gather of a computed tensor is supported only at indices forming one ascending range");
   std::vector<int64_t> indexDims = n.constDims(1);
+  for (size_t i = 1; i < idx.size(); ++i)
+    if (idx[i] != idx[0] + int64_t(i)) {
+      if (ax != 0 || !llvm::isa<FloatType>(type.getElementType()))
+        return n.fail("Gather of a computed tensor at indices that are no single range is supported along axis 0 "
+                      "of a floating-point tensor only");
+      return gatherRowsByProduct(n, *x, idx, indexDims);
+    }
   if (indexDims.size() > 1)
     return n.fail("Gather of a computed tensor with indices of rank " + std::to_string(indexDims.size()) +
                   " is not supported");
@@ -519,6 +569,33 @@ LogicalResult convertGather(NodeImporter &n) {
   dims.erase(dims.begin() + ax);
   auto op = n.build<ReshapeOp>(RankedTensorType::get(dims, type.getElementType()), {*sliced});
   return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
+// Pad in constant mode with pads known at import. Only all-zero pads (the identity: Swin pads
+// its feature maps to a multiple of the window, which at 224x224 is no padding) are supported.
+LogicalResult convertPad(NodeImporter &n) {
+  if (failed(n.checkArity(2, 4)) || failed(n.checkAttrs({"mode"})))
+    return failure();
+  auto x = n.input(0);
+  auto mode = n.attrString("mode", "constant");
+  if (failed(x) || failed(mode))
+    return failure();
+  if (*mode != "constant")
+    return n.fail("Pad mode '" + *mode + "' is not supported (constant only)");
+  if (!n.isImportConstant(1) && !n.isIntegerInitializer(1))
+    return n.fail("Pad with pads computed from the data is not supported; only with known pads");
+  auto pads = n.constInts(1);
+  if (failed(pads))
+    return failure();
+  std::string list;
+  bool zero = true;
+  for (int64_t p : *pads) {
+    list += (list.empty() ? "" : ", ") + std::to_string(p);
+    zero = zero && p == 0;
+  }
+  if (!zero)
+    return n.fail("Pad with non-zero pads [" + list + "] is not supported; only pads of zero (the identity)");
+  return n.setOutput(0, *x);
 }
 
 // Expand of a computed or trained tensor (ViT's class token over the batch): a sum with zeros of
@@ -790,6 +867,7 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"Slice", convertSlice},
       {"Gather", convertGather},
       {"Expand", convertExpand},
+      {"Pad", convertPad},
       {"MaxPool", convertMaxPool},
       {"AveragePool", convertAveragePool},
       {"GlobalAveragePool", convertGlobalAveragePool},

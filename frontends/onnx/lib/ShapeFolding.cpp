@@ -546,6 +546,46 @@ FoldResult foldGather(Folder &f) {
   return f.define(out);
 }
 
+// ScatterND (reduction none) of known values: a copy of data with each index tuple's slice
+// replaced by its update (Swin's shifted-window mask is built this way from shapes).
+FoldResult foldScatterND(Folder &f) {
+  auto reduction = f.importer().attrString("reduction", "none");
+  if (failed(reduction))
+    return FoldResult::Failed;
+  if (*reduction != "none")
+    return f.fail("ScatterND with reduction '" + *reduction + "' is not folded (none only)");
+  auto data = f.read(0), idx = f.read(1), updates = f.read(2);
+  if (!data || !idx || !updates)
+    return FoldResult::Failed;
+  if (idx->dims.empty() || !idx->isInt())
+    return f.fail("indices must be an integer tensor of rank 1 or more");
+  const int64_t k = idx->dims.back(), rank = int64_t(data->dims.size());
+  if (k < 1 || k > rank)
+    return f.fail("index tuples of " + std::to_string(k) + " for data of rank " + std::to_string(rank));
+  const int64_t tuples = idx->count() / k;
+  const int64_t slice = std::accumulate(data->dims.begin() + k, data->dims.end(), int64_t(1), std::multiplies<>());
+  if (updates->count() != tuples * slice)
+    return f.fail("updates hold " + std::to_string(updates->count()) + " elements, not " +
+                  std::to_string(tuples * slice));
+  Known out = *data;
+  for (int64_t t = 0; t < tuples; ++t) {
+    int64_t at = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t i = idx->integer(t * k + d), extent = data->dims[size_t(d)];
+      if (i < -extent || i >= extent)
+        return f.fail("index " + std::to_string(i) + " is out of range for a dimension of " + std::to_string(extent));
+      at = at * extent + (i < 0 ? i + extent : i);
+    }
+    for (int64_t e = 0; e < slice; ++e) {
+      if (out.isInt())
+        out.ints[size_t(at * slice + e)] = updates->integer(t * slice + e);
+      else
+        out.reals[size_t(at * slice + e)] = updates->real(t * slice + e);
+    }
+  }
+  return f.define(out);
+}
+
 // The elements of x a strided view reads (shape::StridedView, the kernels' own index rule).
 Known gather(const Known &x, const shape::StridedView &view) {
   Known out = x.like(view.dims);
@@ -672,6 +712,7 @@ const llvm::StringMap<FoldEntry> &folders() {
       {"Floor", {foldUnary<floorOf>, true}},
       {"Ceil", {foldUnary<ceilOf>, true}},
       {"Reciprocal", {foldUnary<reciprocal>, true}},
+      {"ScatterND", {foldScatterND, true}},
       // Ops that also exist as tensor math: folded when their inputs are known.
       {"Cast", {foldCast, false}},
       {"Add", {foldBinary<Bin::Add>, false}},
