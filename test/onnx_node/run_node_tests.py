@@ -39,7 +39,7 @@ SUPPORTED_OPS = {
     "Conv", "BatchNormalization", "Relu", "Sigmoid", "Clip", "HardSigmoid", "HardSwish", "Add", "Mul", "MaxPool",
     "AveragePool", "GlobalAveragePool", "ReduceMean", "Flatten", "Reshape", "Gemm", "MatMul", "Concat", "Dropout", "Cast",
     "Softmax", "SoftmaxCrossEntropyLoss", "Identity", "Constant", "Erf", "LayerNormalization", "Transpose", "Slice",
-    "Gather", "Unsqueeze", "Squeeze", "Expand", "Div", "Sub", "Gelu",
+    "Gather", "Unsqueeze", "Squeeze", "Expand", "Div", "Sub", "Gelu", "Pad", "ScatterND",
 }
 RTOL = 1e-4
 ATOL = 1e-5
