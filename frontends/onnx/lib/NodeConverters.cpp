@@ -306,7 +306,7 @@ LogicalResult convertFlatten(NodeImporter &n) {
 LogicalResult convertReshape(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({"allowzero"})))
     return failure();
-  auto x = n.input(0, ParamRole::Offset); // a trained tensor broadcast over the batch: a class token
+  auto x = n.input(0);
   auto target = n.constInts(1);
   auto allowZero = n.attrInt("allowzero", 0);
   if (failed(x) || failed(target) || failed(allowZero))
@@ -475,8 +475,6 @@ LogicalResult convertSlice(NodeImporter &n) {
   return failed(y) ? failure() : n.setOutput(0, *y);
 }
 
-// Gather of a computed tensor at known indices that form one ascending range (a class token,
-// x[:, 0]) is a slice, reshaped to drop the axis for a scalar index.
 // Rows of a tensor at known indices that are no single range (Swin's relative position bias: a
 // trained table read through an index table): the product of a one-hot matrix of the indices
 // with the rows, whose gradient (the transposed product) sums the gradients of repeated rows.
@@ -523,6 +521,9 @@ LogicalResult gatherRowsByProduct(NodeImporter &n, Value x, const std::vector<in
   return failed(out) ? failure() : n.setOutput(0, out->getResult());
 }
 
+// Gather of a computed tensor at known indices that form one ascending range (a class token,
+// x[:, 0]) is a slice, reshaped to drop the axis for a scalar index; at other known indices
+// along axis 0, the product above.
 LogicalResult convertGather(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({"axis"})))
     return failure();
