@@ -74,6 +74,19 @@ if [ -x "$castor" ]; then
     "$castor" compile "$root/models/resnet50.onnx" --init kaiming --batch 256 --train --precision "$p" \
       --optimizer adamw --lr 1e-3 --weight-decay 0.01 --fuse none -o "$carry/plans/r50_${p}_b256_nofuse.plan" >/dev/null
   done
+  # Beyond CNNs, for bench/torchvision_vs_torch.sh (batch 128, AdamW lr 1e-3, as
+  # bench/torch_torchvision.py trains) and the ViT loss comparison (lr 1e-4, run_amp_comparison.sh
+  # with MODEL=vit_b_16): the training-mode fixtures, seeded.
+  for m in vit_b_16 convnext_tiny efficientnet_b0 swin_t; do
+    for p in fp16 bf16; do
+      "$castor" compile "$root/test/fixtures/torchvision/${m}_train.onnx" --init kaiming --batch 128 --train \
+        --precision "$p" --optimizer adamw --lr 1e-3 --weight-decay 0.01 -o "$carry/plans/${m}_${p}_b128.plan" >/dev/null
+    done
+  done
+  for p in fp16 bf16; do
+    "$castor" compile "$root/test/fixtures/torchvision/vit_b_16_train.onnx" --init kaiming --batch 128 --train \
+      --precision "$p" --optimizer adamw --lr 1e-4 --weight-decay 0.01 -o "$carry/plans/vit_b_16_${p}_b128_cmp.plan" >/dev/null
+  done
   cp "$root/../shared/bench/torch_resnet50.py" "$carry/" 2>/dev/null || true
 fi
 ls -la "$carry/bin" "$carry/plans"
