@@ -98,6 +98,19 @@ func.func @forward(%x: tensor<2x4x4x4xf32> {castor.name = "images"}, %labels: te
 
 // -----
 
+// A loss computed from a layer norm's statistics (ONNX's Mean output) cannot be differentiated:
+// the layer norm says so instead of dropping that gradient.
+func.func @forward(%x: tensor<2x4xf32>, %labels: tensor<2xi64>) -> (tensor<f32>, tensor<2x4xf32>) {
+  %g = castor.parameter "g" {trainable} : tensor<4xf32>
+  // expected-error @+1 {{'castor.layer_norm' op differentiating through the layer statistics is not supported}}
+  %y, %mean, %inv_std = castor.layer_norm %x, %g, %g {epsilon = 1.0e-05 : f64} : (tensor<2x4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4xf32>, tensor<2x1xf32>, tensor<2x1xf32>)
+  %shifted = castor.add %y, %mean : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+  %loss = castor.softmax_cross_entropy %shifted, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+  return %loss, %y : tensor<f32>, tensor<2x4xf32>
+}
+
+// -----
+
 // An op on the path to the loss without a VJP is an error that names it.
 func.func @forward(%x: tensor<2x4xf32>, %labels: tensor<2xi64>) -> (tensor<f32>, tensor<2x4xf32>) {
   %mean = castor.parameter "m" : tensor<4xf32>

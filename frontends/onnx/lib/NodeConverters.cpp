@@ -619,9 +619,10 @@ LogicalResult convertExpand(NodeImporter &n) {
   return failed(op) ? failure() : n.setOutput(0, op->getResult());
 }
 
+// LayerNormalization; its Mean and InvStdDev outputs are the op's statistics (readable, though
+// the training step refuses to differentiate through them), and a missing bias is zero.
 LogicalResult convertLayerNorm(NodeImporter &n) {
-  if (failed(n.checkArity(2, 3)) || failed(n.checkAttrs({"axis", "epsilon", "stash_type"})) ||
-      failed(n.requireUnused(1, "Mean")) || failed(n.requireUnused(2, "InvStdDev")))
+  if (failed(n.checkArity(2, 3)) || failed(n.checkAttrs({"axis", "epsilon", "stash_type"})))
     return failure();
   auto axis = n.attrInt("axis", -1);
   auto eps = n.attrFloat("epsilon", 1e-5);
@@ -630,17 +631,24 @@ LogicalResult convertLayerNorm(NodeImporter &n) {
     return failure();
   if (*stash != 1)
     return n.fail("stash_type " + std::to_string(*stash) + " is not supported (statistics are computed in fp32)");
-  if (!n.hasInput(2))
-    return n.fail("LayerNormalization without a bias is not supported");
-  auto x = n.input(0), scale = n.input(1, ParamRole::NormScale), bias = n.input(2, ParamRole::NormBias);
-  if (failed(x) || failed(scale) || failed(bias))
+  auto x = n.input(0), scale = n.input(1, ParamRole::NormScale);
+  if (failed(x) || failed(scale))
+    return failure();
+  auto bias = n.hasInput(2) ? n.input(2, ParamRole::NormBias)
+                            : n.splatOf(llvm::cast<RankedTensorType>(scale->getType()), 0.0);
+  if (failed(bias))
     return failure();
   Builder b(n.context());
   LayerNormOp::Properties p;
   p.axis = b.getI64IntegerAttr(*axis);
   p.epsilon = b.getF64FloatAttr(*eps);
   auto op = n.create<LayerNormOp>({*x, *scale, *bias}, p);
-  return failed(op) ? failure() : n.setOutput(0, op->getResult(0));
+  if (failed(op))
+    return failure();
+  for (int i = 0; i < 3; ++i)
+    if (failed(n.setOutput(i, op->getResult(unsigned(i)))))
+      return failure();
+  return success();
 }
 
 LogicalResult convertGemm(NodeImporter &n) {
