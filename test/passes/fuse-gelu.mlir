@@ -5,6 +5,15 @@
 // layer on tokens a gemm (48: attention in/out projections and the two MLP layers of 12 blocks,
 // plus the head, which the exporter already wrote as Gemm).
 // RUN: castor import %fixtures/torchvision/vit_b_16_train.onnx --init kaiming | castor-opt -castor-fuse-linear -castor-fuse-gelu | grep -c castor.gemm | FileCheck --check-prefix=GEMMS %s
+// castor compile runs both passes by default; --fuse none keeps the exported ops.
+// RUN: castor compile %fixtures/torchvision/vit_b_16_train.onnx --init kaiming --batch 1 --train -o %t.fused.plan 2>&1 | FileCheck --check-prefix=FUSED %s
+// RUN: castor compile %fixtures/torchvision/vit_b_16_train.onnx --init kaiming --batch 1 --train --fuse none -o %t.plan 2>&1 | FileCheck --check-prefix=NOFUSE %s
+// FUSED-NOT: erf 12
+// FUSED: gelu 12
+// FUSED-NOT: erf 12
+// NOFUSE-NOT: gelu 12
+// NOFUSE: erf 12
+// NOFUSE-NOT: gelu 12
 // VIT-COUNT-12: castor.gelu
 // VIT-NOT: castor.erf
 // GEMMS: {{^}}49{{$}}
