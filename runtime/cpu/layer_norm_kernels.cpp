@@ -9,19 +9,16 @@
 namespace castor::cpu {
 namespace {
 
-// Rows and row length of x normalised from `axis` on.
+// Rows and row length of x normalised from `axis` on (the shared rule).
 struct Rows {
   int64_t count, length;
 };
 
 Expected<Rows> rowsOf(const Tensor &x, const Tensor &scale, int64_t axis) {
-  Shape stats;
-  const Shape xs = shapeOf(x), ss = shapeOf(scale);
-  auto r = shape::layerNorm(xs, ss, ss, axis, &stats);
+  auto r = shape::layerNormRows(shapeOf(x), shapeOf(scale), axis);
   if (!r)
     return Status::error(r.error);
-  const int64_t length = shape::elementCount(ss).value_or(0);
-  return Rows{length ? shape::elementCount(xs).value_or(0) / length : 0, length};
+  return Rows{r.shape[0], r.shape[1]};
 }
 
 Expected<RunFn> buildLayerNorm(const KernelContext &c) {

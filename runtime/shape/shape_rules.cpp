@@ -400,6 +400,14 @@ ShapeResult layerNorm(const Shape &input, const Shape &scale, const Shape &bias,
   return ShapeResult::ok(input);
 }
 
+ShapeResult layerNormRows(const Shape &input, const Shape &scale, int64_t axis) {
+  auto r = layerNorm(input, scale, scale, axis);
+  if (!r)
+    return r;
+  const int64_t length = elementCount(scale).value_or(0);
+  return ShapeResult::ok({length ? elementCount(input).value_or(0) / length : 0, length});
+}
+
 ShapeResult unsqueeze(const Shape &input, const std::vector<int64_t> &axes) {
   const int64_t rank = int64_t(input.size() + axes.size());
   std::vector<bool> inserted(size_t(rank), false);

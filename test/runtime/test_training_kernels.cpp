@@ -600,3 +600,15 @@ TEST_CASE("validator refuses malformed training kernels", "[training-kernels]") 
       },
       "kind must be");
 }
+
+TEST_CASE("layer norm walks rows of the normalised dimensions", "[training-kernels]") {
+  // The one rule both backends' layer-norm kernels take their geometry from.
+  auto r = castor::shape::layerNormRows({2, 197, 768}, {768}, -1);
+  REQUIRE(r);
+  CHECK(r.shape == Shape{394, 768});
+  r = castor::shape::layerNormRows({2, 3, 4, 5}, {4, 5}, 2);
+  REQUIRE(r);
+  CHECK(r.shape == Shape{6, 20});
+  CHECK_FALSE(castor::shape::layerNormRows({2, 3, 4}, {3, 4}, -1)); // scale is not the normalised shape
+  CHECK_FALSE(castor::shape::layerNormRows({2, 3}, {3}, 2));       // axis out of range
+}

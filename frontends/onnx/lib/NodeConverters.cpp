@@ -355,20 +355,6 @@ LogicalResult convertByKnown(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({})))
     return failure();
   const char *op = IsDiv ? "Div" : "Sub";
-  if (!IsDiv && !n.isImportConstant(1)) { // a - b as a + b * (-1): exact in every float type
-    auto a = n.input(0, ParamRole::Offset), b = n.input(1, ParamRole::Offset);
-    if (failed(a) || failed(b))
-      return failure();
-    auto bType = llvm::cast<RankedTensorType>(b->getType());
-    auto minusOne = n.splatOf(RankedTensorType::get({}, bType.getElementType()), -1.0);
-    if (failed(minusOne))
-      return failure();
-    auto negated = n.create<MulOp>({*b, *minusOne});
-    if (failed(negated))
-      return failure();
-    auto sum = n.create<AddOp>({*a, negated->getResult()});
-    return failed(sum) ? failure() : n.setOutput(0, sum->getResult());
-  }
   if (!n.isImportConstant(1))
     return n.fail(std::string(op) + " by a tensor computed from the data or by a weight is not supported; "
                                     "only by a constant or a value folded from shapes");
@@ -399,6 +385,27 @@ LogicalResult convertByKnown(NodeImporter &n) {
       result = a->getResult();
   }
   return failed(result) ? failure() : n.setOutput(0, *result);
+}
+
+// Sub by a known value is a sum (convertByKnown); of a computed tensor, a + b * (-1), exact in
+// every float type.
+LogicalResult convertSub(NodeImporter &n) {
+  if (n.isImportConstant(1))
+    return convertByKnown<false>(n);
+  if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({})))
+    return failure();
+  auto a = n.input(0, ParamRole::Offset), b = n.input(1, ParamRole::Offset);
+  if (failed(a) || failed(b))
+    return failure();
+  auto bType = llvm::cast<RankedTensorType>(b->getType());
+  auto minusOne = n.splatOf(RankedTensorType::get({}, bType.getElementType()), -1.0);
+  if (failed(minusOne))
+    return failure();
+  auto negated = n.create<MulOp>({*b, *minusOne});
+  if (failed(negated))
+    return failure();
+  auto sum = n.create<AddOp>({*a, negated->getResult()});
+  return failed(sum) ? failure() : n.setOutput(0, sum->getResult());
 }
 
 LogicalResult convertTranspose(NodeImporter &n) {
@@ -869,7 +876,7 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"Add", convertBinary<AddOp, ParamRole::Offset>},
       {"Mul", convertBinary<MulOp, ParamRole::Multiplier>},
       {"Div", convertByKnown<true>},
-      {"Sub", convertByKnown<false>},
+      {"Sub", convertSub},
       {"Unsqueeze", convertSqueezeOrUnsqueeze<true>},
       {"Squeeze", convertSqueezeOrUnsqueeze<false>},
       {"Transpose", convertTranspose},

@@ -24,12 +24,10 @@ struct RowGeometry {
 };
 
 Expected<RowGeometry> rowsOf(const Tensor &x, const Tensor &scale, int64_t axis) {
-  const Shape xs = shapeOf(x), ss = shapeOf(scale);
-  auto r = shape::layerNorm(xs, ss, ss, axis);
+  auto r = shape::layerNormRows(shapeOf(x), shapeOf(scale), axis);
   if (!r)
     return Status::error(r.error);
-  const int64_t length = shape::elementCount(ss).value_or(0);
-  return RowGeometry{length ? shape::elementCount(xs).value_or(0) / length : 0, length};
+  return RowGeometry{r.shape[0], r.shape[1]};
 }
 
 } // namespace

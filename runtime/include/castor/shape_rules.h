@@ -62,6 +62,10 @@ ShapeResult batchNorm(const Shape &input, const std::vector<Shape> &perChannel);
 ShapeResult layerNorm(const Shape &input, const Shape &scale, const Shape &bias, int64_t axis,
                       Shape *stats = nullptr);
 
+// How the layer-norm kernels walk a valid layer norm's input: [rows, length], `length` the
+// element count of the normalised dimensions (row-major storage makes each row contiguous).
+ShapeResult layerNormRows(const Shape &input, const Shape &scale, int64_t axis);
+
 // Element types as the rules tell them apart; the compiler and the plan map theirs onto these.
 enum class ElementType { F64, F32, F16, BF16, Other };
 const char *toString(ElementType type);
