@@ -583,7 +583,8 @@ template <typename Op> Builder binary(Op op) {
 // Same-dtype byte copy (identity, reshape, flatten, dropout at inference).
 RunFn byteCopy(Memory *b, const Tensor *x, const Tensor *y) {
   return [=]() {
-    std::memmove(b->slot(*y), b->slot(*x), x->bytes());
+    if (b->slot(*y) != b->slot(*x)) // a view (Tensor.view_of) already holds the bytes
+      std::memmove(b->slot(*y), b->slot(*x), x->bytes());
     return Status::ok();
   };
 }

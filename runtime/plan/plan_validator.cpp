@@ -760,7 +760,40 @@ std::unordered_map<uint32_t, LiveRange> computeLiveRanges(const Plan &plan) {
     }
     ranges[t.id()] = r;
   }
+  // A view and the tensor it reads are one buffer: each is live while any of them is.
+  const auto roots = viewRoots(plan);
+  std::unordered_map<uint32_t, LiveRange> groups;
+  for (const auto &[id, root] : roots) {
+    const LiveRange &r = ranges[id];
+    auto [it, fresh] = groups.emplace(root, r);
+    if (!fresh) {
+      it->second.begin = std::min(it->second.begin, r.begin);
+      it->second.end = std::max(it->second.end, r.end);
+    }
+  }
+  for (const auto &[id, root] : roots)
+    ranges[id] = groups[root];
   return ranges;
+}
+
+std::unordered_map<uint32_t, uint32_t> viewRoots(const Plan &plan) {
+  std::unordered_map<uint32_t, uint32_t> viewOf;
+  for (const Tensor &t : plan.tensors())
+    if (t.has_view_of())
+      viewOf[t.id()] = t.view_of();
+  std::unordered_map<uint32_t, uint32_t> roots;
+  for (const auto &[view, source] : viewOf) {
+    uint32_t id = view;
+    for (size_t steps = 0; steps <= viewOf.size(); ++steps) { // bounded: validatePlan refuses cycles
+      auto it = viewOf.find(id);
+      if (it == viewOf.end())
+        break;
+      id = it->second;
+    }
+    roots[view] = id;
+    roots[id] = id;
+  }
+  return roots;
 }
 
 Status validatePlan(const Plan &plan) {
@@ -802,6 +835,23 @@ Status validatePlan(const Plan &plan) {
                            std::to_string(plan.arena_bytes()) + " bytes)");
   }
 
+  // Views: another shape of an activation's bytes.
+  for (const Tensor &t : plan.tensors()) {
+    if (!t.has_view_of())
+      continue;
+    auto src = byId.find(t.view_of());
+    if (src == byId.end() || t.view_of() == t.id())
+      return Status::error(tensorLabel(t) + " is a view of tensor id " + std::to_string(t.view_of()) +
+                           ", which does not exist");
+    const Tensor &s = *src->second;
+    if (t.kind() != Tensor::ACTIVATION || s.kind() != Tensor::ACTIVATION)
+      return Status::error(tensorLabel(t) + " is a view of " + tensorLabel(s) + ": views join activations only");
+    if (t.offset() != s.offset() || t.bytes() != s.bytes() || t.dtype() != s.dtype())
+      return Status::error(tensorLabel(t) + " is a view of " + tensorLabel(s) +
+                           " but differs in offset, bytes or dtype");
+  }
+  const auto viewRootOf = viewRoots(plan);
+
   // Kernels.
   std::set<uint32_t> written;
   for (int i = 0; i < plan.kernels_size(); ++i) {
@@ -830,6 +880,16 @@ Status validatePlan(const Plan &plan) {
     const auto op = opFromName(k.op());
     if (!op)
       return Status::error(where() + ": unknown op '" + k.op() + "'");
+    // A view's bytes are written once, by its source's producer; the view's own kernel (a
+    // reshape of the source) copies nothing.
+    for (const Tensor *t : view.out) {
+      if (viewRootOf.count(t->id()) && written.count(t->id()))
+        return Status::error(where() + " writes " + tensorLabel(*t) + " again, but views share its bytes");
+      if (t->has_view_of() && (view.out.size() != 1 || view.in.empty() || view.in[0]->id() != t->view_of() ||
+                               (*op != OpId::Reshape && *op != OpId::Flatten && *op != OpId::Identity)))
+        return Status::error(where() + " writes " + tensorLabel(*t) + ", a view of tensor id " +
+                             std::to_string(t->view_of()) + ": only a reshape, flatten or identity of that tensor may");
+    }
     if (const OpRule *rule = rules().find(*op))
       CASTOR_RETURN_IF_ERROR(checkRule(*rule, view).withContext(where()));
     else
@@ -837,6 +897,10 @@ Status validatePlan(const Plan &plan) {
     for (uint32_t id : k.outputs())
       written.insert(id);
   }
+  for (const Tensor &t : plan.tensors())
+    if (t.has_view_of() && !written.count(t.id()))
+      return Status::error("no kernel writes " + tensorLabel(t) + ", a view of tensor id " +
+                           std::to_string(t.view_of()));
   for (const Tensor &t : plan.tensors())
     if (t.kind() == Tensor::OUTPUT && !written.count(t.id()))
       return Status::error("no kernel writes output " + tensorLabel(t));
@@ -916,6 +980,9 @@ Status validatePlan(const Plan &plan) {
     for (size_t j = i + 1; j < sorted.size() && sorted[j]->offset() < a.offset() + a.bytes(); ++j) {
       const Tensor &b = *sorted[j];
       const LiveRange &rb = ranges[b.id()];
+      auto ga = viewRootOf.find(a.id()), gb = viewRootOf.find(b.id());
+      if (ga != viewRootOf.end() && gb != viewRootOf.end() && ga->second == gb->second)
+        continue; // one buffer seen in two shapes
       if (ra.begin <= rb.end && rb.begin <= ra.end) {
         auto when = [&](int64_t k) {
           return k < 0 ? std::string("start") : k >= plan.kernels_size() ? std::string("end")

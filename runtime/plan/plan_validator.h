@@ -33,7 +33,13 @@ struct LiveRange {
   int64_t begin = 0;
   int64_t end = 0;
 };
+// A view (Tensor.view_of) shares its source's live range, and both share the range of every
+// other view of the same bytes.
 std::unordered_map<uint32_t, LiveRange> computeLiveRanges(const Plan &plan);
+
+// The tensors that views join into one buffer, each mapped to the buffer's owner (the tensor
+// no view_of leads out of). Tensors outside every view group are absent.
+std::unordered_map<uint32_t, uint32_t> viewRoots(const Plan &plan);
 
 // "kernel #3 (conv2d 'layer1.0.conv1')"
 std::string describeKernel(const Plan &plan, int index);

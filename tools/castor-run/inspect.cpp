@@ -155,7 +155,7 @@ int inspect(const std::string &path, bool asJson) {
 
   fmt::print("\nTensors:\n");
   auto ranges = plan::computeLiveRanges(p);
-  Table tt{{"id", "name", "kind", "dtype", "shape", "offset", "bytes", "live"}, {}};
+  Table tt{{"id", "name", "kind", "dtype", "shape", "offset", "bytes", "live", "view of"}, {}};
   for (const plan::Tensor &t : p.tensors()) {
     auto r = ranges[t.id()];
     auto when = [&](int64_t k) {
@@ -163,7 +163,7 @@ int inspect(const std::string &path, bool asJson) {
     };
     tt.rows.push_back({std::to_string(t.id()), t.name(), plan::kindName(t.kind()), plan::dtypeName(t.dtype()),
                        plan::shapeString(t), std::to_string(t.offset()), std::to_string(t.bytes()),
-                       when(r.begin) + ".." + when(r.end)});
+                       when(r.begin) + ".." + when(r.end), t.has_view_of() ? tensorRef(t.view_of()) : ""});
   }
   tt.print();
 

@@ -316,6 +316,7 @@ int runCompile() {
     funcPm.addPass(createCastorRecompute(
         CastorRecomputeOptions{recomputePolicy, memoryBudget, int64_t(workspaceBytes), /*alignment=*/256}));
   funcPm.addPass(createCastorSelectKernels(CastorSelectKernelsOptions{target}));
+  funcPm.addPass(createCastorPlanViews());
   funcPm.addPass(createCastorPlanMemory());
   if (mlir::failed(pm.run(module)))
     return 1;

@@ -265,6 +265,8 @@ private:
       auto id = addTensor(r, name, isReturned(r) ? plan::Tensor::OUTPUT : plan::Tensor::ACTIVATION, offsets[i]);
       if (failed(id))
         return failure();
+      if (op.hasAttr("castor.view")) // castor-plan-views
+        out_.plan.mutable_tensors(int(*id))->set_view_of(ids_.lookup(op.getOperand(0)));
       k->add_outputs(*id);
     }
     if (auto props = llvm::dyn_cast_or_null<DictionaryAttr>(op.getPropertiesAsAttribute()))

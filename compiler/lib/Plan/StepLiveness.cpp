@@ -95,10 +95,18 @@ FailureOr<StepLiveness> analyzeStepLiveness(func::FuncOp func, bool requireKerne
   }
   // Results written in place (optimizer updates, unscaled gradients) share their operand's
   // buffer, which then lives until the result's last reader. The operand must have no reader
-  // after the in-place kernel: it no longer holds its value then.
+  // after the in-place kernel: it no longer holds its value then. A view (castor.view) shares
+  // its operand's buffer too, and both keep reading it.
   for (Operation &op : body) {
     bool source = llvm::isa<ParameterOp, ConstantOp>(op);
     auto inPlace = llvm::dyn_cast<InPlaceOpInterface>(op);
+    if (op.hasAttr("castor.view")) { // castor-plan-views: the result reads its operand's bytes
+      Value r = op.getResult(0), operand = op.getOperand(0);
+      s.tiedTo[r] = operand;
+      BufferLifetime &life = s.lifetimes[bufferOf[s.root(operand)]];
+      life.last = std::max(life.last, lastUse(r));
+      continue;
+    }
     for (Value r : op.getResults()) {
       std::optional<unsigned> tied =
           inPlace ? inPlace.getTiedOperandIndex(llvm::cast<OpResult>(r).getResultNumber()) : std::nullopt;

@@ -32,10 +32,10 @@
 #include "cuda/tuning/tuner.h"
 #include "cuda/tuning/tuning_cache.h"
 #include "cuda/executor/device_context.h"
-#include "cuda/executor/layout_assignment.h"
 #include "cuda/executor/image_decoder.h"
 #include "cuda/executor/step_timeline.h"
 #include "cuda/executor/kernel_table.h"
+#include "plan/storage_order.h"
 #include "plan/op_attrs.h"
 #include "plan/plan_validator.h"
 
@@ -140,7 +140,7 @@ public:
     ctx_.channelsLastEnabled = layout_ == LayoutChoice::ChannelsLast ||
                                (layout_ == LayoutChoice::Auto && halfPrecisionConvolutions());
     if (ctx_.channelsLastEnabled)
-      ctx_.rowMajor = cuda::rowMajorTensors(plan_);
+      ctx_.rowMajor = plan::rowMajorTensors(plan_);
     uint64_t stagingBytes = 0, inputBytes = 0;
     for (const Tensor &t : plan_.tensors()) {
       // Host transfers of channels-last tensors pass through the staging buffer; activations

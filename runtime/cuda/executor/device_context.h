@@ -40,7 +40,7 @@ Status cublasStatus(cublasStatus_t e, const char *what);
 
 // Where the bytes of a tensor lie in the arena. The plan's tensors are row-major; when
 // channelsLastEnabled (plans that convolve fp16/bf16 data, see executor/cuda_backend.cpp) the backend
-// stores every rank-4 floating-point tensor not in `rowMajor` (layout_assignment.h)
+// stores every rank-4 floating-point tensor not in `rowMajor` (plan/storage_order.h)
 // channels-last (logical [N,C,H,W], physical [N,H,W,C]; a conv weight [K,C,R,S] becomes
 // [K,R,S,C]), the layout cuDNN's tensor-core kernels want. upload/download convert, so the host
 // always sees the plan's row-major layout.
@@ -55,7 +55,7 @@ struct DeviceContext {
   std::string deviceName;
   int smCount = 0;
   bool channelsLastEnabled = true;
-  // Rank-4 tensors kept row-major in a channels-last plan (layout_assignment.h).
+  // Rank-4 tensors kept row-major in a channels-last plan (plan/storage_order.h).
   std::unordered_set<uint32_t> rowMajor;
   // BackendOptions::deterministic: builders keep to deterministic engines, algorithms and
   // reductions, and the tuner keys its choices apart (tuning/tuner.cpp).

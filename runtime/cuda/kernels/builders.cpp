@@ -15,6 +15,7 @@
 // Scratch beyond ctx.scratch comes from ctx.persistentBuffer, keyed by a tag in the top four
 // bits and the id of a tensor that only this kernel writes.
 #include "cuda/kernels/builders.h"
+#include "plan/storage_order.h"
 
 namespace castor::cuda::own {
 Expected<void *> scratchFor(DeviceContext &ctx, ScratchTag tag, const Tensor *owner, size_t bytes) {
@@ -31,9 +32,7 @@ Status layoutError(const std::string &op, const std::string &what) {
 // Whether t's storage order differs from the plan's row-major order (channels-last with C > 1
 // and H*W > 1; [N,1,H,W] and [N,C,1,1] are the same bytes either way).
 bool reordered(const DeviceContext &ctx, const Tensor *t) {
-  if (!ctx.channelsLast(t))
-    return false;
-  return t->shape(1) != 1 && t->shape(2) * t->shape(3) != 1;
+  return ctx.channelsLast(t) && plan::ordersDiffer(*t);
 }
 
 // Operands of one shape must share their storage order.

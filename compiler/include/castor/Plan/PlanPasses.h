@@ -1,5 +1,5 @@
 // The passes that lower a castor function to plan-level form, declared in PlanPasses.td:
-// castor-select-kernels, then castor-plan-memory.
+// castor-select-kernels, castor-plan-views, then castor-plan-memory.
 #pragma once
 
 #include "castor/Dialect/CastorDialect.h"

@@ -1,7 +1,7 @@
 //===- PlanPasses.td - lowering the castor dialect to a plan ---------------===//
 //
-// The two passes that bring a function to plan-level form, which PlanEmitter serializes:
-// kernel selection, then memory planning (by MemoryPlanner). They live beside the emitter
+// The passes that bring a function to plan-level form, which PlanEmitter serializes: kernel
+// selection, views, then memory planning (by MemoryPlanner). They live beside the emitter
 // and the planner; the graph-level transformations of the dialect are in passes/.
 //
 //===----------------------------------------------------------------------===//
@@ -27,6 +27,21 @@ def CastorSelectKernels : Pass<"castor-select-kernels", "mlir::func::FuncOp"> {
   let dependentDialects = ["::castor::CastorDialect"];
 }
 
+def CastorPlanViews : Pass<"castor-plan-views", "mlir::func::FuncOp"> {
+  let summary = "Makes reshapes views of their operand's bytes";
+  let description = [{
+    Between kernel selection and memory planning: a reshape, flatten or identity kernel whose
+    operand and result are activations of one dtype gets `castor.view`, and castor-plan-memory
+    gives the result its operand's bytes (the plan's Tensor.view_of), so the kernel copies
+    nothing. Both then live while either is read. Not a view: an operand or result that is
+    returned, a function argument, a parameter or constant, or written in place by another
+    kernel (an in-place write would change what the other shape reads); and a rank-4 side that
+    the CUDA backend would store channels-last (plan/storage_order.h) where its two storage
+    orders differ, since the other shape reads its bytes row-major.
+  }];
+  let dependentDialects = ["::castor::CastorDialect"];
+}
+
 def CastorPlanMemory : Pass<"castor-plan-memory", "mlir::func::FuncOp"> {
   let summary = "Assigns every tensor an offset in one arena by liveness";
   let description = [{
@@ -34,7 +49,7 @@ def CastorPlanMemory : Pass<"castor-plan-memory", "mlir::func::FuncOp"> {
     from the start to its last reader, parameters, constants and training state (arguments
     with `castor.state`) for the whole step, a kernel's result from that kernel to its last
     reader, and returned values to the end. A result written in place (InPlaceOpInterface)
-    takes its state operand's bytes. Offsets come from the memory planner (`castor::planArena`,
+    takes its state operand's bytes, and so does a view (castor-plan-views). Offsets come from the memory planner (`castor::planArena`,
     MemoryPlanner.h): tensors whose lifetimes intersect never share bytes. Results get `castor.offsets` (one per result),
     the function `castor.input_offsets`, `castor.arena_bytes` and `castor.tensor_bytes` (the
     sum of all tensors, the arena's size without reuse).

@@ -14,14 +14,15 @@ namespace castor {
 
 struct StepLiveness {
   // One buffer per value that owns bytes: function arguments, then op results in order. A
-  // result written in place (InPlaceOpInterface) owns none: `tiedTo` maps it to its operand.
+  // result written in place (InPlaceOpInterface) or a view (castor.view) owns none: `tiedTo`
+  // maps it to its operand.
   std::vector<mlir::Value> values;
   std::vector<BufferLifetime> lifetimes;
   llvm::DenseMap<mlir::Value, mlir::Value> tiedTo;
   llvm::DenseMap<mlir::Operation *, int64_t> kernelIndex;
   int64_t kernelCount = 0;
 
-  // The value whose buffer `v` uses (itself unless written in place).
+  // The value whose buffer `v` uses (itself unless written in place or a view).
   mlir::Value root(mlir::Value v) const;
 };
 

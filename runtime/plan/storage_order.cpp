@@ -1,4 +1,4 @@
-#include "cuda/executor/layout_assignment.h"
+#include "plan/storage_order.h"
 
 #include "plan/op_registry.h"
 
@@ -6,14 +6,13 @@
 #include <unordered_map>
 #include <vector>
 
-namespace castor::cuda {
+namespace castor::plan {
 namespace {
 
-using plan::OpId;
 
-bool isImageShaped(const plan::Tensor &t) {
+bool isImageShaped(const Tensor &t) {
   const auto d = t.dtype();
-  return t.shape_size() == 4 && (d == plan::F32 || d == plan::F16 || d == plan::BF16 || d == plan::F64);
+  return t.shape_size() == 4 && (d == F32 || d == F16 || d == BF16 || d == F64);
 }
 
 // Kernels that address every operand through its own storage strides.
@@ -72,6 +71,18 @@ bool prefersChannelsLast(OpId op) {
   }
 }
 
+// The view a kernel writes (a reshape, flatten or identity whose output has view_of), if any.
+const Tensor *viewWrittenBy(const Kernel &k, const std::unordered_map<uint32_t, const Tensor *> &byId) {
+  if (k.outputs_size() != 1)
+    return nullptr;
+  auto it = byId.find(k.outputs(0));
+  if (it == byId.end() || !it->second->has_view_of() || !byId.count(it->second->view_of()))
+    return nullptr;
+  return it->second;
+}
+
+std::vector<int64_t> shapeOf(const Tensor &t) { return {t.shape().begin(), t.shape().end()}; }
+
 struct Groups {
   std::vector<size_t> parent;
   size_t find(size_t i) {
@@ -84,7 +95,14 @@ struct Groups {
 
 } // namespace
 
-std::unordered_set<uint32_t> rowMajorTensors(const plan::Plan &plan) {
+bool ordersDiffer(const Tensor &t) {
+  return isImageShaped(t) && t.shape(1) != 1 && t.shape(2) * t.shape(3) != 1;
+}
+
+std::unordered_set<uint32_t> rowMajorTensors(const Plan &plan) {
+  std::unordered_map<uint32_t, const Tensor *> byId;
+  for (const auto &t : plan.tensors())
+    byId.emplace(t.id(), &t);
   std::unordered_map<uint32_t, size_t> index;
   for (const auto &t : plan.tensors())
     if (isImageShaped(t))
@@ -93,13 +111,27 @@ std::unordered_set<uint32_t> rowMajorTensors(const plan::Plan &plan) {
   std::iota(groups.parent.begin(), groups.parent.end(), size_t(0));
   std::vector<size_t> pinned, wanted;
   for (const auto &k : plan.kernels()) {
-    auto op = plan::opFromName(k.op());
+    auto op = opFromName(k.op());
     std::vector<size_t> operands;
     for (const auto *ids : {&k.inputs(), &k.outputs()})
       for (uint32_t id : *ids)
         if (auto it = index.find(id); it != index.end())
           operands.push_back(it->second);
-    if (operands.empty() || (op && layoutFree(*op)))
+    if (operands.empty())
+      continue;
+    if (const auto *view = viewWrittenBy(k, byId)) {
+      // Same shape: one order for both. Another shape: row-major wherever the orders differ.
+      const Tensor &source = *byId.at(view->view_of());
+      if (isImageShaped(*view) && isImageShaped(source) && shapeOf(*view) == shapeOf(source)) {
+        groups.join(index.at(view->id()), index.at(source.id()));
+        continue;
+      }
+      for (const Tensor *t : {view, &source})
+        if (ordersDiffer(*t))
+          pinned.push_back(index.at(t->id()));
+      continue;
+    }
+    if (op && layoutFree(*op))
       continue;
     for (size_t i = 1; i < operands.size(); ++i)
       groups.join(operands[i], operands[0]);
@@ -120,4 +152,4 @@ std::unordered_set<uint32_t> rowMajorTensors(const plan::Plan &plan) {
   return result;
 }
 
-} // namespace castor::cuda
+} // namespace castor::plan
