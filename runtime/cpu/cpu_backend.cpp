@@ -1098,7 +1098,8 @@ const KernelTable &cpuKernels() {
                                          .merge(mixedPrecisionKernels())
                                          .merge(fusedKernels())
                                          .merge(layoutKernels())
-                                         .merge(layerNormKernels());
+                                         .merge(layerNormKernels())
+                                         .merge(attentionKernels());
   return table;
 }
 

@@ -91,7 +91,10 @@ const KernelTable &layoutKernels();
 // layer_norm and layer_norm_backward: layer_norm_kernels.cpp.
 const KernelTable &layerNormKernels();
 
-// Every kernel of the CPU backend: the forward kernels of cpu_backend.cpp and the five tables
+// attention and attention_backward: attention_kernels.cpp.
+const KernelTable &attentionKernels();
+
+// Every kernel of the CPU backend: the forward kernels of cpu_backend.cpp and the six tables
 // above (an op has one entry in one of them).
 const KernelTable &cpuKernels();
 

@@ -349,6 +349,20 @@ Expected<GeluParams> parseGelu(const Kernel &k) {
   return p;
 }
 
+Expected<AttentionParams> parseAttention(const Kernel &k) {
+  AttrReader r(k);
+  AttentionParams p;
+  // Required: a default would hide a compiler that forgot the 1/sqrt(D).
+  std::optional<double> scale = r.optReal("scale");
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  if (!scale)
+    return Status::error("attribute 'scale' is required");
+  if (!std::isfinite(*scale))
+    return Status::error("scale must be finite");
+  p.scale = *scale;
+  return p;
+}
+
 Expected<SoftmaxCrossEntropyParams> parseSoftmaxCrossEntropy(const Kernel &k) {
   AttrReader r(k);
   SoftmaxCrossEntropyParams p;

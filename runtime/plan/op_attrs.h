@@ -79,6 +79,11 @@ struct HardSigmoidParams {
 struct GeluParams {
   bool tanh = false;
 };
+// attention and attention_backward: the factor of the scores, softmax(scale q k^T) (the compiler
+// writes 1/sqrt(D) for the usual scaled dot-product attention).
+struct AttentionParams {
+  double scale = 1.0;
+};
 struct SoftmaxCrossEntropyParams {
   double labelSmoothing = 0.0;
   shape::Reduction reduction = shape::Reduction::Mean;
@@ -149,6 +154,7 @@ Expected<ClipParams> parseClip(const Kernel &k);
 Expected<HardSigmoidParams> parseHardSigmoid(const Kernel &k);
 Expected<GeluParams> parseGelu(const Kernel &k);
 Expected<SoftmaxCrossEntropyParams> parseSoftmaxCrossEntropy(const Kernel &k);
+Expected<AttentionParams> parseAttention(const Kernel &k); // attention, attention_backward
 // transpose's permutation.
 struct TransposeParams {
   std::vector<int64_t> perm;

@@ -242,6 +242,35 @@ template <bool IsMax> Status poolBackwardCheck(const KernelView &k) {
   return expectShape(*k.in[0], shape::pool2d(shapeOf(*k.out[0]), p->shape), "dy");
 }
 
+// attention's element-type rule (shared): the data tensors alike, stats f32.
+Status attentionTypes(const std::vector<const Tensor *> &data, const Tensor &stats) {
+  std::vector<shape::ElementType> d;
+  for (const Tensor *t : data)
+    d.push_back(elementTypeOf(*t));
+  std::string error = shape::attentionTypes(d, elementTypeOf(stats));
+  return error.empty() ? Status::ok() : Status::error(error);
+}
+
+// attention: q, k, v -> o, stats. attention_backward: q, k, v, o, stats, dO -> dq, dk, dv.
+template <bool Backward> Status attentionCheck(const KernelView &k) {
+  const Tensor &q = *k.in[0], &key = *k.in[1], &v = *k.in[2];
+  const Tensor &o = Backward ? *k.in[3] : *k.out[0], &stats = Backward ? *k.in[4] : *k.out[1];
+  std::vector<const Tensor *> data{&q, &key, &v, &o};
+  if (Backward)
+    data.insert(data.end(), {k.in[5], k.out[0], k.out[1], k.out[2]});
+  CASTOR_RETURN_IF_ERROR(attentionTypes(data, stats));
+  Shape statsShape;
+  auto r = shape::attention(shapeOf(q), shapeOf(key), shapeOf(v), &statsShape);
+  CASTOR_RETURN_IF_ERROR(expectShape(o, r, "o"));
+  CASTOR_RETURN_IF_ERROR(expectShape(stats, shape::ShapeResult::ok(statsShape), "stats"));
+  if (!Backward)
+    return Status::ok();
+  CASTOR_RETURN_IF_ERROR(expectShape(*k.in[5], r, "dO"));
+  CASTOR_RETURN_IF_ERROR(expectSameShape(*k.out[0], q, "dq"));
+  CASTOR_RETURN_IF_ERROR(expectSameShape(*k.out[1], key, "dk"));
+  return expectSameShape(*k.out[2], v, "dv");
+}
+
 // One rule per op of the registry (ops.def); the runtime tests check that none is missing.
 const OpTable<OpRule> &rules() {
   static const OpTable<OpRule> table = {
@@ -443,6 +472,8 @@ const OpTable<OpRule> &rules() {
           return Status::ok();
         }}},
 
+      {OpId::Attention, {attrs<parseAttention>, {3, 3, 2, 2}, kAnyDtype, nullptr, attentionCheck<false>}},
+
       // --- The training step's kernels (backward, optimizer, schedule).
       {OpId::Dropout, {nullptr, {1, 2, 1, 1}, kAnyDtype, nullptr, dropoutCheck}},
       {OpId::DropoutBackward, {nullptr, {2, 2, 1, 1}, kAnyDtype, nullptr, dropoutCheck}},
@@ -518,6 +549,7 @@ const OpTable<OpRule> &rules() {
               *k.in[0], shape::softmaxCrossEntropy(shapeOf(*k.in[1]), shapeOf(*k.in[2]), p->reduction), "dloss"));
           return expectSameShape(*k.out[0], *k.in[1], "output");
         }}},
+      {OpId::AttentionBackward, {attrs<parseAttention>, {6, 6, 3, 3}, kAnyDtype, nullptr, attentionCheck<true>}},
       {OpId::CountCorrect,
        {noAttrs, kBinary, {1, "logits", false}, nullptr,
         [](const KernelView &k) -> Status {

@@ -487,4 +487,38 @@ ShapeResult softmaxCrossEntropy(const Shape &logits, const Shape &labels, Reduct
   return ShapeResult::ok(reduction == Reduction::None ? Shape{logits[0]} : Shape{});
 }
 
+ShapeResult attention(const Shape &q, const Shape &k, const Shape &v, Shape *stats) {
+  const char *names[] = {"q", "k", "v"};
+  const Shape *operands[] = {&q, &k, &v};
+  for (int i = 0; i < 3; ++i) {
+    if (operands[i]->size() != 4)
+      return ShapeResult::fail(std::string(names[i]) + " must be rank 4 [B, H, S, D], got " + toString(*operands[i]));
+    if (auto e = checkStatic(*operands[i], names[i]); !e.empty())
+      return ShapeResult::fail(e);
+  }
+  if (k[0] != q[0] || k[1] != q[1] || v[0] != q[0] || v[1] != q[1])
+    return ShapeResult::fail("q " + toString(q) + ", k " + toString(k) + " and v " + toString(v) +
+                             " must share batch and head dimensions [B, H]");
+  if (k[3] != q[3])
+    return ShapeResult::fail("k " + toString(k) + " must have q's head dimension D = " + std::to_string(q[3]));
+  if (v[2] != k[2])
+    return ShapeResult::fail("v " + toString(v) + " must have k's sequence length Sk = " + std::to_string(k[2]));
+  if (stats)
+    *stats = {q[0], q[1], q[2], 1};
+  return ShapeResult::ok({q[0], q[1], q[2], v[3]});
+}
+
+std::string attentionTypes(const std::vector<ElementType> &data, ElementType stats) {
+  for (ElementType t : data)
+    if (t == ElementType::Other)
+      return "q, k, v and o must be floating-point (f64, f32, f16 or bf16)";
+  for (ElementType t : data)
+    if (t != data.front())
+      return std::string("q, k, v, o and their gradients must share one element type, got ") +
+             toString(data.front()) + " and " + toString(t);
+  if (stats != ElementType::F32)
+    return std::string("stats (the log-sum-exp of each row) must be f32, got ") + toString(stats);
+  return {};
+}
+
 } // namespace castor::shape

@@ -137,6 +137,17 @@ ShapeResult softmax(const Shape &input, int64_t axis);
 enum class Reduction { Mean, Sum, None };
 ShapeResult softmaxCrossEntropy(const Shape &logits, const Shape &labels, Reduction reduction);
 
+// Scaled dot-product attention: q [B, H, Sq, D], k [B, H, Sk, D], v [B, H, Sk, Dv] -> o
+// [B, H, Sq, Dv]. `stats`, when given, receives the shape of the saved log-sum-exp of each row of
+// scores: [B, H, Sq, 1].
+ShapeResult attention(const Shape &q, const Shape &k, const Shape &v, Shape *stats = nullptr);
+
+// The element types of attention and attention_backward: `data` holds those of q, k, v, o and,
+// where the op has them, dO, dq, dk, dv; they share one floating-point type. `stats` (the saved
+// log-sum-exp) is f32 whatever the data's type, as cuDNN's SDPA keeps it. Returns why the types
+// are invalid, or an empty string.
+std::string attentionTypes(const std::vector<ElementType> &data, ElementType stats);
+
 // Normalises a possibly negative axis against `rank`; nullopt when out of range.
 std::optional<int64_t> normalizeAxis(int64_t axis, int64_t rank);
 
