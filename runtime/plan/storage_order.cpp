@@ -32,13 +32,16 @@ bool layoutFree(OpId op) {
   }
 }
 
-// Kernels whose rank-4 operands must be row-major.
+// Kernels whose rank-4 operands must be row-major (attention's [B,H,S,D] are no images: cuDNN's
+// SDPA takes them dense, head dimension innermost).
 bool needsRowMajor(OpId op) {
   switch (op) {
   case OpId::Matmul:
   case OpId::Gemm:
   case OpId::LayerNorm:
   case OpId::LayerNormBackward:
+  case OpId::Attention:
+  case OpId::AttentionBackward:
     return true;
   default:
     return false;

@@ -10,9 +10,10 @@
 // fused kernel, Castor's own fused kernels, the composed group), the
 // loss, gemm and matmul (cuBLASLt: transposes, the bias epilogue, C of Y's shape, broadcast C;
 // strided, shared-B and broadcast batches, whose matrices are not 16-byte aligned; f32, f16,
-// bf16, some f64). Each backend runs the plan twice (the CUDA backend's second
-// run is captured as a CUDA graph). Every output within a norm-wise relative error of 1e-4
-// (fp32) or 1e-2 (plans with f16/bf16 tensors).
+// bf16, some f64), cuDNN's fused attention forward and backward (f16, bf16). Each backend runs
+// the plan twice (the CUDA backend's second run is captured as a CUDA graph). Every output within
+// a norm-wise relative error of 1e-4 (fp32) or 1e-2 (plans with f16/bf16 tensors), unless a case
+// says otherwise (bf16 attention: 2e-2).
 //
 //   castor_cuda_kernel_tests            exit status 0 when every case agrees in both layouts
 //   castor_cuda_kernel_tests TEXT       only the cases whose name contains TEXT
@@ -67,6 +68,7 @@ struct Case : test::PlanBuilder {
   std::string name;
   bool perBnApi = false; // run once per CASTOR_BN_API value (cuDNN batch norm)
   bool perFusedBn = false; // run with CASTOR_FUSED_BN unset and =fused, =own, =composed
+  double tolerance = 0;    // the norm-wise relative error allowed; 0: the plan's precision's default
   std::map<uint32_t, std::vector<double>> inputs; // given values (else random normal)
   std::vector<uint32_t> outputs;
 
@@ -329,6 +331,33 @@ std::vector<Case> cases() {
                {c.out("y", {2, 37, 300}, dt), c.out("mean", {2, 37, 1}), c.out("inv_std", {2, 37, 1})},
                {{"axis", ints({-1})}, {"epsilon", flt(1e-6)}});
     });
+  }
+  // cuDNN's fused attention (SDPA), forward then backward in one plan: the backward reads the o and
+  // stats its backend's forward wrote, as in a training step. ViT-B/16's geometry (197 tokens, head
+  // dimension 64: Sk not a multiple of cuDNN's 64/128 tiles) and a tiny one (5 tokens, head
+  // dimension 8, the smallest cuDNN takes).
+  for (plan::DType dt : {F16, plan::BF16}) {
+    const std::string suffix = dt == F16 ? " f16" : " bf16";
+    for (const std::vector<int64_t> &bhsd : {std::vector<int64_t>{2, 3, 197, 64}, std::vector<int64_t>{1, 2, 5, 8}}) {
+      const int64_t B = bhsd[0], H = bhsd[1], S = bhsd[2], D = bhsd[3];
+      add("attention + attention_backward [" + std::to_string(B) + "," + std::to_string(H) + "," +
+              std::to_string(S) + "," + std::to_string(D) + "]" + suffix,
+          [&, dt, B, H, S, D](Case &c) {
+            const std::vector<int64_t> x{B, H, S, D}, stats{B, H, S, 1};
+            const std::map<std::string, plan::Attr> scale{{"scale", flt(1.0 / std::sqrt(double(D)))}};
+            const uint32_t q = c.in("q", x, dt), k = c.in("k", x, dt), v = c.in("v", x, dt);
+            const uint32_t o = c.out("o", x, dt), l = c.out("stats", stats, F32);
+            c.kernel("attention", {q, k, v}, {o, l}, scale);
+            c.kernel("attention_backward", {q, k, v, o, l, c.in("dO", x, dt)},
+                     {c.out("dq", x, dt), c.out("dk", x, dt), c.out("dv", x, dt)}, scale);
+            // cuDNN rounds the probabilities to the io dtype before P v (and dS before dS k, dS^T q),
+            // where the reference keeps f64 until the single rounding of each output: a few units of
+            // the dtype's rounding error (f16 2^-11, bf16 2^-8) norm-wise. bf16's is within the
+            // harness's 1e-2 only narrowly, hence 2e-2 for it.
+            if (dt == plan::BF16)
+              c.tolerance = 2e-2;
+          });
+    }
   }
   // 600 rows: three chunks of the parameter gradients' partial sums.
   add("layer_norm_backward [600,96]", [&](Case &c) {
@@ -661,7 +690,7 @@ int runCase(const Case &c, const char *layout, const std::string &variant) {
       return 1;
     }
   }
-  const double tol = lowPrecision(c.plan) ? 1e-2 : 1e-4;
+  const double tol = c.tolerance > 0 ? c.tolerance : lowPrecision(c.plan) ? 1e-2 : 1e-4;
   double worst = 0;
   std::string worstName;
   for (uint32_t id : c.outputs) {
@@ -684,6 +713,22 @@ int runCase(const Case &c, const char *layout, const std::string &variant) {
   }
   const bool ok = worst <= tol;
   std::printf("%s %-50s worst %.2e (%s) tol %.0e\n", ok ? "PASS" : "FAIL", where.c_str(), worst, worstName.c_str(), tol);
+  return ok ? 0 : 1;
+}
+
+// f32 attention: cuDNN's SDPA has no f32 engines, so loading must fail with a message naming the
+// op and the dtype (not a generic cuDNN error, nor a wrong result).
+int runAttentionF32Refusal() {
+  Case c("attention f32");
+  const std::vector<int64_t> x{1, 2, 5, 8};
+  c.kernel("attention", {c.in("q", x), c.in("k", x), c.in("v", x)}, {c.out("o", x), c.out("stats", {1, 2, 5, 1})},
+           {{"scale", flt(0.25)}});
+  auto gpu = createCudaBackend();
+  const Status s = gpu->load(c.plan);
+  const bool ok = !s && s.message().find("attention") != std::string::npos &&
+                  s.message().find("f32") != std::string::npos;
+  std::printf("%s %-50s %s\n", ok ? "PASS" : "FAIL", "attention f32 refused on cuda",
+              s ? "loaded" : s.message().c_str());
   return ok ? 0 : 1;
 }
 
@@ -1019,6 +1064,10 @@ int main(int argc, char **argv) {
       }
       unsetenv("CASTOR_BN_API");
     }
+  if (std::string("attention f32").find(only) != std::string::npos || only.empty()) {
+    failures += runAttentionF32Refusal();
+    ++total;
+  }
   if (std::string("pixels").find(only) != std::string::npos || only.empty())
     for (const char *layout : {"nchw", "nhwc"})
       for (plan::DType dtype : {plan::F32, plan::F16, plan::BF16})

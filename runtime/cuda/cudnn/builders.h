@@ -20,4 +20,9 @@ Expected<RunFn> buildBatchNorm(DeviceContext &ctx, const plan::Kernel &k, const 
 Expected<RunFn> buildBatchNormRelu(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
                                    const TensorList &out);
 
+// attention, attention_backward: cuDNN's fused scaled-dot-product attention (SDPA), f16 and bf16
+// only, tuned per layer signature (attention.cpp).
+Expected<RunFn> buildAttention(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
+                               const TensorList &out);
+
 } // namespace castor::cuda

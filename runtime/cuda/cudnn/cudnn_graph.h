@@ -1,6 +1,7 @@
-// What the cuDNN graph API builders share (cudnn/convolution_graph.cpp, cudnn/batch_norm_graph.cpp): the
-// dtype mapping, errors, and every engine configuration of one graph as a tuner candidate
-// (tuning/tuner.h). Only those two files include this header: the frontend's headers are large.
+// What the cuDNN graph API builders share (cudnn/convolution_graph.cpp, cudnn/batch_norm_graph.cpp,
+// cudnn/attention.cpp): the dtype mapping, errors, and every engine configuration of one graph as a
+// tuner candidate (tuning/tuner.h). Only those files include this header: the frontend's headers
+// are large.
 #pragma once
 
 #include "cuda/tuning/tuner.h"
