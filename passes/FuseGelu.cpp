@@ -19,16 +19,7 @@ using namespace mlir;
 
 namespace {
 
-// The value of a constant that holds one value (a scalar or a splat).
-std::optional<double> splatValue(Value v) {
-  auto c = v.getDefiningOp<castor::ConstantOp>();
-  if (!c)
-    return std::nullopt;
-  auto values = llvm::dyn_cast<DenseFPElementsAttr>(c.getValue());
-  if (!values || !values.isSplat())
-    return std::nullopt;
-  return values.getSplatValue<APFloat>().convertToDouble();
-}
+using castor::splatValue;
 
 // The exporters' f32 constants: 1/sqrt(2) rounded to f32 is within 3e-8 of it.
 bool near(std::optional<double> v, double want) { return v && std::fabs(*v - want) <= 1e-6 * std::fabs(want); }

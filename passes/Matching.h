@@ -1,8 +1,13 @@
 // Small matchers the fusion passes share.
 #pragma once
 
+#include "castor/Dialect/CastorOps.h"
+
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Value.h"
 #include "llvm/Support/Casting.h"
+
+#include <optional>
 
 namespace castor {
 
@@ -11,6 +16,17 @@ template <typename OpTy> OpTy singleUser(mlir::Value v) {
   if (!v.hasOneUse())
     return nullptr;
   return llvm::dyn_cast<OpTy>(*v.getUsers().begin());
+}
+
+// The value of a constant that holds one value (a scalar or a splat).
+inline std::optional<double> splatValue(mlir::Value v) {
+  auto c = v.getDefiningOp<ConstantOp>();
+  if (!c)
+    return std::nullopt;
+  auto values = llvm::dyn_cast<mlir::DenseFPElementsAttr>(c.getValue());
+  if (!values || !values.isSplat())
+    return std::nullopt;
+  return values.getSplatValue<llvm::APFloat>().convertToDouble();
 }
 
 } // namespace castor

@@ -57,6 +57,13 @@ if [ -x "$castor" ]; then
     "$castor" compile "$carry/plans/tiny_transformer.onnx" --init kaiming --train --precision "$p" --optimizer adamw --lr 1e-3 \
       --emit-gradients -o "$carry/plans/tiny_transformer_${p}_adamw.plan" >/dev/null
   done
+  # The same block with 16-wide heads: fp16 and bf16 steps fuse its attention (cuDNN's fused
+  # attention on the GPU).
+  python3 "$root/test/cuda/make_tiny_transformer.py" "$carry/plans/tiny_attention.onnx" --dim 32
+  for p in fp16 bf16; do
+    "$castor" compile "$carry/plans/tiny_attention.onnx" --init kaiming --train --precision "$p" --optimizer adamw --lr 1e-3 \
+      --emit-gradients -o "$carry/plans/tiny_attention_${p}_adamw.plan" >/dev/null
+  done
   # Gradients as outputs (compared directly), SGD with momentum, gradient clipping.
   "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision fp32 \
     --optimizer sgd --momentum 0.9 --emit-gradients -o "$carry/plans/tiny_fp32_sgd_grads.plan" >/dev/null
@@ -87,6 +94,9 @@ if [ -x "$castor" ]; then
     "$castor" compile "$root/test/fixtures/torchvision/vit_b_16_train.onnx" --init kaiming --batch 128 --train \
       --precision "$p" --optimizer adamw --lr 1e-4 --weight-decay 0.01 -o "$carry/plans/vit_b_16_${p}_b128_cmp.plan" >/dev/null
   done
+  # ViT-B/16 with its attention unfused (matmul, softmax, matmul), to measure what fusing it gives.
+  "$castor" compile "$root/test/fixtures/torchvision/vit_b_16_train.onnx" --init kaiming --batch 128 --train \
+    --precision fp16 --optimizer adamw --lr 1e-3 --weight-decay 0.01 --fuse none -o "$carry/plans/vit_b_16_fp16_b128_nofuse.plan" >/dev/null
   cp "$root/../shared/bench/torch_resnet50.py" "$carry/" 2>/dev/null || true
 fi
 ls -la "$carry/bin" "$carry/plans"

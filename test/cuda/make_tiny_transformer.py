@@ -2,10 +2,12 @@
 """Writes gradcheck's miniature ViT block (test/gradcheck/gradcheck.py: patch conv, class token,
 layer norm, two-head attention with softmax, GELU in the exporter's erf form, drop path) in
 float32, for the GPU agreement test's transformer plans (scripts/build_gpu.sh compiles it in
-fp32, fp16 and bf16).
+fp32, fp16 and bf16). With --dim 32 the heads are 16 wide, and fp16 and bf16 steps fuse the
+attention (castor-fuse-attention, cuDNN's fused attention on the GPU).
 
-  make_tiny_transformer.py OUT.onnx
+  make_tiny_transformer.py OUT.onnx [--dim D]
 """
+import argparse
 import os
 import sys
 
@@ -36,11 +38,13 @@ def to_float32(model):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
-    model = to_float32(gradcheck.transformer(np.random.default_rng(20261202)))
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out")
+    ap.add_argument("--dim", type=int, default=4, help="features per token (two heads)")
+    args = ap.parse_args()
+    model = to_float32(gradcheck.transformer(np.random.default_rng(20261202), dim=args.dim))
     onnx.checker.check_model(model)
-    onnx.save(model, sys.argv[1])
+    onnx.save(model, args.out)
 
 
 if __name__ == "__main__":

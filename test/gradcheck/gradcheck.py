@@ -171,30 +171,33 @@ def shuffle(rng):
     return b.model([2, 3, 4, 4], b.nodes[-1].output[0], 3)
 
 
-def transformer(rng):
+def transformer(rng, dim=4, heads=2):
     """A ViT block in miniature: patch-embedding conv, tokens by reshape and transpose, a class
-    token expanded over the batch, layer norm, two-head attention (a linear layer as exported:
-    MatMul by a transposed weight and Add of its bias; batched matmuls, a scale
-    divided out, softmax), GELU in the exporter's erf form, the class token's head; and
-    stochastic depth as exported, with survival probability 1 so the step stays deterministic."""
+    token expanded over the batch, layer norm, attention with `heads` heads over `dim` features
+    (a linear layer as exported: MatMul by a transposed weight and Add of its bias; batched
+    matmuls, a scale divided out, softmax), GELU in the exporter's erf form, the class token's
+    head; and stochastic depth as exported, with survival probability 1 so the step stays
+    deterministic. With a head size of 8 or more (dim 32, 2 heads, say) a mixed-precision step
+    fuses the attention (castor-fuse-attention)."""
     b = Builder(rng)
-    x = b.op("Conv", ["input", b.param("patch.weight", [4, 3, 2, 2])], strides=[2, 2])
-    x = b.op("Transpose", [b.op("Reshape", [x, b.const([2, 4, 4])])], perm=[0, 2, 1])
-    cls = b.op("Expand", [b.param("cls", [1, 1, 4], 0.5), b.const([2, 1, 4])])
+    x = b.op("Conv", ["input", b.param("patch.weight", [dim, 3, 2, 2])], strides=[2, 2])
+    x = b.op("Transpose", [b.op("Reshape", [x, b.const([2, dim, 4])])], perm=[0, 2, 1])
+    cls = b.op("Expand", [b.param("cls", [1, 1, dim], 0.5), b.const([2, 1, dim])])
     x = b.op("Concat", [cls, x], axis=1)
-    h = b.op("LayerNormalization", [x, b.param("ln.weight", [4], 0.5), b.param("ln.bias", [4], 0.5)],
+    h = b.op("LayerNormalization", [x, b.param("ln.weight", [dim], 0.5), b.param("ln.bias", [dim], 0.5)],
              axis=-1, epsilon=1e-5)
 
-    def heads(t):
-        return b.op("Transpose", [b.op("Reshape", [t, b.const([2, 5, 2, 2])])], perm=[0, 2, 1, 3])
+    def split(t):
+        return b.op("Transpose", [b.op("Reshape", [t, b.const([2, 5, heads, dim // heads])])], perm=[0, 2, 1, 3])
 
-    q, k = (b.op("MatMul", [h, b.param(f"{n}.weight", [4, 4])]) for n in "qk")
+    q, k = (b.op("MatMul", [h, b.param(f"{n}.weight", [dim, dim])]) for n in "qk")
     # v as torch.onnx writes nn.Linear on tokens: MatMul by the transposed weight, Add of the bias.
-    v = b.op("Add", [b.param("v.bias", [4], 0.5),
-                     b.op("MatMul", [h, b.op("Transpose", [b.param("v.weight", [4, 4])], perm=[1, 0])])])
-    s = b.op("MatMul", [heads(q), b.op("Transpose", [heads(k)], perm=[0, 1, 3, 2])])
+    v = b.op("Add", [b.param("v.bias", [dim], 0.5),
+                     b.op("MatMul", [h, b.op("Transpose", [b.param("v.weight", [dim, dim])], perm=[1, 0])])])
+    s = b.op("MatMul", [split(q), b.op("Transpose", [split(k)], perm=[0, 1, 3, 2])])
     s = b.op("Softmax", [b.op("Div", [s, b.literal(1.5)])], axis=-1)
-    o = b.op("Reshape", [b.op("Transpose", [b.op("MatMul", [s, heads(v)])], perm=[0, 2, 1, 3]), b.const([2, 5, 4])])
+    o = b.op("Reshape", [b.op("Transpose", [b.op("MatMul", [s, split(v)])], perm=[0, 2, 1, 3]),
+                         b.const([2, 5, dim])])
     keep = b.literal(1.0)
     mask = b.op("Div", [b.op("Cast", [b.op("Less", [b.op("RandomUniformLike", [b.literal(np.zeros((2, 1, 1)))],
                                                             dtype=TensorProto.DOUBLE), keep])],
@@ -203,7 +206,7 @@ def transformer(rng):
     g = b.op("Add", [b.op("Erf", [b.op("Div", [x, b.literal(np.sqrt(2.0))])]), b.literal(1.0)])
     g = b.op("Mul", [b.op("Mul", [x, g]), b.literal(0.5)])
     t = b.op("Gather", [g, b.const(0)], axis=1)
-    b.op("Gemm", [t, b.param("fc.weight", [3, 4]), b.param("fc.bias", [3], 0.1)], transB=1)
+    b.op("Gemm", [t, b.param("fc.weight", [3, dim]), b.param("fc.bias", [3], 0.1)], transB=1)
     return b.model([2, 3, 4, 4], b.nodes[-1].output[0], 3)
 
 

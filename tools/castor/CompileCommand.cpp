@@ -256,6 +256,8 @@ int runCompile() {
   if (fuse == "auto") {
     pm.nest<mlir::func::FuncOp>().addPass(createCastorFuseLinear());
     pm.nest<mlir::func::FuncOp>().addPass(createCastorFuseGelu());
+    if (mixed) // cuDNN's fused attention runs in f16 or bf16
+      pm.nest<mlir::func::FuncOp>().addPass(createCastorFuseAttention());
   }
   if (train) {
     pm.addPass(createCastorBatchNormForm(CastorBatchNormFormOptions{batchNorm}));

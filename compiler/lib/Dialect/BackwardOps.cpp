@@ -74,6 +74,26 @@ LogicalResult BatchNormTrainingBackwardOp::inferReturnTypes(MLIRContext *, std::
   return appendInferred(loc, perChannel, channelType, inferred);
 }
 
+LogicalResult AttentionBackwardOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
+                                                    SmallVectorImpl<Type> &inferred) {
+  if (failed(checkRule(loc, shape::attentionTypes(elementTypesOf({op.getQ(), op.getK(), op.getV(), op.getOutput(),
+                                                                  op.getOutputGrad()}),
+                                                  elementTypeOf(op.getStats())))))
+    return failure();
+  shape::Shape stats;
+  auto rule = shape::attention(shapeOf(op.getQ()), shapeOf(op.getK()), shapeOf(op.getV()), &stats);
+  if (!rule)
+    return checkRule(loc, rule.error);
+  if (shapeOf(op.getOutput()) != rule.shape || shapeOf(op.getOutputGrad()) != rule.shape)
+    return emitOptionalError(loc, "output and output_grad must have shape ", shape::toString(rule.shape));
+  if (shapeOf(op.getStats()) != stats)
+    return emitOptionalError(loc, "stats must have shape ", shape::toString(stats));
+  for (Value v : {op.getQ(), op.getK(), op.getV()})
+    if (failed(appendInferred(loc, shape::ShapeResult::ok(shapeOf(v)), getElementTypeOrSelf(v.getType()), inferred)))
+      return failure();
+  return success();
+}
+
 LogicalResult LayerNormBackwardOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
                                                     SmallVectorImpl<Type> &inferred) {
   if (failed(checkRule(loc, shape::batchNormTypes(elementTypesOf({op.getOutputGrad(), op.getInput()}),

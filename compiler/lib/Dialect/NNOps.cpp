@@ -65,6 +65,19 @@ LogicalResult LayerNormOp::inferReturnTypes(MLIRContext *, std::optional<Locatio
   return appendInferred(loc, shape::ShapeResult::ok(stats), statType, inferred);
 }
 
+// o has q's shape rule and type; the log-sum-exp is f32 (shape::attentionTypes).
+LogicalResult AttentionOp::inferReturnTypes(MLIRContext *ctx, std::optional<Location> loc, Adaptor op,
+                                            SmallVectorImpl<Type> &inferred) {
+  if (failed(checkRule(loc, shape::attentionTypes(elementTypesOf({op.getQ(), op.getK(), op.getV()}),
+                                                  shape::ElementType::F32))))
+    return failure();
+  shape::Shape stats;
+  auto rule = shape::attention(shapeOf(op.getQ()), shapeOf(op.getK()), shapeOf(op.getV()), &stats);
+  if (failed(appendInferred(loc, rule, getElementTypeOrSelf(op.getQ().getType()), inferred)))
+    return failure();
+  return appendInferred(loc, shape::ShapeResult::ok(stats), Float32Type::get(ctx), inferred);
+}
+
 LogicalResult BatchNormApplyOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
                                                  SmallVectorImpl<Type> &inferred) {
   auto data = batchNormData(loc, op.getInput(), op.getResidual());
@@ -187,6 +200,8 @@ PrecisionClass MatmulOp::getPrecisionClass() { return PrecisionClass::LowPrecisi
 PrecisionClass BatchNormTrainingOp::getPrecisionClass() { return PrecisionClass::Mixed; }
 PrecisionClass BatchNormInferenceOp::getPrecisionClass() { return PrecisionClass::Mixed; }
 PrecisionClass LayerNormOp::getPrecisionClass() { return PrecisionClass::Mixed; }
+// As PyTorch AMP's scaled_dot_product_attention (the fused kernels run in f16 or bf16).
+PrecisionClass AttentionOp::getPrecisionClass() { return PrecisionClass::LowPrecision; }
 // Softmax keeps its input's type and computes in f32 inside the kernel: the probabilities
 // PyTorch AMP computes in f32 and casts to f16 for the next matrix product, without the casts
 // (attention's scores are the largest tensors of a transformer).

@@ -29,6 +29,15 @@ LogicalResult BatchNormTrainingOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, S
   return success();
 }
 
+LogicalResult AttentionOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
+  if (dys[1])
+    return emitOpError("differentiating through the attention's log-sum-exp is not supported");
+  auto bwd = b.create<AttentionBackwardOp>(getLoc(), getQ(), getK(), getV(), getOutput(), getStats(), dys[0],
+                                           getScaleAttr());
+  grads.append({bwd.getQGrad(), bwd.getKGrad(), bwd.getVGrad()});
+  return success();
+}
+
 LogicalResult LayerNormOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
   if (dys[1] || dys[2])
     return emitOpError("differentiating through the layer statistics is not supported");

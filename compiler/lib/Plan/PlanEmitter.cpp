@@ -55,17 +55,24 @@ void setFans(plan::Parameter &p, Value param) {
     p.set_fan_out(out);
     return;
   }
-  for (Operation *user : param.getUsers())
-    if (llvm::isa<Conv2dOp, GemmOp>(user) && user->getNumOperands() > 2 && user->getOperand(2) == param) {
-      auto w = llvm::cast<RankedTensorType>(user->getOperand(1).getType()).getShape();
-      auto [in, out] = fansOf(w);
-      // A gemm with trans_b = false holds its weight as [in, out].
-      if (auto gemm = llvm::dyn_cast<GemmOp>(user); gemm && !gemm.getTransB())
-        std::swap(in, out);
-      p.set_fan_in(in);
-      p.set_fan_out(out);
-      return;
-    }
+  // The bias of a convolution or gemm, read directly or through autocast's casts.
+  SmallVector<Value> reads{param};
+  for (size_t i = 0; i < reads.size(); ++i)
+    for (Operation *user : reads[i].getUsers())
+      if (llvm::isa<CastOp>(user))
+        reads.push_back(user->getResult(0));
+  for (Value read : reads)
+    for (Operation *user : read.getUsers())
+      if (llvm::isa<Conv2dOp, GemmOp>(user) && user->getNumOperands() > 2 && user->getOperand(2) == read) {
+        auto w = llvm::cast<RankedTensorType>(user->getOperand(1).getType()).getShape();
+        auto [in, out] = fansOf(w);
+        // A gemm with trans_b = false holds its weight as [in, out].
+        if (auto gemm = llvm::dyn_cast<GemmOp>(user); gemm && !gemm.getTransB())
+          std::swap(in, out);
+        p.set_fan_in(in);
+        p.set_fan_out(out);
+        return;
+      }
   p.set_fan_in(shape.empty() ? 1 : shape[0]);
   p.set_fan_out(shape.empty() ? 1 : shape[0]);
 }

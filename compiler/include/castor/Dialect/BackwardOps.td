@@ -167,6 +167,28 @@ def Castor_HardSigmoidBackwardOp : Castor_BackwardOp<"hard_sigmoid_backward", [A
   let assemblyFormat = "$output_grad `,` $input attr-dict `:` functional-type(operands, results)";
 }
 
+def Castor_AttentionBackwardOp : Castor_BackwardOp<"attention_backward", [InferTypeOpAdaptor]> {
+  let summary = "gradients of attention with respect to q, k and v";
+  let description = [{
+    From attention's operands, its output and saved log-sum-exp, and the output gradient; the
+    probabilities are computed again from the log-sum-exp.
+
+    ```mlir
+    %dq, %dk, %dv = castor.attention_backward %q, %k, %v, %o, %lse, %do {scale = 1.250000e-01 : f64}
+        : (tensor<2x3x5x8xf16>, tensor<2x3x5x8xf16>, tensor<2x3x5x8xf16>, tensor<2x3x5x8xf16>,
+           tensor<2x3x5x1xf32>, tensor<2x3x5x8xf16>)
+        -> (tensor<2x3x5x8xf16>, tensor<2x3x5x8xf16>, tensor<2x3x5x8xf16>)
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$q, Castor_FloatTensor:$k, Castor_FloatTensor:$v,
+                       Castor_FloatTensor:$output, Castor_FloatTensor:$stats, Castor_FloatTensor:$output_grad,
+                       F64Attr:$scale);
+  let results = (outs Castor_FloatTensor:$q_grad, Castor_FloatTensor:$k_grad, Castor_FloatTensor:$v_grad);
+  let assemblyFormat = [{
+    $q `,` $k `,` $v `,` $output `,` $stats `,` $output_grad attr-dict `:` functional-type(operands, results)
+  }];
+}
+
 def Castor_GeluBackwardOp : Castor_BackwardOp<"gelu_backward", [AllTypesMatch<["output_grad", "input_grad"]>]> {
   let summary = "dy * gelu'(x): dy * (Phi(x) + x phi(x)), or the derivative of the tanh form";
   let description = [{

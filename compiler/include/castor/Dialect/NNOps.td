@@ -233,6 +233,26 @@ def Castor_MatmulOp : Castor_Op<"matmul", [Pure, Castor_KernelOpInterface, Decla
   let assemblyFormat = "$a `,` $b attr-dict `:` functional-type(operands, results)";
 }
 
+def Castor_AttentionOp : Castor_Op<"attention", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
+  let summary = "scaled dot-product attention, softmax(scale q k^T) v, in one kernel";
+  let description = [{
+    q [B, H, Sq, D], k [B, H, Sk, D], v [B, H, Sk, Dv] give the output [B, H, Sq, Dv] and the
+    log-sum-exp of each row of the scaled scores, [B, H, Sq, 1] in f32, which the backward
+    reuses instead of keeping the [Sq, Sk] probabilities (flash attention). castor-fuse-attention
+    writes it for the exporters' matmul-softmax-matmul chain; the CUDA backend runs it through
+    cuDNN's fused attention (f16 and bf16).
+
+    ```mlir
+    %o, %lse = castor.attention %q, %k, %v {scale = 1.250000e-01 : f64}
+        : (tensor<2x12x197x64xf16>, tensor<2x12x197x64xf16>, tensor<2x12x197x64xf16>)
+        -> (tensor<2x12x197x64xf16>, tensor<2x12x197x1xf32>)
+    ```
+  }];
+  let arguments = (ins Castor_FloatTensor:$q, Castor_FloatTensor:$k, Castor_FloatTensor:$v, F64Attr:$scale);
+  let results = (outs Castor_FloatTensor:$output, Castor_FloatTensor:$stats);
+  let assemblyFormat = "$q `,` $k `,` $v attr-dict `:` functional-type(operands, results)";
+}
+
 def Castor_SoftmaxOp : Castor_Op<"softmax", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {
   let summary = "softmax along one axis";
   let description = [{

@@ -190,6 +190,28 @@ def CastorFuseLinear : Pass<"castor-fuse-linear"> {
   let dependentDialects = ["::castor::CastorDialect"];
 }
 
+def CastorFuseAttention : Pass<"castor-fuse-attention"> {
+  let summary = "Makes the exporters' matmul-softmax-matmul attention one castor.attention";
+  let description = [{
+    Runs on the forward function before autocast, for mixed-precision steps (the fused kernel,
+    cuDNN's scaled dot-product attention, runs in f16 or bf16; an f32 step keeps the chain).
+    `matmul(softmax(matmul(q', k')), v)` over rank-4 tensors [B, H, S, D] becomes
+    `castor.attention q, k, v {scale}` when:
+    - q' is q or `mul(q, c)`; k' is `transpose(k, [0, 1, 3, 2])`, with a `mul(., c)` before or
+      after the transpose or neither; the scores may be scaled by `mul(., c)` before the
+      softmax; each c is a constant holding one value, and `scale` is their product (1 with
+      none);
+    - the softmax is over the last axis and every intermediate value has one user (the
+      backward then needs none of them: it recomputes the probabilities from the saved
+      log-sum-exp);
+    - q, k and v share B and H, and the head sizes D and Dv are multiples of 8 up to 128 (what
+      cuDNN's fused attention takes).
+    torch.onnx writes `nn.MultiheadAttention` (and torchvision's ViT) this way, with the scale
+    split as 1/sqrt(sqrt(D)) on q and on k.
+  }];
+  let dependentDialects = ["::castor::CastorDialect"];
+}
+
 def CastorFuseGelu : Pass<"castor-fuse-gelu"> {
   let summary = "Replaces the erf chain of an exported GELU by one castor.gelu";
   let description = [{
