@@ -5,6 +5,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 #include <optional>
 
@@ -26,6 +27,7 @@ struct Chain {
   double scale = 1;
   castor::MatmulOp output;
   SmallVector<Operation *> ops;
+  SmallVector<Value> factors; // the scale constants, erased with the chain where nothing else reads them
 };
 
 // `v` through an optional mul by a one-value constant that only it uses: the other operand,
@@ -40,6 +42,7 @@ Value peelScale(Value v, Chain &c) {
       continue;
     c.scale *= *s;
     c.ops.push_back(mul);
+    c.factors.push_back(factor);
     return data;
   }
   return v;
@@ -98,6 +101,12 @@ struct FuseAttentionPass : castor::impl::CastorFuseAttentionBase<FuseAttentionPa
       c->output.erase();
       for (Operation *op : c->ops) // from the softmax back to the scales of q and k
         op->erase();
+      llvm::SmallPtrSet<Operation *, 4> erased;
+      for (Value factor : c->factors)
+        if (Operation *def = factor.getDefiningOp(); !erased.contains(def) && factor.use_empty()) {
+          erased.insert(def);
+          def->erase();
+        }
     }
   }
 };
