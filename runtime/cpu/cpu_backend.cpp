@@ -324,7 +324,7 @@ class CpuBackend final : public Backend, public Memory {
 public:
   explicit CpuBackend(const BackendOptions &options)
       : poison_(options.poison || poisonRequestedByEnvironment()), noiseSeed_(options.roundingNoiseSeed),
-        plant_(options) {}
+        plant_(options), replicas_(options.replicas) {}
 
   std::string name() const override { return "cpu"; }
 
@@ -358,7 +358,7 @@ public:
     for (int i = 0; i < plan_.kernels_size(); ++i) {
       const Kernel &k = plan_.kernels(i);
       auto where = plan::describeKernel(plan_, i);
-      KernelContext ctx{*this, k, {}, {}};
+      KernelContext ctx{*this, k, {}, {}, replicas_};
       for (uint32_t id : k.inputs()) {
         auto it = tensors_.find(id);
         if (it == tensors_.end())
@@ -481,6 +481,7 @@ private:
   bool poison_;
   uint64_t noiseSeed_ = 0, steps_ = 0;
   NonFinitePlant plant_;
+  dist::Communicator *replicas_ = nullptr;
   plan::Plan plan_;
   std::unordered_map<uint32_t, const Tensor *> tensors_;
   std::map<uint32_t, std::vector<uint8_t>> inputs_; // the last upload of each INPUT tensor
@@ -1099,7 +1100,8 @@ const KernelTable &cpuKernels() {
                                          .merge(fusedKernels())
                                          .merge(layoutKernels())
                                          .merge(layerNormKernels())
-                                         .merge(attentionKernels());
+                                         .merge(attentionKernels())
+                                         .merge(replicaKernels());
   return table;
 }
 

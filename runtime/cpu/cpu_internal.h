@@ -13,6 +13,10 @@
 #include <string>
 #include <vector>
 
+namespace castor::dist {
+class Communicator;
+}
+
 namespace castor::cpu {
 
 using plan::Kernel;
@@ -61,6 +65,7 @@ struct KernelContext {
   Memory &backend;
   const Kernel &kernel;
   std::vector<const Tensor *> in, out;
+  dist::Communicator *replicas = nullptr; // BackendOptions::replicas
 };
 
 using Builder = std::function<Expected<RunFn>(const KernelContext &)>;
@@ -76,6 +81,9 @@ Expected<RunFn> buildAdamwUpdate(const KernelContext &c);
 
 // Kernels of the training step (backward, schedule): training_kernels.cpp.
 const KernelTable &trainingKernels();
+
+// all_reduce across the replicas of a data-parallel run (replica_kernels.cpp).
+const KernelTable &replicaKernels();
 
 // Kernels of mixed-precision training (loss scaling, gradient clipping, gradient statistics),
 // increment (with or without its flag) and sgd_update and adamw_update with or without the

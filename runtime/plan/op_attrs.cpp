@@ -280,6 +280,18 @@ Expected<IncrementParams> parseIncrement(const Kernel &k) {
   return p;
 }
 
+Expected<AllReduceParams> parseAllReduce(const Kernel &k) {
+  AttrReader r(k);
+  // Required: a mean and a sum differ by the number of replicas, which no default should hide.
+  const std::string reduction = r.string("reduction", "");
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  auto parsed = oneOf<ReplicaReduction>("reduction", reduction,
+                                 {{"mean", ReplicaReduction::Mean}, {"sum", ReplicaReduction::Sum}, {"max", ReplicaReduction::Max}});
+  if (!parsed)
+    return parsed.status();
+  return AllReduceParams{*parsed};
+}
+
 Expected<BatchNormParams> parseBatchNorm(const Kernel &k) {
   AttrReader r(k);
   BatchNormParams p;

@@ -128,6 +128,11 @@ struct UpdateLossScaleParams {
   double growth = 2.0, backoff = 0.5;
   int64_t interval = 2000;
 };
+// all_reduce: what each element becomes across the replicas.
+enum class ReplicaReduction { Mean, Sum, Max };
+struct AllReduceParams {
+  ReplicaReduction reduction = ReplicaReduction::Mean;
+};
 struct IncrementParams {
   // With a flag input: count only when the flag is nonzero ("set") or zero ("clear", default).
   bool whenSet = false;
@@ -146,6 +151,7 @@ Expected<FillParams> parseFill(const Kernel &k);
 Expected<ClipGradNormParams> parseClipGradNorm(const Kernel &k);
 Expected<UpdateLossScaleParams> parseUpdateLossScale(const Kernel &k);
 Expected<IncrementParams> parseIncrement(const Kernel &k);
+Expected<AllReduceParams> parseAllReduce(const Kernel &k);
 Expected<BatchNormParams> parseBatchNorm(const Kernel &k);
 Expected<BatchNormApplyParams> parseBatchNormApply(const Kernel &k);
 Expected<LayerNormParams> parseLayerNorm(const Kernel &k);

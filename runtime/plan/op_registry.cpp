@@ -43,6 +43,7 @@ std::string_view categoryName(OpCategory category) {
   case OpCategory::Elementwise: return "elementwise";
   case OpCategory::Optimizer: return "optimizer";
   case OpCategory::Scaler: return "scaler";
+  case OpCategory::Communication: return "communication";
   case OpCategory::Other: return "other";
   }
   return "other";

@@ -31,7 +31,7 @@ inline constexpr size_t kOpCount = 0
     ;
 
 // What kind of work an op is, for the kernel-time breakdown of `castor-run bench`.
-enum class OpCategory : uint8_t { Convolution, BatchNorm, Matmul, Elementwise, Optimizer, Scaler, Other };
+enum class OpCategory : uint8_t { Convolution, BatchNorm, Matmul, Elementwise, Optimizer, Scaler, Communication, Other };
 
 // The op named `name` in a plan, or nothing when the runtime has no such op.
 std::optional<OpId> opFromName(std::string_view name);

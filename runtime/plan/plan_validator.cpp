@@ -630,6 +630,24 @@ const OpTable<OpRule> &rules() {
           CASTOR_RETURN_IF_ERROR(expectInPlace(k, 1, 2));
           return expectInPlace(k, 2, 3);
         }}},
+      {OpId::AllReduce, // t_0..t_{n-1} -> t_0..t_{n-1} (in place), reduced across the replicas.
+       {attrs<parseAllReduce>, kAnyArity, kAnyDtype, nullptr,
+        [](const KernelView &k) -> Status {
+          if (k.in.empty() || k.out.size() != k.in.size())
+            return Status::error("takes n >= 1 tensors and writes the same n in place, got " +
+                                 std::to_string(k.in.size()) + " inputs and " + std::to_string(k.out.size()) +
+                                 " outputs");
+          auto p = parseAllReduce(k.kernel);
+          std::set<uint32_t> seen;
+          for (size_t i = 0; i < k.in.size(); ++i) {
+            if (!seen.insert(k.in[i]->id()).second)
+              return Status::error("tensor " + std::to_string(i) + " (" + tensorLabel(*k.in[i]) + ") is listed twice");
+            CASTOR_RETURN_IF_ERROR(expectInPlace(k, i, i));
+            if (p && p->reduction == ReplicaReduction::Mean)
+              CASTOR_RETURN_IF_ERROR(expectFloat({k.in[i]}, "a mean's tensor"));
+          }
+          return Status::ok();
+        }}},
       {OpId::Increment, // counter i64 [] [, flag f32 []] -> counter.
        {attrs<parseIncrement>, {1, 2, 1, 1}, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {

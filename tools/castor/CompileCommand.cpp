@@ -119,6 +119,13 @@ cl::opt<int64_t> lossScaleInterval("loss-scale-interval", cl::desc("Clean steps 
                                    cl::init(2000), cl::sub(compileCommand));
 cl::opt<double> clipGradNorm("clip-grad-norm", cl::desc("Clip the global norm of the unscaled gradients (0: off)"),
                              cl::init(0.0), cl::sub(compileCommand));
+cl::opt<bool> dataParallel("data-parallel",
+                           cl::desc("Average the gradients across replicas (castor-run train --replicas N, torchrun, "
+                                    "srun): one all_reduce per bucket of gradients, placed as the backward computes "
+                                    "them; --batch is each replica's"),
+                           cl::sub(compileCommand));
+cl::opt<double> bucketMiB("bucket-size", cl::desc("--data-parallel: largest bucket of gradients, in MiB (default 25)"),
+                          cl::init(25.0), cl::sub(compileCommand));
 cl::opt<bool> gradStats("grad-stats", cl::desc("Output per-parameter gradient statistics (castor-run --grad-stats)"),
                         cl::sub(compileCommand));
 cl::opt<int64_t> accumulate("accumulate",
@@ -249,6 +256,10 @@ int runCompile() {
   }
   if (train)
     noteBatchNormForms(module, batchNorm);
+  if (!train && dataParallel) {
+    llvm::errs() << "error: --data-parallel needs --train (replicas share the gradients of a training step)\n";
+    return 1;
+  }
   if (!train && recomputePolicy != "none") {
     llvm::errs() << "error: --recompute needs --train (only a training step has a backward to recompute in)\n";
     return 1;
@@ -285,6 +296,13 @@ int runCompile() {
     step.zeroGradients = zeroGradients;
     step.microBatches = accumulate;
     pm.addPass(createCastorMakeTrainStep(step));
+    if (dataParallel) {
+      if (!(bucketMiB > 0)) {
+        llvm::errs() << "error: --bucket-size must be positive\n";
+        return 1;
+      }
+      pm.addPass(createCastorDataParallel(CastorDataParallelOptions{int64_t(bucketMiB * double(1 << 20))}));
+    }
     CastorLossScaleOptions scaling;
     std::string modeText = lossScale.getNumOccurrences() ? std::string(lossScale)
                                                          : std::string(precision == "fp16" ? "dynamic" : "guard");

@@ -73,6 +73,24 @@ static LogicalResult verifyGradientList(Operation *op, ValueRange grads, ValueRa
   return success();
 }
 
+std::optional<unsigned> AllReduceOp::getTiedOperandIndex(unsigned result) { return result; }
+LogicalResult AllReduceOp::verify() {
+  StringRef reduction = getReduction();
+  if (reduction != "mean" && reduction != "sum" && reduction != "max")
+    return emitOpError("reduction must be mean, sum or max, got '") << reduction << "'";
+  if (getValues().empty())
+    return emitOpError("needs at least one tensor");
+  if (getValues().size() != getReduced().size())
+    return emitOpError("returns each tensor it reduces");
+  for (auto [v, r] : llvm::zip(getValues(), getReduced())) {
+    if (v.getType() != r.getType())
+      return emitOpError("result types must match the operands");
+    if (reduction == "mean" && !llvm::isa<FloatType>(getElementTypeOrSelf(v.getType())))
+      return emitOpError("a mean needs floating-point tensors");
+  }
+  return success();
+}
+
 std::optional<unsigned> UnscaleGradientsOp::getTiedOperandIndex(unsigned result) {
   return tiedGradient(*this, result);
 }

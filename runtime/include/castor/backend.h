@@ -28,6 +28,9 @@
 #include <vector>
 
 namespace castor {
+namespace dist {
+class Communicator;
+}
 
 // A fault planted by tests (CASTOR_PLANT_NONFINITE="K@R" or "K@R:inf"): in the R-th run()
 // (1-based; a replay counts as the run it replays), right after kernel K, the first element of
@@ -64,6 +67,10 @@ struct BackendOptions {
   uint64_t roundingNoiseSeed = 0;
   // Test fault injection; CASTOR_PLANT_NONFINITE sets it too (plantRequestedByEnvironment).
   std::optional<PlantedNonFinite> plantNonFinite;
+  // The replicas of a data-parallel run, which the plan's all_reduce kernels reduce across
+  // (runtime/dist/communicator.h; not owned, it outlives the backend). Null: this process is
+  // the only replica, and all_reduce changes nothing. The CPU backend only so far.
+  dist::Communicator *replicas = nullptr;
 };
 
 // How a backend runs one kernel of the loaded plan (castor-run bench's per-layer report). The

@@ -122,6 +122,25 @@ def Castor_IncrementOp : Castor_UpdateOp<"increment", [AllTypesMatch<["counter",
   let hasVerifier = 1;
 }
 
+def Castor_AllReduceOp : Castor_UpdateOp<"all_reduce"> {
+  let summary = "reduces tensors across the replicas of a data-parallel step, in place";
+  let description = [{
+    Each tensor becomes the element-wise sum, mean (sum divided by the number of replicas, a
+    run-time value) or max of its values on every replica. castor-data-parallel places one per
+    bucket of gradients right after the bucket's last gradient is computed, and one for the
+    loss and correct-count outputs. With one replica it changes nothing.
+
+    ```mlir
+    %g0r, %g1r = castor.all_reduce %g0, %g1 {reduction = "mean"}
+        : (tensor<64x3x7x7xf16>, tensor<64xf32>) -> (tensor<64x3x7x7xf16>, tensor<64xf32>)
+    ```
+  }];
+  let arguments = (ins Variadic<Castor_AnyTensor>:$values, StrAttr:$reduction);
+  let results = (outs Variadic<Castor_AnyTensor>:$reduced);
+  let assemblyFormat = "$values attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 def Castor_UnscaleGradientsOp : Castor_UpdateOp<"unscale_gradients"> {
   let summary = "divides every gradient by the loss scale and detects non-finite values";
   let description = [{

@@ -140,6 +140,26 @@ def CastorAutocast : Pass<"castor-autocast", "mlir::ModuleOp"> {
   let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
 }
 
+def CastorDataParallel : Pass<"castor-data-parallel", "mlir::ModuleOp"> {
+  let summary = "Averages the gradients across data-parallel replicas, bucket by bucket";
+  let description = [{
+    Runs on train_step after castor-make-train-step and before castor-loss-scale. The gradients
+    the optimizer applies are grouped into buckets of at most `bucket-bytes` in the order the
+    backward computes them (a gradient larger than a bucket is a bucket of its own), as
+    DistributedDataParallel groups them. Each bucket gets one `castor.all_reduce` (mean) placed
+    right after the op that computes its last gradient, so that a backend can overlap it with the
+    rest of the backward; the optimizer (and the loss scaler's unscale, which then sees the same
+    gradients on every replica and skips the same steps) reads the averaged values. The `loss`
+    output is averaged and `correct` summed over the replicas, for the log. The number of
+    replicas is the run's, not the plan's: one plan serves any; with one replica the reduction
+    changes nothing. Batch norm keeps per-replica statistics (DistributedDataParallel's default).
+  }];
+  let options = [
+    Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 << 20", "largest bucket, in bytes">,
+  ];
+  let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
+}
+
 def CastorLossScale : Pass<"castor-loss-scale", "mlir::ModuleOp"> {
   let summary = "Loss scaling with GradScaler's semantics, and gradient clipping, in train_step";
   let description = [{
