@@ -48,6 +48,11 @@ public:
   }
   // Pixels and SyntheticPixels: the normalisation of the pixels, per channel.
   virtual PixelTransform pixelTransform() const { return {}; }
+  // Whether the batch of step s is a function of s alone (synthetic, npy), not of a cursor that
+  // each batch advances (idx, folder). Such a source serves the replicas of a data-parallel run:
+  // replica r of W takes the batch of step s W + r, the same batches one replica with a W-fold
+  // batch would take.
+  virtual bool batchesFollowStep() const { return false; }
   // "synthetic", "idx" or "npy": saved with a training state, so a resume on other data is refused.
   virtual std::string kind() const = 0;
   // Images (batch x per-image values, row-major) and labels of global step `step` (0-based):

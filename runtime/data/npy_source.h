@@ -17,6 +17,7 @@ public:
       : images_(std::move(images)), labels_(std::move(labels)), count_(count), batch_(batch), perImage_(perImage) {}
 
   std::string kind() const override { return "npy"; }
+  bool batchesFollowStep() const override { return true; }
   int64_t epoch() const override { return epoch_; }
   Status next(int64_t step, std::vector<double> &images, std::vector<int64_t> &labels) override;
 

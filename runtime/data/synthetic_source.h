@@ -13,6 +13,7 @@ public:
   // `images` is the plan's image input [N, C, H, W] (any other shape takes values only).
   SyntheticSource(uint64_t seed, std::vector<int64_t> images, int64_t classes);
   std::string kind() const override { return "synthetic"; }
+  bool batchesFollowStep() const override { return true; }
   ImageForm imageForm() const override { return pixels_ ? ImageForm::SyntheticPixels : ImageForm::Values; }
   uint64_t syntheticSeed() const override { return seed_; }
   PixelTransform pixelTransform() const override { return transform_; }

@@ -26,7 +26,9 @@ Trainer::Trainer(Session &session, data::BatchSource &source, TrainingSignature 
     balancer_.emplace(options_.balanceDecodingFrom, kBatchesInFlight);
 }
 
-Status Trainer::feed(int64_t step) {
+Status Trainer::feed(int64_t globalStep) {
+  // This replica's share of the data: its own batch of the W batches of the step.
+  const int64_t step = globalStep * options_.replicaCount + options_.replicaRank;
   // The time the source takes to hand out the batch: what the step waits for data when the
   // source could not make it ahead.
   const auto start = std::chrono::steady_clock::now();
@@ -75,7 +77,8 @@ Status Trainer::readMetrics(StepMetrics &m, bool withGradStats) {
       return correct.status();
     m.correct = int64_t(*correct);
   }
-  m.accuracy = m.correct >= 0 ? double(m.correct) / double(signature_.batch) : NAN;
+  // In a data-parallel step the plan sums correct over the replicas: the job's batch.
+  m.accuracy = m.correct >= 0 ? double(m.correct) / double(signature_.batch * options_.replicaCount) : NAN;
   for (const ReportedScalar &r : signature_.scalars) {
     auto v = scalarOutput(session_, r.name);
     if (!v)
@@ -146,6 +149,9 @@ Status Trainer::nonFiniteError(int64_t index, const StepMetrics &m, bool updateS
 
 Status Trainer::run(int64_t steps, StepObserver &observer) {
   const int64_t lastStep = step_ + steps;
+  if (options_.replicaCount > 1 && !source_.batchesFollowStep())
+    return Status::error(source_.kind() + " data cannot be shared out among replicas yet: its batches follow a "
+                         "cursor, not the step (synthetic and npy data can)");
   const bool checkGuard = guarded() && !signature_.hasScalar("steps_since_overflow");
   if (checkGuard && skippedSoFar_ < 0) {
     // The count so far, from the state (a resumed run starts from the saved one).
@@ -211,7 +217,7 @@ Status Trainer::run(int64_t steps, StepObserver &observer) {
       return nonFiniteError(index, m, /*updateSkipped=*/false);
     }
     m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    m.imagesPerSecond = m.seconds > 0 ? double(signature_.batch) / m.seconds : 0.0;
+    m.imagesPerSecond = m.seconds > 0 ? double(signature_.batch * options_.replicaCount) / m.seconds : 0.0;
     observer.onStep(m);
     if (options_.evaluate &&
         ((options_.evaluateEvery > 0 && step_ % options_.evaluateEvery == 0) || step_ == lastStep))

@@ -83,6 +83,10 @@ struct TrainerOptions {
   // A source of image files shared between the host's and the device's decoders: from this host
   // share (>= 0), moved while training toward the balance of the two (decode_balancer.h).
   double balanceDecodingFrom = -1;
+  // Data-parallel runs: this process is replica `replicaRank` of `replicaCount`, and takes the
+  // batch of source step s * replicaCount + replicaRank at step s (the source's batches must
+  // follow the step, data/batch_source.h).
+  int replicaRank = 0, replicaCount = 1;
 };
 
 class Trainer {

@@ -111,6 +111,14 @@ int main(int argc, char **argv) {
                    "non-finite tensor; the last checkpoint stays) or skip (count it and go on; the plan's guard "
                    "left the state alone). A dynamic loss scaler's skipped steps never stop a run")
       ->check(CLI::IsMember({"stop", "skip"}));
+  trainCmd->add_option("--replicas", to.replicas,
+                       "Data-parallel training: start N replicas of this command on this machine (a plan compiled "
+                       "with --data-parallel; each replica takes its own batches). Under torchrun or srun, leave it "
+                       "out: RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT say where each process stands")
+      ->check(CLI::Range(1, 1024));
+  trainCmd->add_option("--replica-timeout", to.replicaTimeoutSeconds,
+                       "Seconds a replica waits on another (joining, each all_reduce) before it stops naming it")
+      ->check(CLI::Range(1, 86400));
   trainCmd->add_option("--grad-stats", to.gradStats,
                        "Every K steps, print the plan's grad_stats:<param> outputs (mean |g|, max |g|, non-finite "
                        "count) to stderr and the JSON log");
@@ -147,8 +155,10 @@ int main(int argc, char **argv) {
   CLI11_PARSE(app, argc, argv);
   if (*inspectCmd)
     return castor::run::inspect(inspectPath, json);
-  if (*trainCmd)
+  if (*trainCmd) {
+    to.commandLine.assign(argv, argv + argc);
     return castor::run::train(to);
+  }
   if (*evalCmd)
     return castor::run::eval(eo);
   if (*benchCmd)

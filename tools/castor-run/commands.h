@@ -45,6 +45,11 @@ struct TrainOptions {
   bool deterministic = false; // BackendOptions::deterministic
   int64_t gradStats = 0; // every K steps: the plan's grad_stats:<param> outputs (0: never)
   std::string onNonFinite = "stop"; // stop | skip
+  // Data parallelism: start this many replicas here (replicas.h), and how long a replica waits on
+  // another before it gives up naming it.
+  int replicas = 0;
+  int replicaTimeoutSeconds = 60;
+  std::vector<std::string> commandLine; // this process's argv, for --replicas
 };
 
 struct EvalOptions {

@@ -5,7 +5,14 @@
 #include "commands.h"
 #include "device.h"
 
+#include "replicas.h"
+
 #include "data/batch_source.h"
+#include "dist/launch_env.h"
+#include "dist/tcp_communicator.h"
+#ifdef CASTOR_HAVE_NCCL
+#include "dist/nccl_communicator.h"
+#endif
 #include "plan/plan_io.h"
 #include "train/checkpoint.h"
 #include "train/evaluation.h"
@@ -16,6 +23,8 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <unistd.h>
@@ -113,7 +122,40 @@ private:
 } // namespace
 
 int train(const TrainOptions &o) {
+  if (o.replicas > 1)
+    return runLocalReplicas(withoutReplicasOption(o.commandLine), o.replicas,
+                            std::chrono::seconds(o.replicaTimeoutSeconds + 5));
+  // Where this process stands in a data-parallel job (torchrun, srun, --replicas); alone without.
+  auto env = dist::replicaEnvFromEnvironment();
+  if (!env)
+    return fail(env.message());
+  const bool leader = env->rank == 0; // logs and saves for the job
+  // The replicas meet over TCP at MASTER_ADDR:MASTER_PORT; on GPUs that link bootstraps NCCL.
+  std::unique_ptr<dist::Communicator> replicas;
+#ifdef CASTOR_HAVE_NCCL
+  std::unique_ptr<dist::NcclCommunicator> gpuReplicas;
+#endif
   BackendOptions bo;
+  if (env->worldSize > 1) {
+    const auto timeout = std::chrono::seconds(o.replicaTimeoutSeconds);
+    auto joined = dist::TcpCommunicator::connect(*env, timeout);
+    if (!joined)
+      return fail(fmt::format("replica {} of {}: {}", env->rank, env->worldSize, joined.message()));
+    replicas = std::move(*joined);
+    if (o.device == "cuda") {
+#ifdef CASTOR_HAVE_NCCL
+      auto nccl = dist::NcclCommunicator::create(*env, *replicas, env->localRank, timeout);
+      if (!nccl)
+        return fail(fmt::format("replica {} of {}: {}", env->rank, env->worldSize, nccl.message()));
+      gpuReplicas = std::move(*nccl);
+      bo.deviceReplicas = gpuReplicas.get();
+#else
+      return fail("data-parallel training on GPUs needs NCCL, which this castor-run was built without");
+#endif
+    } else {
+      bo.replicas = replicas.get();
+    }
+  }
   bo.poison = o.poison;
   bo.deterministic = o.deterministic;
   auto backend = createBackend(o.device, bo);
@@ -130,6 +172,10 @@ int train(const TrainOptions &o) {
   auto signature = train::readTrainingSignature(p);
   if (!signature)
     return fail(signature.message());
+  // Replicas of a plan that does not reduce its gradients would each train a model of their own.
+  if (env->worldSize > 1 &&
+      std::none_of(p.kernels().begin(), p.kernels().end(), [](const plan::Kernel &k) { return k.op() == "all_reduce"; }))
+    return fail(o.plan + " does not reduce its gradients across replicas: compile it with --data-parallel");
   if (o.gradStats < 0)
     return fail("--grad-stats must be non-negative");
   if (o.gradStats > 0 && signature->gradStats.empty())
@@ -180,7 +226,7 @@ int train(const TrainOptions &o) {
 
   // A run killed while saving leaves its temporary file beside the state; the state itself is
   // whole (the write renames over it), the leftover only takes space.
-  if (!o.save.empty())
+  if (!o.save.empty() && leader)
     if (int removed = weights::removeInterruptedWrites(o.save); removed > 0)
       fmt::print(stderr, "castor-run: removed {} temporary file(s) of interrupted saves beside {}\n", removed, o.save);
 
@@ -200,24 +246,26 @@ int train(const TrainOptions &o) {
     return fail(created.message());
 
   std::FILE *log = nullptr;
-  if (!o.logJson.empty()) {
+  if (!o.logJson.empty() && leader) {
     log = std::fopen(o.logJson.c_str(), o.resume.empty() ? "w" : "a");
     if (!log)
       return fail("cannot open " + o.logJson + " for writing");
   }
   std::unique_ptr<train::EventFile> events;
-  if (!o.tensorboard.empty()) {
+  if (!o.tensorboard.empty() && leader) {
     auto created = train::EventFile::create(o.tensorboard);
     if (!created)
       return fail(created.message());
     events = std::move(*created);
   }
-  const bool terminal = ::isatty(STDERR_FILENO);
+  const bool terminal = leader && ::isatty(STDERR_FILENO);
   const int64_t batch = signature->batch;
   train::TrainerOptions to;
   to.dataSeed = resumed.dataSeed;
   to.gradStatsEvery = o.gradStats;
-  to.checkpointPath = o.save;
+  to.checkpointPath = leader ? o.save : "";
+  to.replicaRank = env->rank;
+  to.replicaCount = env->worldSize;
   to.checkpointEvery = o.saveEvery;
   to.onNonFinite = o.onNonFinite == "skip" ? train::OnNonFinite::Skip : train::OnNonFinite::Stop;
   to.balanceDecodingFrom = balanceDecoding ? sourceOptions.hostShare : -1;
@@ -225,7 +273,7 @@ int train(const TrainOptions &o) {
   std::unique_ptr<train::Evaluator> evaluator;
   if (o.valPlan.empty() != o.valData.empty())
     return fail("--val-plan and --val-data go together");
-  if (!o.valPlan.empty()) {
+  if (!o.valPlan.empty() && leader) { // validation needs no other replica
     auto valBackend = createBackend(o.device, bo);
     if (!valBackend)
       return fail(valBackend.message());
@@ -275,13 +323,15 @@ int train(const TrainOptions &o) {
     return rc;
   if (!report.eventError.empty())
     return fail(report.eventError);
+  if (!leader)
+    return 0;
   if (!o.save.empty())
     if (Status w = trainer.saveCheckpoint(o.save); !w)
       return fail("saving the state after step " + std::to_string(trainer.stepsDone()) + " failed (" + w.message() +
                   "); " + trainer.previousCheckpoint());
   fmt::print("trained steps {}..{} on {} data: last loss {:.6f}, last batch accuracy {:.4f}, {:.1f} img/s\n",
              resumed.step + 1, resumed.step + o.steps, batches.kind(), report.lastLoss, report.lastAccuracy,
-             report.totalSeconds > 0 ? double(batch * o.steps) / report.totalSeconds : 0.0);
+             report.totalSeconds > 0 ? double(batch * env->worldSize * o.steps) / report.totalSeconds : 0.0);
   return 0;
 }
 

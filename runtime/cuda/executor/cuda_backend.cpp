@@ -82,6 +82,7 @@ public:
                                                     : LayoutChoice::Auto;
     const char *det = std::getenv("CASTOR_DETERMINISTIC");
     ctx_.deterministic = options.deterministic || (det && *det && std::strcmp(det, "0") != 0);
+    ctx_.replicas = options.deviceReplicas;
     timeline_.gapBetweenRows("idle between steps");
   }
 

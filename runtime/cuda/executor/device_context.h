@@ -24,6 +24,10 @@
 #include <utility>
 #include <vector>
 
+namespace castor::dist {
+class NcclCommunicator;
+}
+
 namespace castor::cuda {
 
 using RunFn = std::function<Status()>;
@@ -60,6 +64,8 @@ struct DeviceContext {
   // BackendOptions::deterministic: builders keep to deterministic engines, algorithms and
   // reductions, and the tuner keys its choices apart (tuning/tuner.cpp).
   bool deterministic = false;
+  // BackendOptions::deviceReplicas: the all_reduce kernels' NCCL communicator (null: one replica).
+  dist::NcclCommunicator *replicas = nullptr;
 
   // One workspace shared by every library call of the step: builders ask for what they need
   // (requestWorkspace) and read `workspace` when they run; the backend allocates it after every

@@ -73,6 +73,7 @@ const plan::OpTable<Builder> &cudaKernels() {
       {OpId::AdamwUpdate, own::buildAdamwUpdate},
       {OpId::Increment, own::buildIncrement},
       {OpId::LrSchedule, own::buildLrSchedule},
+      {OpId::AllReduce, own::buildAllReduce},
       {OpId::UnscaleGradients, own::buildUnscaleGradients},
       {OpId::ClipGradNorm, own::buildUnscaleGradients},
       {OpId::UpdateLossScale, own::buildUpdateLossScale},

@@ -82,6 +82,7 @@ OwnBuilder buildDropout;
 OwnBuilder buildFill;
 OwnBuilder buildGlobalAvgPool;
 OwnBuilder buildGradientStats;
+OwnBuilder buildAllReduce;
 OwnBuilder buildIncrement;
 OwnBuilder buildLayerNorm;
 OwnBuilder buildLayerNormBackward;

@@ -30,6 +30,7 @@
 namespace castor {
 namespace dist {
 class Communicator;
+class NcclCommunicator;
 }
 
 // A fault planted by tests (CASTOR_PLANT_NONFINITE="K@R" or "K@R:inf"): in the R-th run()
@@ -71,6 +72,9 @@ struct BackendOptions {
   // (runtime/dist/communicator.h; not owned, it outlives the backend). Null: this process is
   // the only replica, and all_reduce changes nothing. The CPU backend only so far.
   dist::Communicator *replicas = nullptr;
+  // The CUDA backend's counterpart: the replicas' GPUs, reduced across by NCCL
+  // (runtime/dist/nccl_communicator.h; not owned). Null: one replica.
+  dist::NcclCommunicator *deviceReplicas = nullptr;
 };
 
 // How a backend runs one kernel of the loaded plan (castor-run bench's per-layer report). The
