@@ -1,9 +1,9 @@
 # Sourced by the scripts that run on the GPU machine, from the repository root: the libraries
-# scripts/build_gpu.sh carries in gpu-carry/lib, cuDNN and the CUDA runtime from PyTorch's wheels
+# scripts/build_gpu.sh carries in gpu-carry/lib, cuDNN, NCCL and the CUDA runtime from PyTorch's wheels
 # there, and a tuning cache kept for the whole device call.
 carry=gpu-carry
 bin="$carry/bin"
 site=/opt/torch/.venv/lib/python3.12/site-packages/nvidia
-export LD_LIBRARY_PATH="$PWD/$carry/lib:$site/cudnn/lib:$site/cu13/lib:${LD_LIBRARY_PATH:-}"
+export LD_LIBRARY_PATH="$PWD/$carry/lib:$site/cudnn/lib:$site/cu13/lib:$site/nccl/lib:${LD_LIBRARY_PATH:-}"
 export CASTOR_TUNING_CACHE="${CASTOR_TUNING_CACHE:-/tmp/castor-tuning}"
 mkdir -p "$CASTOR_TUNING_CACHE"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Device call (H200): the CNNs and Swin-T on the runtime with views and the storage-order rule in
 # plan/: ResNet-50 fp16 (batch 256), ConvNeXt-T, EfficientNet-B0 and Swin-T fp16 (batch 128),
-# each beside PyTorch eager AMP (channels-last) in the same call.
+# each beside PyTorch eager AMP (channels-last) in the same call; ConvNeXt's depthwise layers now
+# also take cuDNN heuristics mode B's engines.
 set -u
 r=/tmp/r; mkdir -p $r
 source bench/gpu_env.sh
@@ -13,4 +14,9 @@ for m in convnext_tiny efficientnet_b0 swin_t; do
 done
 for m in r50 convnext_tiny efficientnet_b0 swin_t; do
   cat $r/$m/castor.jsonl $r/$m/torch.jsonl >"$OUT/${m}_runs.jsonl" 2>/dev/null
+done
+# A data-parallel plan (castor compile --data-parallel) run by one replica on the GPU: its
+# all_reduce kernels change nothing, the loss follows the plan compiled without them.
+for p in tiny_fp16_adamw_dp tiny_fp16_adamw; do
+  timeout 60 $bin/castor-run train $carry/plans/$p.plan --device cuda --steps 5 --seed 3 2>&1 | tail -1
 done
