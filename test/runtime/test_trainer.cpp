@@ -91,7 +91,9 @@ TEST_CASE("the trainer reports every step to its observer", "[trainer]") {
   auto source = idxSource(dir);
   train::Trainer trainer(*session, *source, signature(), {});
   Recorder seen;
-  REQUIRE(trainer.run(5, seen).isOk());
+  Status ran = trainer.run(5, seen);
+  INFO(ran.message());
+  REQUIRE(ran.isOk());
   CHECK(trainer.stepsDone() == 5);
   REQUIRE(seen.steps.size() == 5);
   const std::vector<int64_t> epochs{0, 0, 1, 1, 2};
