@@ -53,6 +53,13 @@ public:
   // replica r of W takes the batch of step s W + r, the same batches one replica with a W-fold
   // batch would take.
   virtual bool batchesFollowStep() const { return false; }
+  // For a source whose batches follow a cursor: from now on this process is replica `rank` of
+  // `count`, and each batch it hands out is its share of what one process with a batch `count`
+  // times larger would take (the epoch's order is the same on every replica: same seed, disjoint
+  // samples). Call before the first batch.
+  virtual Status shareAmong(int rank, int count) {
+    return Status::error(kind() + " data cannot be shared out among replicas");
+  }
   // "synthetic", "idx" or "npy": saved with a training state, so a resume on other data is refused.
   virtual std::string kind() const = 0;
   // Images (batch x per-image values, row-major) and labels of global step `step` (0-based):

@@ -326,8 +326,10 @@ void FolderSource::produce() {
     std::lock_guard<std::mutex> lock(mutex_);
     epoch = epoch_, cursor = cursor_;
   }
+  // Training: the replicas' batches of a step lie one after the other in the epoch's order.
+  const int64_t group = options_.train ? n_ * shareCount_ : n_, offset = options_.train ? n_ * shareRank_ : 0;
   for (;;) {
-    if (options_.train && cursor + n_ > files()) {
+    if (options_.train && cursor + group > files()) {
       ++epoch;
       cursor = 0;
     }
@@ -337,7 +339,8 @@ void FolderSource::produce() {
       if (stopping_)
         return;
     }
-    Batch b = make(epoch, cursor);
+    Batch b = make(epoch, cursor + offset);
+    b.cursor = cursor; // the position to resume from is the step's, shared by every replica
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopping_)
@@ -345,7 +348,7 @@ void FolderSource::produce() {
       ready_.push_back(std::move(b));
     }
     changed_.notify_all();
-    cursor += n_;
+    cursor += group;
     if (!options_.train && cursor >= files()) {
       ++epoch;
       cursor = 0;
@@ -379,7 +382,7 @@ Status FolderSource::take(Batch &b) {
     b = std::move(ready_.front());
     ready_.pop_front();
     epoch_ = b.epoch;
-    cursor_ = b.cursor + n_;
+    cursor_ = b.cursor + (options_.train ? n_ * shareCount_ : n_);
     if (!options_.train && cursor_ >= files())
       epoch_ = b.epoch + 1, cursor_ = 0;
   }
@@ -411,6 +414,21 @@ Status FolderSource::next(int64_t step, std::vector<double> &images, std::vector
   std::vector<uint8_t> pixels;
   CASTOR_RETURN_IF_ERROR(nextPixels(step, pixels, labels));
   pixelsToValues(pixels, {n_, c_, h_, w_}, transform_, images);
+  return Status::ok();
+}
+
+Status FolderSource::shareAmong(int rank, int count) {
+  if (count < 1 || rank < 0 || rank >= count)
+    return Status::error("replica " + std::to_string(rank) + " of " + std::to_string(count) + " does not exist");
+  if (!options_.train)
+    return Status::error("an evaluation folder is read whole by one process");
+  if (producer_.joinable())
+    return Status::error("the folder's batches are already being made: share it out before the first");
+  if (n_ * count > files())
+    return Status::error("the folder holds " + std::to_string(files()) + " images, fewer than one batch of " +
+                         std::to_string(n_) + " for each of " + std::to_string(count) + " replicas");
+  shareRank_ = rank;
+  shareCount_ = count;
   return Status::ok();
 }
 

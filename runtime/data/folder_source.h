@@ -67,6 +67,7 @@ public:
   Status next(int64_t step, std::vector<double> &images, std::vector<int64_t> &labels) override;
   void savePosition(DataPosition &position) const override;
   Status restorePosition(const DataPosition &position) override;
+  Status shareAmong(int rank, int count) override;
   bool setHostShare(double share) override;
 
   int64_t files() const { return int64_t(files_.size()); }
@@ -107,6 +108,7 @@ private:
   std::atomic<double> hostShare_{0}; // options_.hostShare until setHostShare
   PixelTransform transform_;
   int64_t epoch_ = 0, cursor_ = 0; // the next batch to hand out
+  int shareRank_ = 0, shareCount_ = 1; // shareAmong: a training cursor moves by the replicas' batches
   std::atomic<int64_t> skipped_{0};
 
   // The producer makes batches in order from (epoch_, cursor_) into ready_, at most `ahead`.

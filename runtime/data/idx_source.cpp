@@ -39,8 +39,21 @@ Status IdxSource::next(int64_t step, std::vector<double> &images, std::vector<in
   return Status::ok();
 }
 
+Status IdxSource::shareAmong(int rank, int count) {
+  if (count < 1 || rank < 0 || rank >= count)
+    return Status::error("replica " + std::to_string(rank) + " of " + std::to_string(count) + " does not exist");
+  if (batch_ * count > data_.count)
+    return Status::error("the IDX set holds " + std::to_string(data_.count) + " images, fewer than one batch of " +
+                         std::to_string(batch_) + " for each of " + std::to_string(count) + " replicas");
+  shareRank_ = rank;
+  shareCount_ = count;
+  return Status::ok();
+}
+
 Status IdxSource::nextPixels(int64_t, std::vector<uint8_t> &images, std::vector<int64_t> &labels) {
-  if (cursor_ + batch_ > data_.count) {
+  // The replicas' batches of this step, one after the other in the epoch's order: this one's.
+  const int64_t group = batch_ * shareCount_, offset = batch_ * shareRank_;
+  if (cursor_ + group > data_.count) {
     ++epoch_;
     cursor_ = 0;
   }
@@ -52,11 +65,11 @@ Status IdxSource::nextPixels(int64_t, std::vector<uint8_t> &images, std::vector<
   images.resize(size_t(batch_ * pixels));
   labels.resize(size_t(batch_));
   for (int64_t b = 0; b < batch_; ++b) {
-    const int64_t i = perm_[size_t(cursor_ + b)];
+    const int64_t i = perm_[size_t(cursor_ + offset + b)];
     std::copy_n(data_.pixels.data() + i * pixels, pixels, images.data() + b * pixels);
     labels[size_t(b)] = data_.labels[size_t(i)];
   }
-  cursor_ += batch_;
+  cursor_ += group;
   return Status::ok();
 }
 

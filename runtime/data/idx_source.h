@@ -30,6 +30,7 @@ public:
   // "castor.data.epoch" and "castor.data.cursor" (the next sample of the epoch's order).
   void savePosition(DataPosition &position) const override;
   Status restorePosition(const DataPosition &position) override;
+  Status shareAmong(int rank, int count) override;
 
 private:
   idx::LabelledImages data_;
@@ -37,6 +38,7 @@ private:
   int64_t batch_;
   PixelTransform transform_;
   int64_t epoch_ = 0, cursor_ = 0, permEpoch_ = -1;
+  int shareRank_ = 0, shareCount_ = 1; // shareAmong: cursor_ moves by the replicas' batches
   std::vector<int64_t> perm_;
 };
 

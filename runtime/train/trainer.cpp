@@ -27,8 +27,10 @@ Trainer::Trainer(Session &session, data::BatchSource &source, TrainingSignature 
 }
 
 Status Trainer::feed(int64_t globalStep) {
-  // This replica's share of the data: its own batch of the W batches of the step.
-  const int64_t step = globalStep * options_.replicaCount + options_.replicaRank;
+  // This replica's share of the data: its own batch of the W batches of the step (a source that
+  // follows a cursor takes its share itself, shareAmong).
+  const int64_t step = source_.batchesFollowStep() ? globalStep * options_.replicaCount + options_.replicaRank
+                                                   : globalStep;
   // The time the source takes to hand out the batch: what the step waits for data when the
   // source could not make it ahead.
   const auto start = std::chrono::steady_clock::now();
@@ -149,9 +151,10 @@ Status Trainer::nonFiniteError(int64_t index, const StepMetrics &m, bool updateS
 
 Status Trainer::run(int64_t steps, StepObserver &observer) {
   const int64_t lastStep = step_ + steps;
-  if (options_.replicaCount > 1 && !source_.batchesFollowStep())
-    return Status::error(source_.kind() + " data cannot be shared out among replicas yet: its batches follow a "
-                         "cursor, not the step (synthetic and npy data can)");
+  if (options_.replicaCount > 1 && !source_.batchesFollowStep() && !shared_) {
+    CASTOR_RETURN_IF_ERROR(source_.shareAmong(options_.replicaRank, options_.replicaCount));
+    shared_ = true;
+  }
   const bool checkGuard = guarded() && !signature_.hasScalar("steps_since_overflow");
   if (checkGuard && skippedSoFar_ < 0) {
     // The count so far, from the state (a resumed run starts from the saved one).

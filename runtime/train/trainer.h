@@ -84,8 +84,8 @@ struct TrainerOptions {
   // share (>= 0), moved while training toward the balance of the two (decode_balancer.h).
   double balanceDecodingFrom = -1;
   // Data-parallel runs: this process is replica `replicaRank` of `replicaCount`, and takes the
-  // batch of source step s * replicaCount + replicaRank at step s (the source's batches must
-  // follow the step, data/batch_source.h).
+  // batch of source step s * replicaCount + replicaRank at step s where the source's batches
+  // follow the step, else its share of each step's batches (BatchSource::shareAmong).
   int replicaRank = 0, replicaCount = 1;
 };
 
@@ -126,8 +126,9 @@ private:
   bool fed_ = false;
   data::DataPosition positionBeforeFed_;
   data::DataPosition positionOfStep_; // before the running step's batch was taken
-  int64_t skippedSoFar_ = -1;
-  int64_t lastSaved_ = -1; // the step of the last checkpoint written to options_.checkpointPath         // the plan's skipped_steps after the last step (-1: unread)
+  int64_t skippedSoFar_ = -1; // the plan's skipped_steps after the last step (-1: unread)
+  bool shared_ = false;       // the source took its share of each step's batches (shareAmong)
+  int64_t lastSaved_ = -1;    // the step of the last checkpoint written to options_.checkpointPath
   int64_t fedEpoch_ = 0; // the source's epoch after the last batch it handed out
   // Kept across steps: the batch as values, then encoded into the plan's dtype.
   std::vector<double> imageValues_;

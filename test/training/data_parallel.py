@@ -7,6 +7,9 @@
    half-batch gradients against the gradient of the whole batch; measured 1.5e-7), and the
    logged losses within 1e-5. Without the all_reduce, or with a sum instead of the mean, the
    states differ by far more.
+   The same on an IDX set whose epochs end every 5 steps and on an image folder (JPEGs decoded,
+   cropped and flipped on the host), whose batches follow a cursor: each replica takes its share
+   of each step's 8 samples of the epoch's order.
 2. Each replica took its own batches: the same plan run by the two replicas without reducing
    (each alone, on its shard's data) ends elsewhere than the pair.
 3. Faults: a replica that never joins makes replica 0 stop within the timeout, naming it; a
@@ -38,6 +41,17 @@ def run(cmd, **kw):
 def losses(path):
     with open(path) as f:
         return [json.loads(line)["loss"] for line in f if line.strip()]
+
+
+def write_idx(directory, rng, count):
+    """train-images-idx3-ubyte and train-labels-idx1-ubyte with `count` 28x28 images."""
+    os.makedirs(directory, exist_ok=True)
+    images = rng.integers(0, 256, (count, 28, 28)).astype(np.uint8)
+    labels = rng.integers(0, 10, count).astype(np.uint8)
+    with open(os.path.join(directory, "train-images-idx3-ubyte"), "wb") as f:
+        f.write(np.array([0x803, count, 28, 28], ">u4").tobytes() + images.tobytes())
+    with open(os.path.join(directory, "train-labels-idx1-ubyte"), "wb") as f:
+        f.write(np.array([0x801, count], ">u4").tobytes() + labels.tobytes())
 
 
 def worst_relative(a, b):
@@ -102,6 +116,43 @@ def main():
     la, lb = losses(w("dp.jsonl")), losses(w("one.jsonl"))
     loss_gap = max(abs(x - y) for x, y in zip(la, lb))
     check(len(la) == len(lb) == STEPS and loss_gap <= 1e-5, f"logged losses (the replicas' mean), worst gap {loss_gap:.2e}")
+
+    # The same on IDX data: 40 images, an epoch every 5 steps of 8.
+    write_idx(w("idx"), rng, 40)
+    pair = run([castor_run, "train", w("dp4.plan"), "--replicas", "2", "--steps", "12", "--data", "idx:" + w("idx"),
+                "--seed", "2", "--save", w("dp_idx.safetensors")], timeout=300)
+    one = run([castor_run, "train", w("one8.plan"), "--steps", "12", "--data", "idx:" + w("idx"), "--seed", "2",
+               "--save", w("one_idx.safetensors")], timeout=300)
+    ok = pair.returncode == 0 and one.returncode == 0
+    worst = worst_relative(read_state(w("dp_idx.safetensors")), {k: read_state(w("one_idx.safetensors"))[k]
+                                                                  for k in floats}) if ok else float("inf")
+    check(ok and worst <= 1e-5, f"IDX data, 12 steps over 3 epochs: worst difference {worst:.2e} (bound 1e-5)")
+    if not ok:
+        print(pair.stderr, one.stderr)
+
+    # And on an image folder: 4 classes of 8 JPEGs, a 3-channel model.
+    subprocess.run([sys.executable, os.path.join(os.path.dirname(args.models), "scripts", "make_image_folder.py"),
+                    "--kind", "synthetic", "--out", w("folder"), "--classes", "4", "--per-class", "8", "--width", "48",
+                    "--height", "40"], check=True, capture_output=True)
+    subprocess.run([sys.executable, os.path.join(args.models, "mlp.py"), "--hidden", "16", "--in-channels", "3",
+                    "--image-size", "32", "--num-classes", "4", "--weights", "none", "-o", w("mlp3.onnx")], check=True,
+                   stdout=subprocess.DEVNULL)
+    subprocess.run([castor, "compile", w("mlp3.onnx"), "--batch", "4", "--data-parallel", "-o", w("f4.plan")] + common,
+                   check=True, capture_output=True)
+    subprocess.run([castor, "compile", w("mlp3.onnx"), "--batch", "8", "-o", w("f8.plan")] + common, check=True,
+                   capture_output=True)
+    pair = run([castor_run, "train", w("f4.plan"), "--replicas", "2", "--steps", "6", "--data", "folder:" + w("folder"),
+                "--seed", "2", "--save", w("dp_folder.safetensors")], timeout=300)
+    one = run([castor_run, "train", w("f8.plan"), "--steps", "6", "--data", "folder:" + w("folder"), "--seed", "2",
+               "--save", w("one_folder.safetensors")], timeout=300)
+    ok = pair.returncode == 0 and one.returncode == 0
+    if ok:
+        fa, fb = read_state(w("dp_folder.safetensors")), read_state(w("one_folder.safetensors"))
+        worst = worst_relative(fa, {k: fb[k] for k in fb if fb[k].dtype.kind == "f"})
+    else:
+        worst = float("inf")
+        print(pair.stderr, one.stderr)
+    check(ok and worst <= 1e-5, f"image folder, 6 steps over 2 epochs: worst difference {worst:.2e} (bound 1e-5)")
 
     # 2. Not vacuous: one replica alone (its own shard, no partner) ends elsewhere.
     alone = run([castor_run, "train", w("plain4.plan"), "--steps", str(STEPS), "--data", data, "--save",
