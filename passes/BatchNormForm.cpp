@@ -57,7 +57,7 @@ struct BatchNormFormPass : castor::impl::CastorBatchNormFormBase<BatchNormFormPa
         auto train = b.create<castor::BatchNormTrainingOp>(
             bn.getLoc(), bn.getOutput().getType(), bn.getScale().getType(), bn.getScale().getType(), bn.getInput(),
             bn.getScale(), bn.getBias(), ValueRange{bn.getMean(), bn.getVariance()}, bn.getEpsilonAttr(),
-            b.getF64FloatAttr(0.1));
+            b.getF64FloatAttr(0.1), /*sync=*/nullptr);
         bn.getOutput().replaceAllUsesWith(train.getOutput());
         bn.erase();
       } else if (auto bn = llvm::dyn_cast<castor::BatchNormTrainingOp>(op); bn && form == "frozen") {

@@ -77,6 +77,20 @@ struct DataParallelPass : castor::impl::CastorDataParallelBase<DataParallelPass>
       replaceLaterUses(bucket, reduce.getReduced(), reduce);
     }
 
+    if (syncBatchNorm) {
+      Builder attrs(step.getContext());
+      unsigned synced = 0;
+      for (Operation &op : body)
+        if (llvm::isa<BatchNormTrainingOp, BatchNormTrainingBackwardOp, BatchNormRunningUpdateOp>(op)) {
+          op.setAttr("sync", attrs.getUnitAttr());
+          ++synced;
+        }
+      if (!synced) {
+        step.emitError("--sync-batch-norm: the step has no batch norm in training form");
+        return signalPassFailure();
+      }
+    }
+
     // The logged outputs: the mean loss and the total of correct predictions over the replicas.
     auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
     OpBuilder b(ret);

@@ -82,7 +82,8 @@ std::optional<Group> matchGroup(castor::BatchNormTrainingOp bn) {
   }
   auto bb = g.bnBackward;
   if (!bb || bb.getInput() != bn.getInput() || bb.getScale() != bn.getScale() ||
-      bb.getBatchInvStd() != bn.getBatchInvStd() || bb.getEpsilon() != bn.getEpsilon())
+      bb.getBatchInvStd() != bn.getBatchInvStd() || bb.getEpsilon() != bn.getEpsilon() ||
+      bb.getSync() != bn.getSync())
     return std::nullopt;
   // One block, forward before backward, so the fused ops may sit where relu and relu_backward were.
   Block *block = bn->getBlock();
@@ -112,7 +113,7 @@ void fuse(Group g) {
   OpBuilder b(g.relu);
   Location fwdLoc = fusedName(ctx, bn.getLoc(), {bn, g.add, g.relu});
   auto fwd = b.create<castor::BatchNormReluTrainingOp>(fwdLoc, bn.getInput(), bn.getScale(), bn.getBias(), g.residual,
-                                                       bn.getEpsilonAttr(), bn.getMomentumAttr());
+                                                       bn.getEpsilonAttr(), bn.getMomentumAttr(), bn.getSyncAttr());
   g.relu.getResult().replaceAllUsesWith(fwd.getOutput());
   bn.getBatchMean().replaceAllUsesWith(fwd.getBatchMean());
   bn.getBatchInvStd().replaceAllUsesWith(fwd.getBatchInvStd());
@@ -128,7 +129,7 @@ void fuse(Group g) {
   Location bwdLoc = fusedName(ctx, bb.getLoc(), {bb, g.reluBackward});
   auto bwd = b.create<castor::BatchNormReluTrainingBackwardOp>(
       bwdLoc, types, g.reluBackward.getOutputGrad(), bn.getInput(), fwd.getOutput(), bn.getScale(), bn.getBias(),
-      fwd.getBatchMean(), fwd.getBatchInvStd(), bn.getEpsilonAttr(), bn.getMomentumAttr());
+      fwd.getBatchMean(), fwd.getBatchInvStd(), bn.getEpsilonAttr(), bn.getMomentumAttr(), bn.getSyncAttr());
   bb.getInputGrad().replaceAllUsesWith(bwd.getInputGrad());
   bb.getScaleGrad().replaceAllUsesWith(bwd.getScaleGrad());
   bb.getBiasGrad().replaceAllUsesWith(bwd.getBiasGrad());

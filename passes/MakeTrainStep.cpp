@@ -192,7 +192,7 @@ LogicalResult TrainStepBuilder::run() {
     Value rv = slots_[slotOfArg_[bn.getRunningStats()[1]]].updated;
     auto update = b_.create<BatchNormRunningUpdateOp>(bn.getLoc(), rm.getType(), rv.getType(), rm, rv,
                                                       bn.getBatchMean(), bn.getBatchInvStd(), bn.getMomentumAttr(),
-                                                      bn.getEpsilonAttr(), b_.getI64IntegerAttr(count));
+                                                      bn.getEpsilonAttr(), b_.getI64IntegerAttr(count), bn.getSyncAttr());
     slots_[slotOfArg_[bn.getRunningStats()[0]]].updated = update.getNewRunningMean();
     slots_[slotOfArg_[bn.getRunningStats()[1]]].updated = update.getNewRunningVar();
   }

@@ -11,6 +11,7 @@
 
 #include "castor/backend.h"
 #include "cpu/cpu_internal.h"
+#include "dist/communicator.h"
 #include "cpu/rounding_noise.h"
 #include "cpu/tiled_kernels.h"
 #include "castor/float_convert.h"
@@ -628,31 +629,53 @@ Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
   Shape xs = shapeOf(*in[0]);
   const double eps = p->epsilon, momentum = p->momentum;
   const plan::DType statDtype = out[1]->dtype();
-  return RunFn([=]() {
+  // Synchronized (SyncBatchNorm): the per-channel sums of every replica's batch.
+  dist::Communicator *replicas = p->sync ? c.replicas : nullptr;
+  return RunFn([=]() -> Status {
     Values gamma = b->read(*in[1]), beta = b->read(*in[2]);
     const Channels chans(xs);
-    const int64_t C = chans.C, m = chans.N * chans.inner;
+    const int64_t C = chans.C;
+    const int world = replicas ? replicas->worldSize() : 1;
+    const int64_t m = chans.N * chans.inner, total = m * world;
     Values mean(static_cast<size_t>(C)), invStd(static_cast<size_t>(C)), var(static_cast<size_t>(C));
-    // One channel at a time: its N slices of x, the statistics, then y in place of x.
-    parallelFor(C, 5.0 * double(C * m), [&](int64_t ch) {
+    // Two passes over each channel, the mean, then the squared deviations from it: sums that
+    // replicas add up before each division.
+    std::vector<double> sums(static_cast<size_t>(C));
+    parallelFor(C, 2.0 * double(C * m), [&](int64_t ch) {
       Values xc(static_cast<size_t>(m));
       chans.read(b, *in[0], ch, xc.data());
       double sum = 0;
       for (int64_t i = 0; i < m; ++i)
         sum += xc[i];
-      double mu = m ? sum / double(m) : 0.0;
+      sums[size_t(ch)] = sum;
+    });
+    if (world > 1)
+      CASTOR_RETURN_IF_ERROR(replicas->allReduce(sums.data(), sums.size(), plan::F64, dist::ReduceOp::Sum)
+                                 .withContext("batch statistics (mean)"));
+    for (int64_t ch = 0; ch < C; ++ch)
+      mean[ch] = total ? sums[size_t(ch)] / double(total) : 0.0;
+    parallelFor(C, 3.0 * double(C * m), [&](int64_t ch) {
+      Values xc(static_cast<size_t>(m));
+      chans.read(b, *in[0], ch, xc.data());
       double sq = 0;
       for (int64_t i = 0; i < m; ++i) {
-        double d = xc[i] - mu;
+        double d = xc[i] - mean[ch];
         sq += d * d;
       }
-      double v = m ? sq / double(m) : 0.0; // biased, as used for normalization
-      double is = 1.0 / std::sqrt(v + eps);
-      mean[ch] = mu;
+      sums[size_t(ch)] = sq;
+    });
+    if (world > 1)
+      CASTOR_RETURN_IF_ERROR(replicas->allReduce(sums.data(), sums.size(), plan::F64, dist::ReduceOp::Sum)
+                                 .withContext("batch statistics (variance)"));
+    parallelFor(C, 5.0 * double(C * m), [&](int64_t ch) {
+      const double v = total ? sums[size_t(ch)] / double(total) : 0.0; // biased, as used for normalization
+      const double is = 1.0 / std::sqrt(v + eps);
       var[ch] = v;
       invStd[ch] = is;
       // y from the statistics as stored, so that batch_norm_apply reproduces it bit for bit.
-      const double muStored = roundToDtype(mu, statDtype), isStored = roundToDtype(is, statDtype);
+      const double muStored = roundToDtype(mean[ch], statDtype), isStored = roundToDtype(is, statDtype);
+      Values xc(static_cast<size_t>(m));
+      chans.read(b, *in[0], ch, xc.data());
       for (int64_t i = 0; i < m; ++i)
         xc[i] = (xc[i] - muStored) * isStored * gamma[ch] + beta[ch];
       chans.write(b, *out[0], ch, xc.data());
@@ -662,7 +685,7 @@ Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
       runMean = b->read(*in[3]);
       runVar = b->read(*in[4]);
       for (int64_t ch = 0; ch < C; ++ch) {
-        double unbiased = m > 1 ? var[ch] * double(m) / double(m - 1) : var[ch];
+        double unbiased = total > 1 ? var[ch] * double(total) / double(total - 1) : var[ch];
         runMean[ch] = (1 - momentum) * runMean[ch] + momentum * mean[ch];
         runVar[ch] = (1 - momentum) * runVar[ch] + momentum * unbiased;
       }

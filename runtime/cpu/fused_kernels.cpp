@@ -9,7 +9,7 @@ namespace castor::cpu {
 namespace {
 
 // One step of a composition: the kernel of `op`, with the fused kernel's attributes when
-// `keepAttrs` (batch norm's epsilon and momentum) and none otherwise, on the given operands.
+// `keepAttrs` (batch norm's epsilon, momentum and sync) and none otherwise, on the given operands.
 struct Step {
   OpId op;
   bool keepAttrs;
@@ -29,7 +29,7 @@ Expected<RunFn> compose(const KernelContext &c, const std::vector<Step> &steps) 
     const Builder *build = cpuKernels().find(steps[i].op);
     if (!build)
       return Status::error("no cpu kernel '" + std::string(plan::opName(steps[i].op)) + "' to compose");
-    auto run = (*build)(KernelContext{c.backend, k, steps[i].in, steps[i].out});
+    auto run = (*build)(KernelContext{c.backend, k, steps[i].in, steps[i].out, c.replicas});
     if (!run)
       return run.status().withContext(std::string("composing ") + c.kernel.op());
     runs.push_back(std::move(*run));

@@ -8,6 +8,7 @@
 // the id of an input) are safe.
 
 #include "cpu/cpu_internal.h"
+#include "dist/communicator.h"
 #include "cpu/tiled_kernels.h"
 #include "plan/op_attrs.h"
 #include "weights/dropout.h"
@@ -449,14 +450,18 @@ Expected<RunFn> buildBatchNormBackward(const KernelContext &c) {
   auto in = c.in;
   auto out = c.out;
   Shape xs = shapeOf(*in[1]);
-  return RunFn([=]() {
+  // Synchronized: dx from the sums over every replica's batch, as the forward's statistics were
+  // (SyncBatchNorm); dscale and dbias stay this replica's, which the step averages with the
+  // other gradients.
+  dist::Communicator *replicas = p->sync ? c.replicas : nullptr;
+  return RunFn([=]() -> Status {
     Values gamma = b->read(*in[2]), mean = b->read(*in[3]), invStd = b->read(*in[4]);
     const Channels chans(xs);
+    const int world = replicas ? replicas->worldSize() : 1;
     const int64_t C = chans.C, count = chans.N * chans.inner;
-    const double m = double(count);
+    const double m = double(count * world);
     Values dScale(size_t(C), 0.0), dBias(size_t(C), 0.0);
-    // One channel at a time: its N slices of dy and x, the sums, then dx in place of dy.
-    parallelFor(C, 6.0 * double(C * count), [&](int64_t ch) {
+    parallelFor(C, 3.0 * double(C * count), [&](int64_t ch) {
       Values dyc(static_cast<size_t>(count)), xc(static_cast<size_t>(count));
       chans.read(b, *in[0], ch, dyc.data());
       chans.read(b, *in[1], ch, xc.data());
@@ -467,6 +472,19 @@ Expected<RunFn> buildBatchNormBackward(const KernelContext &c) {
       }
       dBias[ch] = sdy;
       dScale[ch] = sdyx;
+    });
+    std::vector<double> sums(size_t(2 * C)); // sum dy, then sum dy xhat, of every replica
+    for (int64_t ch = 0; ch < C; ++ch)
+      sums[size_t(ch)] = dBias[ch], sums[size_t(C + ch)] = dScale[ch];
+    if (world > 1)
+      CASTOR_RETURN_IF_ERROR(replicas->allReduce(sums.data(), sums.size(), plan::F64, dist::ReduceOp::Sum)
+                                 .withContext("batch-norm gradient sums"));
+    // One channel at a time: its N slices of dy and x, then dx in place of dy.
+    parallelFor(C, 4.0 * double(C * count), [&](int64_t ch) {
+      Values dyc(static_cast<size_t>(count)), xc(static_cast<size_t>(count));
+      chans.read(b, *in[0], ch, dyc.data());
+      chans.read(b, *in[1], ch, xc.data());
+      const double sdy = sums[size_t(ch)], sdyx = sums[size_t(C + ch)];
       const double k = m > 0 ? gamma[ch] * invStd[ch] / m : 0.0;
       for (int64_t i = 0; i < count; ++i) {
         const double xhat = (xc[i] - mean[ch]) * invStd[ch];
@@ -493,9 +511,11 @@ Expected<RunFn> buildBatchNormRunningUpdate(const KernelContext &c) {
   auto in = c.in;
   auto out = c.out;
   const plan::BatchNormRunningUpdateParams a = *p;
+  dist::Communicator *replicas = a.sync ? c.replicas : nullptr; // statistics over every replica's batch
   return RunFn([=]() {
     Values rm = b->read(*in[0]), rv = b->read(*in[1]), mean = b->read(*in[2]), invStd = b->read(*in[3]);
-    const double correction = a.count > 1 ? double(a.count) / double(a.count - 1) : 1.0;
+    const int64_t count = a.count * (replicas ? replicas->worldSize() : 1);
+    const double correction = count > 1 ? double(count) / double(count - 1) : 1.0;
     for (size_t ch = 0; ch < rm.size(); ++ch) {
       const double varBiased = 1.0 / (invStd[ch] * invStd[ch]) - a.epsilon;
       rm[ch] = (1 - a.momentum) * rm[ch] + a.momentum * mean[ch];

@@ -169,6 +169,7 @@ Expected<BatchNormRunningUpdateParams> parseBatchNormRunningUpdate(const Kernel 
   p.momentum = r.real("momentum", 0.1);
   p.epsilon = r.real("epsilon", 1e-5);
   p.count = r.integer("count", 0);
+  p.sync = r.boolean("sync", false);
   CASTOR_RETURN_IF_ERROR(r.finish());
   if (p.count < 1)
     return Status::error("attribute 'count' (elements per channel) is required and must be positive");
@@ -297,6 +298,7 @@ Expected<BatchNormParams> parseBatchNorm(const Kernel &k) {
   BatchNormParams p;
   p.epsilon = r.real("epsilon", 1e-5);
   p.momentum = r.real("momentum", 0.1);
+  p.sync = r.boolean("sync", false);
   CASTOR_RETURN_IF_ERROR(r.finish());
   if (!(p.epsilon >= 0))
     return Status::error("epsilon must be non-negative");

@@ -55,6 +55,9 @@ struct BatchNormParams {
   double epsilon = 1e-5;
   // PyTorch's convention: running = (1 - momentum) * running + momentum * batch statistic.
   double momentum = 0.1;
+  // Statistics over the whole batch of a data-parallel step's replicas (SyncBatchNorm): the
+  // per-channel sums reduced across them, forward and backward.
+  bool sync = false;
 };
 // layer_norm and layer_norm_backward: normalised dimensions from `axis` on.
 struct LayerNormParams {
@@ -102,6 +105,7 @@ struct ReduceSumToParams {
 struct BatchNormRunningUpdateParams {
   double momentum = 0.1, epsilon = 1e-5;
   int64_t count = 0; // elements per channel (N*H*W); required
+  bool sync = false; // the statistics are over every replica's batch: count times the replicas
 };
 struct SgdParams {
   double momentum = 0.0, weightDecay = 0.0, dampening = 0.0;

@@ -1,6 +1,7 @@
 // RUN: castor-opt %s -castor-make-train-step='optimizer=sgd' -castor-data-parallel -castor-loss-scale | FileCheck %s
 // RUN: castor-opt %s -castor-make-train-step='optimizer=sgd' -castor-data-parallel='bucket-bytes=300' | FileCheck --check-prefix=SMALL %s
 // RUN: not castor-opt %s -castor-make-train-step='optimizer=none' -castor-data-parallel 2>&1 | FileCheck --check-prefix=NOOPT %s
+// RUN: not castor-opt %s -castor-make-train-step='optimizer=sgd' -castor-data-parallel='sync-batch-norm=true' 2>&1 | FileCheck --check-prefix=NOBN %s
 
 // One bucket (25 MiB by default): a single all_reduce (mean) of every gradient, right after the
 // last one is computed (fc1's bias gradient: the backward runs fc2 first), before the loss
@@ -26,6 +27,7 @@
 // SMALL-NEXT: castor.all_reduce %{{.*}} {reduction = "mean"} : (tensor<16xf32>) -> tensor<16xf32>
 
 // NOOPT: data-parallel training needs an optimizer
+// NOBN: --sync-batch-norm: the step has no batch norm in training form
 func.func @forward(%x: tensor<2x8xf32> {castor.name = "images"}, %labels: tensor<2xi64> {castor.name = "labels"})
     -> (tensor<f32> {castor.name = "loss"}, tensor<2x4xf32> {castor.name = "logits"}) {
   %w1 = castor.parameter "fc1.weight" {init = #castor.init<linear_uniform>, trainable} : tensor<16x8xf32>

@@ -10,6 +10,8 @@
    The same on an IDX set whose epochs end every 5 steps and on an image folder (JPEGs decoded,
    cropped and flipped on the host), whose batches follow a cursor: each replica takes its share
    of each step's 8 samples of the epoch's order.
+   With batch norm (a small ResNet): --sync-batch-norm gives the same agreement, statistics over
+   both replicas' batches forward and backward; per-replica statistics (the default) do not.
 2. Each replica took its own batches: the same plan run by the two replicas without reducing
    (each alone, on its shard's data) ends elsewhere than the pair.
 3. Faults: a replica that never joins makes replica 0 stop within the timeout, naming it; a
@@ -153,6 +155,34 @@ def main():
         worst = float("inf")
         print(pair.stderr, one.stderr)
     check(ok and worst <= 1e-5, f"image folder, 6 steps over 2 epochs: worst difference {worst:.2e} (bound 1e-5)")
+
+    # Batch norm: synchronized statistics, against one process with both batches.
+    subprocess.run([sys.executable, os.path.join(args.models, "resnet.py"), "--arch", "tiny", "--weights", "none",
+                    "--image-size", "16", "--num-classes", "10", "-o", w("tiny.onnx")], check=True,
+                   stdout=subprocess.DEVNULL)
+    np.save(w("data/images16.npy"), rng.standard_normal((64, 1, 16, 16)).astype(np.float32))
+    os.makedirs(w("data16"), exist_ok=True)
+    os.replace(w("data/images16.npy"), w("data16/images.npy"))
+    np.save(w("data16/labels.npy"), rng.integers(0, 10, 64).astype(np.int64))
+    for name, flags in (("sbn", ["--batch", "4", "--data-parallel", "--sync-batch-norm"]),
+                        ("pbn", ["--batch", "4", "--data-parallel"]), ("bn8", ["--batch", "8"])):
+        subprocess.run([castor, "compile", w("tiny.onnx"), "-o", w(name + ".plan")] + common + flags, check=True,
+                       capture_output=True)
+    states = {}
+    for name, extra in (("sbn", ["--replicas", "2"]), ("pbn", ["--replicas", "2"]), ("bn8", [])):
+        r = run([castor_run, "train", w(name + ".plan"), "--steps", "12", "--data", "npy:" + w("data16"), "--seed", "4",
+                 "--save", w(name + ".safetensors")] + extra, timeout=300)
+        if r.returncode:
+            print(r.stderr)
+        states[name] = read_state(w(name + ".safetensors")) if r.returncode == 0 else None
+    if all(v is not None for v in states.values()):
+        ref = {k: v for k, v in states["bn8"].items() if v.dtype.kind == "f"}
+        synced, per_replica = worst_relative(states["sbn"], ref), worst_relative(states["pbn"], ref)
+        check(synced <= 1e-5 and per_replica > 1e-3,
+              f"batch norm, 12 steps: --sync-batch-norm within {synced:.2e} of one process with both batches "
+              f"(bound 1e-5), per-replica statistics {per_replica:.2e} away")
+    else:
+        check(False, "batch norm runs")
 
     # 2. Not vacuous: one replica alone (its own shard, no partner) ends elsewhere.
     alone = run([castor_run, "train", w("plain4.plan"), "--steps", str(STEPS), "--data", data, "--save",

@@ -124,6 +124,10 @@ cl::opt<bool> dataParallel("data-parallel",
                                     "srun): one all_reduce per bucket of gradients, placed as the backward computes "
                                     "them; --batch is each replica's"),
                            cl::sub(compileCommand));
+cl::opt<bool> syncBatchNorm("sync-batch-norm",
+                            cl::desc("--data-parallel: batch statistics over every replica's batch together, forward "
+                                     "and backward (torch.nn.SyncBatchNorm; the CPU backend so far)"),
+                            cl::sub(compileCommand));
 cl::opt<double> bucketMiB("bucket-size", cl::desc("--data-parallel: largest bucket of gradients, in MiB (default 25)"),
                           cl::init(25.0), cl::sub(compileCommand));
 cl::opt<bool> gradStats("grad-stats", cl::desc("Output per-parameter gradient statistics (castor-run --grad-stats)"),
@@ -301,7 +305,11 @@ int runCompile() {
         llvm::errs() << "error: --bucket-size must be positive\n";
         return 1;
       }
-      pm.addPass(createCastorDataParallel(CastorDataParallelOptions{int64_t(bucketMiB * double(1 << 20))}));
+      pm.addPass(createCastorDataParallel(
+          CastorDataParallelOptions{int64_t(bucketMiB * double(1 << 20)), bool(syncBatchNorm)}));
+    } else if (syncBatchNorm) {
+      llvm::errs() << "error: --sync-batch-norm needs --data-parallel\n";
+      return 1;
     }
     CastorLossScaleOptions scaling;
     std::string modeText = lossScale.getNumOccurrences() ? std::string(lossScale)

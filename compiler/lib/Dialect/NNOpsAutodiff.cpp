@@ -23,7 +23,7 @@ LogicalResult BatchNormTrainingOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, S
     return emitOpError("differentiating through the batch statistics is not supported");
   auto bwd = b.create<BatchNormTrainingBackwardOp>(getLoc(), getInput().getType(), getScale().getType(),
                                                    getBias().getType(), dys[0], getInput(), getScale(), getBatchMean(),
-                                                   getBatchInvStd(), getEpsilonAttr());
+                                                   getBatchInvStd(), getEpsilonAttr(), getSyncAttr());
   grads.append({bwd.getInputGrad(), bwd.getScaleGrad(), bwd.getBiasGrad()});
   grads.append(getRunningStats().size(), Value()); // buffers, not differentiable
   return success();

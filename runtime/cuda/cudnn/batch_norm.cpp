@@ -136,6 +136,8 @@ Expected<Problem> parse(const DeviceContext &ctx, const Kernel &k, const TensorL
   auto a = plan::parseBatchNorm(k);
   if (!a)
     return a.status();
+  if (a->sync)
+    return Status::error(k.op() + ": synchronized batch norm (--sync-batch-norm) runs on the cpu backend so far");
   Problem p;
   p.in = in, p.out = out;
   p.epsilon = a->epsilon, p.momentum = a->momentum;

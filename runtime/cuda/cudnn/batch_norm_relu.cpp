@@ -453,6 +453,8 @@ Expected<RunFn> buildForward(DeviceContext &ctx, const Kernel &k, const TensorLi
   auto a = plan::parseBatchNorm(k);
   if (!a)
     return a.status();
+  if (a->sync)
+    return Status::error(k.op() + ": synchronized batch norm (--sync-batch-norm) runs on the cpu backend so far");
   const uint32_t layer = out[1]->id();
   const std::string forced = forcedWay();
   auto f = fusedLayer(ctx, in[0], forwardPerChannel(in, out), in.size() == 4);
@@ -492,6 +494,8 @@ Expected<RunFn> buildBackward(DeviceContext &ctx, const Kernel &k, const TensorL
   auto a = plan::parseBatchNorm(k);
   if (!a)
     return a.status();
+  if (a->sync)
+    return Status::error(k.op() + ": synchronized batch norm (--sync-batch-norm) runs on the cpu backend so far");
   auto choice = ctx.layerChoices.find(in[5]->id());
   if (choice == ctx.layerChoices.end() || choice->second == kComposed)
     return composedBackward(ctx, k, in, out);

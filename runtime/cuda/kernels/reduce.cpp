@@ -129,6 +129,8 @@ Expected<OwnBatchNorm> ownBatchNorm(DeviceContext &ctx, const Kernel &k, std::in
   auto p = plan::parseBatchNorm(k);
   if (!p)
     return p.status();
+  if (p->sync)
+    return Status::error(k.op() + ": synchronized batch norm (--sync-batch-norm) runs on the cpu backend so far");
   CASTOR_RETURN_IF_ERROR(sameOrder(ctx, k.op(), data));
   const ChannelGeometry g = channelGeometry(ctx, *x);
   auto scratch = scratchFor(ctx, kTagChannel, firstOutput, batchNormScratchBytes(g.A, g.C, g.B));
@@ -214,6 +216,8 @@ Expected<RunFn> buildBatchNormRunningUpdate(DeviceContext &ctx, const Kernel &k,
   auto p = plan::parseBatchNormRunningUpdate(k);
   if (!p)
     return p.status();
+  if (p->sync)
+    return Status::error(k.op() + ": synchronized batch norm (--sync-batch-norm) runs on the cpu backend so far");
   CASTOR_RETURN_IF_ERROR(need(4, 2));
   const auto i = in;
   const plan::BatchNormRunningUpdateParams a = *p;

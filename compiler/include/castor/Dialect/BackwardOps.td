@@ -84,7 +84,7 @@ def Castor_BatchNormTrainingBackwardOp : Castor_BackwardOp<"batch_norm_training_
   }];
   let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$input, Castor_FloatTensor:$scale,
                        Castor_FloatTensor:$batch_mean, Castor_FloatTensor:$batch_inv_std,
-                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon);
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon, UnitAttr:$sync);
   let results = (outs Castor_FloatTensor:$input_grad, Castor_FloatTensor:$scale_grad,
                       Castor_FloatTensor:$bias_grad);
   let assemblyFormat = [{

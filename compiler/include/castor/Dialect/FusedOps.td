@@ -34,7 +34,7 @@ def Castor_BatchNormReluTrainingOp : Castor_Op<"batch_norm_relu_training",
   let arguments = (ins Castor_FloatTensor:$input, Castor_FloatTensor:$scale, Castor_FloatTensor:$bias,
                        Optional<Castor_FloatTensor>:$residual,
                        DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon,
-                       DefaultValuedAttr<F64Attr, "0.1">:$momentum);
+                       DefaultValuedAttr<F64Attr, "0.1">:$momentum, UnitAttr:$sync);
   let results = (outs Castor_FloatTensor:$output, Castor_FloatTensor:$batch_mean,
                       Castor_FloatTensor:$batch_inv_std);
   let assemblyFormat = [{
@@ -62,7 +62,7 @@ def Castor_BatchNormReluTrainingBackwardOp : Castor_Op<"batch_norm_relu_training
                        Castor_FloatTensor:$scale, Castor_FloatTensor:$bias, Castor_FloatTensor:$batch_mean,
                        Castor_FloatTensor:$batch_inv_std,
                        DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon,
-                       DefaultValuedAttr<F64Attr, "0.1">:$momentum);
+                       DefaultValuedAttr<F64Attr, "0.1">:$momentum, UnitAttr:$sync);
   let results = (outs Castor_FloatTensor:$input_grad, Castor_FloatTensor:$scale_grad,
                       Castor_FloatTensor:$bias_grad, Optional<Castor_FloatTensor>:$residual_grad);
   let assemblyFormat = [{

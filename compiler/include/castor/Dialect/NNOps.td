@@ -49,7 +49,8 @@ def Castor_BatchNormTrainingOp : Castor_Op<"batch_norm_training", [Pure, Castor_
     AMP runs it: low-precision activations, fp32 parameters and statistics, fp32 arithmetic);
     the batch statistics have their type. The optional `running_stats` (running mean, running variance)
     name the buffers this layer keeps; they do not enter the computation, and the training
-    step updates them with `momentum` (PyTorch's convention).
+    step updates them with `momentum` (PyTorch's convention). With `sync` the statistics are those
+    of every data-parallel replica's batch together (SyncBatchNorm; castor-data-parallel).
 
     ```mlir
     %y, %mean, %invstd = castor.batch_norm_training %x, %gamma, %beta running(%rm, %rv)
@@ -60,7 +61,8 @@ def Castor_BatchNormTrainingOp : Castor_Op<"batch_norm_training", [Pure, Castor_
   let arguments = (ins Castor_FloatTensor:$input, Castor_FloatTensor:$scale, Castor_FloatTensor:$bias,
                        Variadic<Castor_FloatTensor>:$running_stats,
                        DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon,
-                       DefaultValuedAttr<F64Attr, "0.1">:$momentum);
+                       DefaultValuedAttr<F64Attr, "0.1">:$momentum,
+                       UnitAttr:$sync);
   let results = (outs Castor_FloatTensor:$output, Castor_FloatTensor:$batch_mean,
                       Castor_FloatTensor:$batch_inv_std);
   let assemblyFormat = [{

@@ -95,7 +95,7 @@ def Castor_BatchNormRunningUpdateOp : Castor_UpdateOp<"batch_norm_running_update
                        Castor_FloatTensor:$batch_mean, Castor_FloatTensor:$batch_inv_std,
                        DefaultValuedAttr<F64Attr, "0.1">:$momentum,
                        DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon,
-                       I64Attr:$count);
+                       I64Attr:$count, UnitAttr:$sync);
   let results = (outs Castor_FloatTensor:$new_running_mean, Castor_FloatTensor:$new_running_var);
   let assemblyFormat = [{
     $running_mean `,` $running_var `,` $batch_mean `,` $batch_inv_std attr-dict `:` functional-type(operands, results)

@@ -152,10 +152,15 @@ def CastorDataParallel : Pass<"castor-data-parallel", "mlir::ModuleOp"> {
     gradients on every replica and skips the same steps) reads the averaged values. The `loss`
     output is averaged and `correct` summed over the replicas, for the log. The number of
     replicas is the run's, not the plan's: one plan serves any; with one replica the reduction
-    changes nothing. Batch norm keeps per-replica statistics (DistributedDataParallel's default).
+    changes nothing. Batch norm keeps per-replica statistics (DistributedDataParallel's default);
+    with `sync-batch-norm` every batch_norm_training, its backward and its running-statistics
+    update get `sync`: statistics over all the replicas' batches together, forward and backward,
+    as torch.nn.SyncBatchNorm.
   }];
   let options = [
     Option<"bucketBytes", "bucket-bytes", "int64_t", /*default=*/"25 << 20", "largest bucket, in bytes">,
+    Option<"syncBatchNorm", "sync-batch-norm", "bool", /*default=*/"false",
+           "batch statistics over every replica's batch (SyncBatchNorm)">,
   ];
   let dependentDialects = ["::castor::CastorDialect", "::mlir::func::FuncDialect"];
 }
