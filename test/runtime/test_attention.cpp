@@ -14,6 +14,7 @@
 using namespace castor;
 using castor::test::Operand;
 using castor::test::PlanBuilder;
+using castor::test::numericGradient;
 using castor::test::randomValues;
 using castor::test::runKernel;
 using Catch::Matchers::Contains;
@@ -74,24 +75,6 @@ Vec rounded(Vec v, plan::DType dtype) {
         : dtype == plan::F32  ? double(float(e))
                               : e;
   return v;
-}
-
-// d/dx sum(dy * f(x)) by central differences.
-Vec numericGradient(const std::function<Vec(const Vec &)> &f, Vec x, const Vec &dy, double h = 1e-6) {
-  Vec g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double keep = x[i];
-    x[i] = keep + h;
-    Vec plus = f(x);
-    x[i] = keep - h;
-    Vec minus = f(x);
-    x[i] = keep;
-    double acc = 0;
-    for (size_t j = 0; j < dy.size(); ++j)
-      acc += dy[j] * (plus[j] - minus[j]);
-    g[i] = acc / (2 * h);
-  }
-  return g;
 }
 
 } // namespace

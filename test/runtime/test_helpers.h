@@ -1,5 +1,5 @@
-// Helpers shared by the runtime's tests: element counts, random values, and running commands
-// (castor-run) with their output.
+// Helpers shared by the runtime's tests: element counts, random values, finite differences, and
+// running commands (castor-run) with their output.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <random>
 #include <string>
 #include <sys/wait.h>
@@ -33,6 +34,26 @@ inline std::vector<double> randomValues(int64_t n, std::mt19937_64 &rng, double 
 inline std::vector<double> randomValues(const std::vector<int64_t> &shape, std::mt19937_64 &rng, double lo = -1,
                                         double hi = 1) {
   return randomValues(count(shape), rng, lo, hi);
+}
+
+// d/dx sum(dy * f(x)) by central differences: the finite-difference side of the kernels'
+// gradient checks.
+inline std::vector<double> numericGradient(const std::function<std::vector<double>(const std::vector<double> &)> &f,
+                                           std::vector<double> x, const std::vector<double> &dy, double h = 1e-6) {
+  std::vector<double> g(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double keep = x[i];
+    x[i] = keep + h;
+    const std::vector<double> plus = f(x);
+    x[i] = keep - h;
+    const std::vector<double> minus = f(x);
+    x[i] = keep;
+    double acc = 0;
+    for (size_t j = 0; j < dy.size(); ++j)
+      acc += dy[j] * (plus[j] - minus[j]);
+    g[i] = acc / (2 * h);
+  }
+  return g;
 }
 
 // Runs the shell command `cmd`, returning (exit status, stdout + stderr).

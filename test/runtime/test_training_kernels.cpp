@@ -15,6 +15,7 @@
 using namespace castor;
 using castor::test::count;
 using castor::test::Operand;
+using castor::test::numericGradient;
 using castor::test::randomValues;
 using castor::test::runKernel;
 using Attrs = std::map<std::string, plan::Attr>;
@@ -33,24 +34,6 @@ void checkClose(const Vec &got, const Vec &want, double tol = 1e-9) {
     INFO("element " << i << ": got " << got[i] << ", want " << want[i]);
     CHECK(std::fabs(got[i] - want[i]) <= tol * std::max(1.0, std::fabs(want[i])));
   }
-}
-
-// d/dx sum(dy * f(x)) by central differences.
-Vec numericGradient(const std::function<Vec(const Vec &)> &f, Vec x, const Vec &dy, double h = 1e-6) {
-  Vec g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double keep = x[i];
-    x[i] = keep + h;
-    Vec plus = f(x);
-    x[i] = keep - h;
-    Vec minus = f(x);
-    x[i] = keep;
-    double acc = 0;
-    for (size_t j = 0; j < dy.size(); ++j)
-      acc += dy[j] * (plus[j] - minus[j]);
-    g[i] = acc / (2 * h);
-  }
-  return g;
 }
 
 // Runs `op` on f64 operands, replacing input `which` with `x`, returning output `out`.
