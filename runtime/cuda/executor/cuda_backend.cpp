@@ -112,7 +112,7 @@ public:
     for (cudaEvent_t e : {start_, stop_, inputsReady_, inputsConsumed_, imagesDecoded_})
       if (e)
         cudaEventDestroy(e);
-    for (cudaStream_t st : {ctx_.stream, copyStream_, decodeStream_})
+    for (cudaStream_t st : {ctx_.stream, copyStream_, decodeStream_, ctx_.commStream})
       if (st)
         cudaStreamDestroy(st);
   }
@@ -225,12 +225,27 @@ public:
       if (!build)
         return Status::error(where + ": the cuda backend has no kernel '" + k.op() + "'");
       ctx_.buildingKernel = i; // tuning::choose notes its choices under it (kernelChoices)
+      // Work another stream still does on this kernel's operands: wait for it first.
+      std::vector<cudaEvent_t> waits = takePendingWrites(in, out);
       auto fn = (*build)(ctx_, k, in, out);
       ctx_.buildingKernel = -1;
       if (!fn)
         return fn.status().withContext(where);
-      kernels_.push_back(std::move(*fn));
+      kernels_.push_back(waitingFor(std::move(waits), std::move(*fn)));
       categories_.push_back(plan::opCategory(*op));
+    }
+    // Whatever no kernel read joins the step at its end, so that a step (or its CUDA graph)
+    // never ends with work left on another stream.
+    if (!kernels_.empty() && !ctx_.pendingWrites.empty()) {
+      std::vector<cudaEvent_t> rest;
+      for (const auto &[id, event] : ctx_.pendingWrites)
+        rest.push_back(event);
+      ctx_.pendingWrites.clear();
+      kernels_.back() = [last = std::move(kernels_.back()), join = waitingFor(std::move(rest), RunFn(
+                             []() { return Status::ok(); }))]() -> Status {
+        CASTOR_RETURN_IF_ERROR(last());
+        return join();
+      };
     }
     noteChoices();
     if (ctx_.workspaceBytes > 0)
@@ -681,6 +696,32 @@ private:
   cuda::DeviceContext ctx_;
   std::unordered_map<uint32_t, const Tensor *> tensors_;
   std::vector<RunFn> kernels_;
+
+  // The events of pending work on another stream that touches any of these tensors, taken out of
+  // ctx_.pendingWrites (each is waited for once, by the first kernel that needs it).
+  std::vector<cudaEvent_t> takePendingWrites(const cuda::TensorList &in, const cuda::TensorList &out) {
+    std::vector<cudaEvent_t> waits;
+    for (const cuda::TensorList *list : {&in, &out})
+      for (const Tensor *t : *list)
+        if (auto it = ctx_.pendingWrites.find(t->id()); it != ctx_.pendingWrites.end()) {
+          if (std::find(waits.begin(), waits.end(), it->second) == waits.end())
+            waits.push_back(it->second);
+          ctx_.pendingWrites.erase(it);
+        }
+    return waits;
+  }
+
+  // `run`, after the step's stream waits for each event.
+  RunFn waitingFor(std::vector<cudaEvent_t> events, RunFn run) {
+    if (events.empty())
+      return run;
+    const cudaStream_t stream = ctx_.stream;
+    return [events = std::move(events), run = std::move(run), stream]() -> Status {
+      for (cudaEvent_t e : events)
+        CASTOR_CUDA(cudaStreamWaitEvent(stream, e, 0));
+      return run();
+    };
+  }
   std::vector<plan::OpCategory> categories_;
   std::vector<KernelChoice> choices_; // kernelChoices, one per kernel
   std::vector<std::vector<const Tensor *>> poisonAfter_;

@@ -66,6 +66,14 @@ struct DeviceContext {
   bool deterministic = false;
   // BackendOptions::deviceReplicas: the all_reduce kernels' NCCL communicator (null: one replica).
   dist::NcclCommunicator *replicas = nullptr;
+  // Work a kernel left running on another stream (an all_reduce on the communication stream,
+  // overlapping the rest of the backward): the event that marks its end, by the tensors it
+  // writes. The backend makes the first later kernel that reads one of them wait for it
+  // (joinPendingWork in executor/cuda_backend.cpp).
+  std::unordered_map<uint32_t, cudaEvent_t> pendingWrites;
+  // The stream the all_reduce kernels run on beside `stream` (made by the first; the backend
+  // destroys it).
+  cudaStream_t commStream = nullptr;
 
   // One workspace shared by every library call of the step: builders ask for what they need
   // (requestWorkspace) and read `workspace` when they run; the backend allocates it after every
