@@ -54,6 +54,8 @@ struct DataParallelPass : castor::impl::CastorDataParallelBase<DataParallelPass>
         step.emitError("a gradient is a function argument: nothing computes it in the step");
         return signalPassFailure();
       }
+    // A constant gradient (--zero-gradients) is the same on every replica: nothing to reduce.
+    llvm::erase_if(grads, [](Value g) { return llvm::isa<ConstantOp, ParameterOp>(g.getDefiningOp()); });
     llvm::stable_sort(grads, [](Value a, Value b) { return a.getDefiningOp()->isBeforeInBlock(b.getDefiningOp()); });
 
     // Buckets of consecutive gradients up to bucketBytes.
