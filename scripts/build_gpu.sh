@@ -64,6 +64,10 @@ if [ -x "$castor" ]; then
     "$castor" compile "$carry/plans/tiny_attention.onnx" --init kaiming --train --precision "$p" --optimizer adamw --lr 1e-3 \
       --emit-gradients -o "$carry/plans/tiny_attention_${p}_adamw.plan" >/dev/null
   done
+  # The tiny fp16 step compiled for data-parallel training (all_reduce kernels): one replica on
+  # one GPU runs it as the plan without them; several replicas run it through NCCL.
+  "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision fp16 --optimizer adamw \
+    --lr 1e-4 --data-parallel -o "$carry/plans/tiny_fp16_adamw_dp.plan" >/dev/null
   # Gradients as outputs (compared directly), SGD with momentum, gradient clipping.
   "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision fp32 \
     --optimizer sgd --momentum 0.9 --emit-gradients -o "$carry/plans/tiny_fp32_sgd_grads.plan" >/dev/null
