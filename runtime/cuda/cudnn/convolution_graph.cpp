@@ -1,7 +1,7 @@
 // Convolutions through cuDNN's graph API (cudnn-frontend v1, namespace cudnn_frontend::graph):
 // one graph per layer (conv_fprop, conv_dgrad or conv_wgrad; io in the operands' dtype,
 // intermediate and compute FLOAT), its engine configurations from heuristics modes A and
-// FALLBACK (and B for grouped convolutions), each one a tuner candidate (tuning/tuner.h) named by its engine tag. The frontend's
+// FALLBACK, each one a tuner candidate (tuning/tuner.h) named by its engine tag. The frontend's
 // headers come through cudnn/cudnn_graph.h, which cudnn/batch_norm_graph.cpp shares.
 //
 // Numerics: engines noted DOWN_CONVERT_INPUTS are never used; for fp32 operands neither are
@@ -83,13 +83,8 @@ Expected<std::shared_ptr<ConvGraph>> makeGraph(DeviceContext &ctx, const Problem
   }
   CASTOR_RETURN_IF_ERROR(feStatus(g->validate(), "validate"));
   CASTOR_RETURN_IF_ERROR(feStatus(g->build_operation_graph(ctx.cudnn), "build_operation_graph"));
-  // Grouped (depthwise) convolutions also take heuristics mode B's candidates: for ConvNeXt's 7x7
-  // depthwise layers modes A and FALLBACK offer only engines far slower than PyTorch's choice.
-  // Mode B's query costs more host time, so dense convolutions skip it.
-  std::vector<fe::HeurMode_t> modes{fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK};
-  if (p.groups > 1)
-    modes.insert(modes.begin() + 1, fe::HeurMode_t::B);
-  CASTOR_RETURN_IF_ERROR(feStatus(g->create_execution_plans(modes), "create_execution_plans"));
+  CASTOR_RETURN_IF_ERROR(
+      feStatus(g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans"));
   // Filters apply to the configurations just queried (so they come after the query).
   std::vector<fe::NumericalNote_t> barred{fe::NumericalNote_t::DOWN_CONVERT_INPUTS};
   if (p.dtype == plan::F32 || !reducedPrecisionReductionAllowed())
