@@ -24,6 +24,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -38,6 +39,13 @@ STEPS = 20
 
 def run(cmd, **kw):
     return subprocess.run(cmd, capture_output=True, text=True, **kw)
+
+
+def free_port():
+    """A TCP port on 127.0.0.1 that nothing listens on now (the replicas bind it again)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
 
 
 def losses(path):
@@ -194,16 +202,17 @@ def main():
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", WORLD_SIZE="2")
     start = time.monotonic()
     lonely = run([castor_run, "train", w("dp4.plan"), "--steps", "5", "--data", data, "--replica-timeout", "2"],
-                 env=dict(env, RANK="0", MASTER_PORT="29761"), timeout=60)
+                 env=dict(env, RANK="0", MASTER_PORT=free_port()), timeout=60)
     took = time.monotonic() - start
     check(lonely.returncode != 0 and "replica 1 did not connect" in lonely.stderr and took < 10,
           f"a replica that never joins: replica 0 stops after {took:.1f} s naming it")
 
+    port = free_port()
     r0 = subprocess.Popen([castor_run, "train", w("dp4.plan"), "--steps", "10000000", "--data", data,
-                           "--replica-timeout", "3"], env=dict(env, RANK="0", MASTER_PORT="29763"),
+                           "--replica-timeout", "3"], env=dict(env, RANK="0", MASTER_PORT=port),
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     r1 = subprocess.Popen([castor_run, "train", w("dp4.plan"), "--steps", "10000000", "--data", data,
-                           "--replica-timeout", "3"], env=dict(env, RANK="1", MASTER_PORT="29763"),
+                           "--replica-timeout", "3"], env=dict(env, RANK="1", MASTER_PORT=port),
                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(2)
     r1.send_signal(signal.SIGKILL)
