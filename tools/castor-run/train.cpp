@@ -24,8 +24,10 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <thread>
 #include <cstdio>
 #include <unistd.h>
 
@@ -47,6 +49,7 @@ public:
       : log_(log), events_(events), terminal_(terminal), lastStep_(lastStep) {}
 
   void onStep(const train::StepMetrics &m) override {
+    stepsSeen.fetch_add(1);
     lastLoss = m.loss;
     if (m.nonFiniteSkipped)
       fmt::print(stderr, "{}step {}: non-finite gradients, the update was skipped (--on-nonfinite skip)\n",
@@ -110,6 +113,7 @@ public:
   }
 
   double lastLoss = NAN, lastAccuracy = NAN, totalSeconds = 0;
+  std::atomic<int64_t> stepsSeen{0}; // read by the replicas' watchdog
   std::string eventError; // the first failure to write an event, reported at the end
 
 private:
@@ -313,7 +317,37 @@ int train(const TrainOptions &o) {
     return fail("--on-nonfinite skip: the plan applies every update (compiled with --loss-scale none); compile it "
                 "with the default non-finite guard to skip steps");
   StepReport report(log, events.get(), terminal, resumed.step + o.steps);
+#ifdef CASTOR_HAVE_NCCL
+  // NCCL waits on the GPU for a replica that may be gone: a step that does not finish in time
+  // aborts the communicator (which ends those waits) and the process, naming the cause. The first
+  // step also tunes the kernels: it gets ten times as long.
+  std::atomic<bool> trained{false};
+  std::thread watchdog;
+  if (gpuReplicas)
+    watchdog = std::thread([&] {
+      int64_t seen = -1;
+      auto deadline = std::chrono::steady_clock::now() + 10 * std::chrono::seconds(o.replicaTimeoutSeconds);
+      while (!trained.load()) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        if (const int64_t now = report.stepsSeen.load(); now != seen) {
+          seen = now;
+          deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.replicaTimeoutSeconds);
+        } else if (std::chrono::steady_clock::now() > deadline) {
+          fmt::print(stderr, "castor-run: replica {} of {}: no step finished within the replica timeout ({} s) "
+                             "after step {}: another replica stopped or hangs; aborting\n",
+                     env->rank, env->worldSize, o.replicaTimeoutSeconds, resumed.step + seen);
+          gpuReplicas->abort();
+          std::_Exit(1);
+        }
+      }
+    });
+#endif
   Status ran = trainer.run(o.steps, report);
+#ifdef CASTOR_HAVE_NCCL
+  trained.store(true);
+  if (watchdog.joinable())
+    watchdog.join();
+#endif
   const int rc = ran ? 0 : fail(ran.message());
   if (terminal)
     fmt::print(stderr, "\n");
