@@ -80,6 +80,9 @@ if [ -x "$castor" ]; then
     "$castor" compile "$root/models/resnet50.onnx" --init kaiming --batch 256 --train --precision "$p" \
       --optimizer adamw --lr 1e-3 --weight-decay 0.01 -o "$carry/plans/r50_${p}_b256.plan" >/dev/null
   done
+  # The fp16 step for data-parallel runs (bench/data_parallel_gpu.sh): batch 256 per GPU.
+  "$castor" compile "$root/models/resnet50.onnx" --init kaiming --batch 256 --train --precision fp16 \
+    --optimizer adamw --lr 1e-3 --weight-decay 0.01 --data-parallel -o "$carry/plans/r50_fp16_b256_dp.plan" >/dev/null
   # The same fp16 and bf16 steps unfused, for the fused-vs-unfused comparison of gpu_acceptance.sh.
   for p in fp16 bf16; do
     "$castor" compile "$root/models/resnet50.onnx" --init kaiming --batch 256 --train --precision "$p" \
