@@ -9,24 +9,6 @@ using namespace mlir;
 namespace castor {
 namespace {
 
-} // namespace
-
-FailureOr<plan::DType> planDtypeOf(Type element) {
-  if (element.isF32())
-    return plan::F32;
-  if (element.isF16())
-    return plan::F16;
-  if (element.isBF16())
-    return plan::BF16;
-  if (element.isF64())
-    return plan::F64;
-  if (element.isInteger(64))
-    return plan::I64;
-  return failure();
-}
-
-namespace {
-
 plan::Parameter::Init initOf(Init init) {
   switch (init) {
   case Init::file: return plan::Parameter::FILE;

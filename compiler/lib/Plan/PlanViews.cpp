@@ -1,5 +1,6 @@
 // castor-plan-views: reshapes that copy nothing (PlanPasses.td).
 #include "castor/Dialect/CastorOps.h"
+#include "castor/Plan/PlanDType.h"
 #include "castor/Plan/PlanPasses.h"
 
 #include "plan/plan.h"
@@ -30,12 +31,8 @@ struct KernelSkeleton {
       auto type = llvm::cast<RankedTensorType>(v.getType());
       castor::plan::Tensor *t = plan.add_tensors();
       t->set_id(it->second);
-      Type e = type.getElementType();
-      t->set_dtype(e.isF32()    ? castor::plan::F32
-                   : e.isF16()  ? castor::plan::F16
-                   : e.isBF16() ? castor::plan::BF16
-                   : e.isF64()  ? castor::plan::F64
-                                : castor::plan::I64);
+      auto dtype = castor::planDtypeOf(type.getElementType());
+      t->set_dtype(succeeded(dtype) ? *dtype : castor::plan::DTYPE_UNSPECIFIED); // the rule reads floats only
       for (int64_t d : type.getShape())
         t->add_shape(d);
     }

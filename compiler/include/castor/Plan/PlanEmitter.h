@@ -2,6 +2,7 @@
 // castor-plan-memory) into the runtime's plan schema.
 #pragma once
 
+#include "castor/Plan/PlanDType.h"
 #include "plan/plan.h"
 #include "weights/safetensors.h"
 
@@ -16,9 +17,6 @@ struct EmittedPlan {
   // Values of the function's constants, stored with the weights under their tensor names.
   std::vector<weights::NamedTensor> constants;
 };
-
-// The plan dtype of an element type; failure for types plans cannot hold.
-mlir::FailureOr<plan::DType> planDtypeOf(mlir::Type element);
 
 // Fails with a diagnostic on the offending op when the function is not in plan-level form.
 mlir::FailureOr<EmittedPlan> emitPlan(mlir::func::FuncOp func, int64_t batch, const std::string &target);
