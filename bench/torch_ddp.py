@@ -12,12 +12,13 @@ per-GPU rate and rank 0's peak memory.
 import argparse
 import json
 import os
-import statistics
 
 import torch
 import torch.distributed as dist
 import torchvision
 from torch import nn
+
+from torch_torchvision import median_step_ms  # the same timing as the single-GPU baseline
 
 
 def main():
@@ -52,15 +53,7 @@ def main():
         step()
     torch.cuda.synchronize()
     torch.cuda.reset_peak_memory_stats()
-    ms = []
-    for _ in range(args.iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        step()
-        b.record()
-        b.synchronize()
-        ms.append(a.elapsed_time(b))
-    med = statistics.median(ms)
+    med = median_step_ms(step, args.iters)
     if rank == 0:
         print(json.dumps(dict(system="pytorch-ddp-" + torch.__version__, model=args.model, gpus=world,
                               batch_per_gpu=args.batch, ms_per_step=round(med, 2),

@@ -20,6 +20,19 @@ import torchvision
 from torch import nn
 
 
+def median_step_ms(step, iters):
+    """The median of `iters` runs of `step`, each timed by CUDA events around it."""
+    ms = []
+    for _ in range(iters):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        step()
+        b.record()
+        b.synchronize()
+        ms.append(a.elapsed_time(b))
+    return statistics.median(ms)
+
+
 def bench(model_name, mode, batch, warmup, iters):
     torch.backends.cudnn.benchmark = True
     dtype = torch.bfloat16 if "bf16" in mode else torch.float16
@@ -46,15 +59,7 @@ def bench(model_name, mode, batch, warmup, iters):
     torch.cuda.synchronize()
     warm_s = time.time() - t0
     torch.cuda.reset_peak_memory_stats()
-    ms = []
-    for _ in range(iters):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        step()
-        b.record()
-        b.synchronize()
-        ms.append(a.elapsed_time(b))
-    med = statistics.median(ms)
+    med = median_step_ms(step, iters)
     return dict(system="pytorch-" + torch.__version__, model=model_name, mode=mode, batch=batch,
                 ms_per_step=round(med, 2), img_per_s=round(batch * 1000 / med, 1),
                 peak_gib=round(torch.cuda.max_memory_allocated() / 2**30, 2), warmup_s=round(warm_s, 1),

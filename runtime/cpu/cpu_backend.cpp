@@ -638,48 +638,64 @@ Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
     const int world = replicas ? replicas->worldSize() : 1;
     const int64_t m = chans.N * chans.inner, total = m * world;
     Values mean(static_cast<size_t>(C)), invStd(static_cast<size_t>(C)), var(static_cast<size_t>(C));
-    // Two passes over each channel, the mean, then the squared deviations from it: sums that
-    // replicas add up before each division.
-    std::vector<double> sums(static_cast<size_t>(C));
-    parallelFor(C, 2.0 * double(C * m), [&](int64_t ch) {
-      Values xc(static_cast<size_t>(m));
-      chans.read(b, *in[0], ch, xc.data());
+    auto sumOf = [&](const Values &xc) {
       double sum = 0;
       for (int64_t i = 0; i < m; ++i)
         sum += xc[i];
-      sums[size_t(ch)] = sum;
-    });
-    if (world > 1)
-      CASTOR_RETURN_IF_ERROR(replicas->allReduce(sums.data(), sums.size(), plan::F64, dist::ReduceOp::Sum)
-                                 .withContext("batch statistics (mean)"));
-    for (int64_t ch = 0; ch < C; ++ch)
-      mean[ch] = total ? sums[size_t(ch)] / double(total) : 0.0;
-    parallelFor(C, 3.0 * double(C * m), [&](int64_t ch) {
-      Values xc(static_cast<size_t>(m));
-      chans.read(b, *in[0], ch, xc.data());
+      return sum;
+    };
+    auto squaredDeviations = [&](const Values &xc, double mu) {
       double sq = 0;
       for (int64_t i = 0; i < m; ++i) {
-        double d = xc[i] - mean[ch];
+        double d = xc[i] - mu;
         sq += d * d;
       }
-      sums[size_t(ch)] = sq;
-    });
-    if (world > 1)
-      CASTOR_RETURN_IF_ERROR(replicas->allReduce(sums.data(), sums.size(), plan::F64, dist::ReduceOp::Sum)
-                                 .withContext("batch statistics (variance)"));
-    parallelFor(C, 5.0 * double(C * m), [&](int64_t ch) {
-      const double v = total ? sums[size_t(ch)] / double(total) : 0.0; // biased, as used for normalization
+      return sq;
+    };
+    // From the biased variance: the statistics, and y in place of the channel's x.
+    auto normalize = [&](int64_t ch, Values &xc, double v) {
       const double is = 1.0 / std::sqrt(v + eps);
       var[ch] = v;
       invStd[ch] = is;
       // y from the statistics as stored, so that batch_norm_apply reproduces it bit for bit.
       const double muStored = roundToDtype(mean[ch], statDtype), isStored = roundToDtype(is, statDtype);
-      Values xc(static_cast<size_t>(m));
-      chans.read(b, *in[0], ch, xc.data());
       for (int64_t i = 0; i < m; ++i)
         xc[i] = (xc[i] - muStored) * isStored * gamma[ch] + beta[ch];
       chans.write(b, *out[0], ch, xc.data());
-    });
+    };
+    if (world == 1) {
+      // One read of each channel: its mean, the squared deviations from it, then y.
+      parallelFor(C, 5.0 * double(C * m), [&](int64_t ch) {
+        Values xc(static_cast<size_t>(m));
+        chans.read(b, *in[0], ch, xc.data());
+        mean[ch] = m ? sumOf(xc) / double(m) : 0.0;
+        normalize(ch, xc, m ? squaredDeviations(xc, mean[ch]) / double(m) : 0.0);
+      });
+    } else {
+      // The same two sums, each added up over the replicas before its division.
+      std::vector<double> sums(static_cast<size_t>(C));
+      parallelFor(C, 2.0 * double(C * m), [&](int64_t ch) {
+        Values xc(static_cast<size_t>(m));
+        chans.read(b, *in[0], ch, xc.data());
+        sums[size_t(ch)] = sumOf(xc);
+      });
+      CASTOR_RETURN_IF_ERROR(replicas->allReduce(sums.data(), sums.size(), plan::F64, dist::ReduceOp::Sum)
+                                 .withContext("batch statistics (mean)"));
+      for (int64_t ch = 0; ch < C; ++ch)
+        mean[ch] = total ? sums[size_t(ch)] / double(total) : 0.0;
+      parallelFor(C, 3.0 * double(C * m), [&](int64_t ch) {
+        Values xc(static_cast<size_t>(m));
+        chans.read(b, *in[0], ch, xc.data());
+        sums[size_t(ch)] = squaredDeviations(xc, mean[ch]);
+      });
+      CASTOR_RETURN_IF_ERROR(replicas->allReduce(sums.data(), sums.size(), plan::F64, dist::ReduceOp::Sum)
+                                 .withContext("batch statistics (variance)"));
+      parallelFor(C, 5.0 * double(C * m), [&](int64_t ch) {
+        Values xc(static_cast<size_t>(m));
+        chans.read(b, *in[0], ch, xc.data());
+        normalize(ch, xc, total ? sums[size_t(ch)] / double(total) : 0.0);
+      });
+    }
     Values runMean, runVar;
     if (out.size() == 5) {
       runMean = b->read(*in[3]);

@@ -461,10 +461,8 @@ Expected<RunFn> buildBatchNormBackward(const KernelContext &c) {
     const int64_t C = chans.C, count = chans.N * chans.inner;
     const double m = double(count * world);
     Values dScale(size_t(C), 0.0), dBias(size_t(C), 0.0);
-    parallelFor(C, 3.0 * double(C * count), [&](int64_t ch) {
-      Values dyc(static_cast<size_t>(count)), xc(static_cast<size_t>(count));
-      chans.read(b, *in[0], ch, dyc.data());
-      chans.read(b, *in[1], ch, xc.data());
+    // The channel's sum dy and sum dy xhat (its dbias and dscale).
+    auto sums = [&](const Values &dyc, const Values &xc, int64_t ch) {
       double sdy = 0, sdyx = 0;
       for (int64_t i = 0; i < count; ++i) {
         sdy += dyc[i];
@@ -472,26 +470,45 @@ Expected<RunFn> buildBatchNormBackward(const KernelContext &c) {
       }
       dBias[ch] = sdy;
       dScale[ch] = sdyx;
-    });
-    std::vector<double> sums(size_t(2 * C)); // sum dy, then sum dy xhat, of every replica
-    for (int64_t ch = 0; ch < C; ++ch)
-      sums[size_t(ch)] = dBias[ch], sums[size_t(C + ch)] = dScale[ch];
-    if (world > 1)
-      CASTOR_RETURN_IF_ERROR(replicas->allReduce(sums.data(), sums.size(), plan::F64, dist::ReduceOp::Sum)
-                                 .withContext("batch-norm gradient sums"));
-    // One channel at a time: its N slices of dy and x, then dx in place of dy.
-    parallelFor(C, 4.0 * double(C * count), [&](int64_t ch) {
-      Values dyc(static_cast<size_t>(count)), xc(static_cast<size_t>(count));
-      chans.read(b, *in[0], ch, dyc.data());
-      chans.read(b, *in[1], ch, xc.data());
-      const double sdy = sums[size_t(ch)], sdyx = sums[size_t(C + ch)];
+    };
+    // dx in place of the channel's dy, from the sums over the whole batch.
+    auto inputGradient = [&](Values &dyc, const Values &xc, int64_t ch, double sdy, double sdyx) {
       const double k = m > 0 ? gamma[ch] * invStd[ch] / m : 0.0;
       for (int64_t i = 0; i < count; ++i) {
         const double xhat = (xc[i] - mean[ch]) * invStd[ch];
         dyc[i] = k * (m * dyc[i] - sdy - xhat * sdyx);
       }
       chans.write(b, *out[0], ch, dyc.data());
-    });
+    };
+    auto readChannel = [&](int64_t ch, Values &dyc, Values &xc) {
+      chans.read(b, *in[0], ch, dyc.data());
+      chans.read(b, *in[1], ch, xc.data());
+    };
+    if (world == 1) {
+      // One channel at a time: its N slices of dy and x, the sums, then dx in place of dy.
+      parallelFor(C, 6.0 * double(C * count), [&](int64_t ch) {
+        Values dyc(static_cast<size_t>(count)), xc(static_cast<size_t>(count));
+        readChannel(ch, dyc, xc);
+        sums(dyc, xc, ch);
+        inputGradient(dyc, xc, ch, dBias[ch], dScale[ch]);
+      });
+    } else {
+      parallelFor(C, 3.0 * double(C * count), [&](int64_t ch) {
+        Values dyc(static_cast<size_t>(count)), xc(static_cast<size_t>(count));
+        readChannel(ch, dyc, xc);
+        sums(dyc, xc, ch);
+      });
+      std::vector<double> total(size_t(2 * C)); // sum dy, then sum dy xhat, of every replica
+      for (int64_t ch = 0; ch < C; ++ch)
+        total[size_t(ch)] = dBias[ch], total[size_t(C + ch)] = dScale[ch];
+      CASTOR_RETURN_IF_ERROR(replicas->allReduce(total.data(), total.size(), plan::F64, dist::ReduceOp::Sum)
+                                 .withContext("batch-norm gradient sums"));
+      parallelFor(C, 4.0 * double(C * count), [&](int64_t ch) {
+        Values dyc(static_cast<size_t>(count)), xc(static_cast<size_t>(count));
+        readChannel(ch, dyc, xc);
+        inputGradient(dyc, xc, ch, total[size_t(ch)], total[size_t(C + ch)]);
+      });
+    }
     b->write(*out[1], dScale);
     b->write(*out[2], dBias);
     return Status::ok();

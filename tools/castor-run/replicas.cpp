@@ -1,12 +1,11 @@
 #include "replicas.h"
 
+#include "dist/socket_io.h"
+
 #include <fmt/core.h>
 
-#include <arpa/inet.h>
 #include <csignal>
 #include <cstdlib>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -14,23 +13,11 @@
 namespace castor::run {
 namespace {
 
-// A TCP port nobody listens on now: the kernel's choice for port 0. Replica 0 binds it again
-// (SO_REUSEADDR) moments later.
+// A TCP port nobody listens on now: the kernel's choice for port 0 (runtime/dist's listener).
+// Replica 0 binds it again (SO_REUSEADDR) moments later.
 int freePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0)
-    return -1;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (::bind(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
+  auto listener = dist::listenOn(0);
+  return listener ? dist::listeningPort(*listener) : -1;
 }
 
 std::string describe(int status) {
