@@ -201,14 +201,15 @@ void runDirect(const tiled::DirectPlan &plan, int64_t N, int64_t G, int64_t outP
   });
 }
 
-// conv2d_backward_data (dy [N,K,P,Q], w [K,C/g,R,S]) -> dx [N,C,H,W]: for each dx element, the
-// sum over k, then r, then s (ascending) of dy * w, as the reference loop order.
+// conv2d_backward_data (dy [N,K,P,Q], w [K,C/g,R,S] [, acc]) -> dx [N,C,H,W]: for each dx element,
+// the sum over k, then r, then s (ascending) of dy * w, as the reference loop order; with acc,
+// that gradient rounded to dx's dtype plus acc, rounded again (the unfused add's result).
 Expected<RunFn> buildConvBackwardData(const KernelContext &c) {
   auto p = plan::parseConv2d(c.kernel);
   if (!p)
     return p.status();
   Memory *b = &c.backend;
-  const Tensor *dy = c.in[0], *w = c.in[1], *dx = c.out[0];
+  const Tensor *dy = c.in[0], *w = c.in[1], *acc = c.in.size() > 2 ? c.in[2] : nullptr, *dx = c.out[0];
   ConvGeometry g = convGeometry(shapeOf(*dx), shapeOf(*w), shapeOf(*dy), p->shape);
   const int nv = chooseNV(g.Cg);
   auto plan = std::make_shared<tiled::DirectPlan>(backwardDataPlan(g, maxTileFor(nv)));
@@ -227,6 +228,12 @@ Expected<RunFn> buildConvBackwardData(const KernelContext &c) {
     };
     withNV(nv, run);
     b->write(*dx, DX);
+    if (acc) {
+      Values rounded = b->read(*dx), A = b->read(*acc);
+      for (size_t i = 0; i < rounded.size(); ++i)
+        rounded[i] += A[i];
+      b->write(*dx, rounded);
+    }
     return Status::ok();
   });
 }

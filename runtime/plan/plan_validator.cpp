@@ -229,6 +229,13 @@ template <bool Data> Status convBackwardCheck(const KernelView &k) {
   Shape w = Data ? shapeOf(*k.in[1]) : shapeOf(*k.out[0]);
   if (x.size() != 4 || w.size() != 4)
     return Status::error("x and w must be 4-D");
+  if (Data && k.in.size() > 2) { // the accumulated gradient: dx's shape and dtype
+    const Tensor &acc = *k.in[2], &dx = *k.out[0];
+    CASTOR_RETURN_IF_ERROR(expectSameShape(acc, dx, "accumulate"));
+    if (acc.dtype() != dx.dtype())
+      return Status::error("accumulate (" + tensorLabel(acc) + ") must have dx's dtype " + dtypeName(dx.dtype()) +
+                           ", got " + dtypeName(acc.dtype()));
+  }
   return expectShape(dy, shape::conv2d(x, w, nullptr, p->shape), "dy");
 }
 
@@ -477,7 +484,7 @@ const OpTable<OpRule> &rules() {
       // --- The training step's kernels (backward, optimizer, schedule).
       {OpId::Dropout, {nullptr, {1, 2, 1, 1}, kAnyDtype, nullptr, dropoutCheck}},
       {OpId::DropoutBackward, {nullptr, {2, 2, 1, 1}, kAnyDtype, nullptr, dropoutCheck}},
-      {OpId::Conv2dBackwardData, {nullptr, kBinary, kFloat, nullptr, convBackwardCheck<true>}},
+      {OpId::Conv2dBackwardData, {nullptr, {2, 3, 1, 1}, kFloat, nullptr, convBackwardCheck<true>}},
       {OpId::Conv2dBackwardFilter, {nullptr, kBinary, kFloat, nullptr, convBackwardCheck<false>}},
       {OpId::Conv2dBackwardBias,
        {noAttrs, kUnary, kFloat, nullptr,

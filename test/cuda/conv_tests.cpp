@@ -1,5 +1,6 @@
 // GPU test of the convolution builder (runtime/cuda/conv*.cpp): forward, data gradient and
-// filter gradient in f16, bf16 and f32, NCHW and channels-last, through the cuDNN graph API and
+// filter gradient (also with an accumulated gradient added) in f16, bf16 and f32, NCHW and
+// channels-last, through the cuDNN graph API and
 // through the legacy API, each against a naive host reference in double precision — within a
 // norm-wise relative error of 1e-2 (f16/bf16) and 1e-4 (f32: no TF32) — run directly and
 // replayed from a captured CUDA graph. Then the tuning cache: the first round times every layer
@@ -57,6 +58,7 @@ struct Case {
   plan::DType dtype;
   bool nhwc;
   bool bias;
+  bool accumulate = false; // data gradient plus an accumulated gradient (castor-fuse-gradient-add)
 };
 
 // Host value after rounding to the dtype.
@@ -206,10 +208,10 @@ public:
 
     // Tensors in one arena, 256-byte aligned like a plan's.
     plan::Kernel k;
-    std::vector<plan::Tensor> tensors(4);
+    std::vector<plan::Tensor> tensors(5);
     uint64_t offset = 0;
-    const Shape *shapes[4] = {&xs, &ws, &ys, &bs};
-    for (uint32_t i = 0; i < 4; ++i) {
+    const Shape *shapes[5] = {&xs, &ws, &ys, &bs, &xs};
+    for (uint32_t i = 0; i < 5; ++i) {
       plan::Tensor &t = tensors[i];
       t.set_id(i + 1);
       t.set_dtype(cs.dtype);
@@ -220,7 +222,7 @@ public:
       t.set_bytes(uint64_t(countOf(t)) * plan::dtypeSize(cs.dtype));
       offset += (t.bytes() + 255) / 256 * 256;
     }
-    const plan::Tensor *x = &tensors[0], *w = &tensors[1], *y = &tensors[2], *b = &tensors[3];
+    const plan::Tensor *x = &tensors[0], *w = &tensors[1], *y = &tensors[2], *b = &tensors[3], *acc = &tensors[4];
     TensorList in, out;
     if (cs.pass == conv::Pass::Forward) {
       k.set_op("conv2d");
@@ -231,6 +233,8 @@ public:
     } else if (cs.pass == conv::Pass::BackwardData) {
       k.set_op("conv2d_backward_data");
       in = {y, w};
+      if (cs.accumulate)
+        in.push_back(acc);
       out = {x};
     } else {
       k.set_op("conv2d_backward_filter");
@@ -251,7 +255,7 @@ public:
         e = roundTo(cs.dtype, uni(rng));
       return v;
     };
-    std::vector<float> xv = random(*x), wv = random(*w), yv = random(*y), bv = random(*b);
+    std::vector<float> xv = random(*x), wv = random(*w), yv = random(*y), bv = random(*b), av = random(*acc);
     uint8_t *arena = nullptr;
     CHECK_CUDA(cudaMalloc(reinterpret_cast<void **>(&arena), offset));
     ctx.arena = arena;
@@ -261,11 +265,14 @@ public:
       CHECK_CUDA(cudaMemcpy(ctx.ptr(t), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
     };
     for (const plan::Tensor *t : in)
-      upload(t, t == x ? xv : t == w ? wv : t == y ? yv : bv);
+      upload(t, t == x ? xv : t == w ? wv : t == y ? yv : t == acc ? av : bv);
     const plan::Tensor *result = out[0];
     const Shape rs = shapeOf(*result);
     std::vector<double> want(size_t(countOf(*result)), 0.0);
     reference(cs, ys, xv, wv, yv, bv, want);
+    if (cs.accumulate)
+      for (size_t i = 0; i < want.size(); ++i)
+        want[i] += av[i];
     auto download = [&]() {
       std::vector<uint8_t> bytes(result->bytes());
       CHECK_CUDA(cudaMemcpy(bytes.data(), ctx.ptr(result), bytes.size(), cudaMemcpyDeviceToHost));
@@ -277,7 +284,11 @@ public:
     ctx.workspace = nullptr;
     const auto before = tuning::counts();
     Expected<RunFn> fn = Status::error("unbuilt");
-    if (std::strcmp(api, "legacy") == 0) {
+    if (std::strcmp(api, "legacy") == 0 && cs.accumulate) {
+      setenv("CASTOR_CONV_API", "legacy", 1); // the legacy convolution, then the add
+      fn = buildConvolution(ctx, k, in, out);
+      unsetenv("CASTOR_CONV_API");
+    } else if (std::strcmp(api, "legacy") == 0) {
       auto p = conv::parse(ctx, k, in, out);
       fn = p ? conv::buildLegacy(ctx, *p) : Expected<RunFn>(p.status());
       if (fn && p)
@@ -293,7 +304,7 @@ public:
                                                            : "?";
     lastHow = how;
     std::string label = std::string(g.name) + " " + k.op() + " " + plan::dtypeName(cs.dtype) +
-                        (cs.nhwc ? " nhwc" : " nchw") + (cs.bias ? " +bias" : "") + " [" + api + "]";
+                        (cs.nhwc ? " nhwc" : " nchw") + (cs.bias ? " +bias" : "") + (cs.accumulate ? " +acc" : "") + " [" + api + "]";
     bool ok = true;
     if (!fn) {
       std::printf("FAIL %-60s build: %s\n", label.c_str(), fn.message().c_str());
@@ -370,6 +381,11 @@ std::vector<Case> cases() {
   out.push_back(Case{geometries[0], conv::Pass::Forward, plan::F32, true, true});
   out.push_back(Case{geometries[0], conv::Pass::Forward, plan::F32, false, true});
   out.push_back(Case{geometries[1], conv::Pass::Forward, plan::F16, true, true});
+  // The data gradient with an accumulated gradient: fused engines (f16, bf16) against the
+  // convolution and the add; f32 and NCHW take the latter.
+  for (int gi : {0, 1, 2})
+    for (const Variant &v : {Variant{plan::F16, true}, Variant{plan::BF16, true}, Variant{plan::F32, false}})
+      out.push_back(Case{geometries[gi], conv::Pass::BackwardData, v.dtype, v.nhwc, false, true});
   return out;
 }
 

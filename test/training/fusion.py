@@ -1,5 +1,6 @@
 """Fused and unfused plans of one model train identically on the CPU reference: the fused kernels
-(batch_norm_relu_training and its backward) are defined as the groups they replace, so after N
+(batch_norm_relu_training and its backward, a convolution's data gradient with the input's other
+gradient accumulated) are defined as the groups they replace, so after N
 AdamW steps every state tensor (parameters, moments, running statistics, loss scaler) must be
 bit-identical. Also checks that `--fuse auto` fused something and `--fuse none` nothing, so the
 comparison cannot pass vacuously.
@@ -18,6 +19,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mlp_runs import read_state  # noqa: E402
 
 FUSED_OPS = ("batch_norm_relu_training", "batch_norm_relu_training_backward")
+ACCUMULATING = "conv2d_backward_data+accumulate"  # castor-fuse-gradient-add's kernels
 
 # (name, resnet.py arch, precision, batch, steps)
 CASES = [
@@ -36,7 +38,8 @@ def op_counts(bin_dir, plan):
                          capture_output=True, text=True).stdout
     counts = {}
     for k in json.loads(out)["plan"]["kernels"]:
-        counts[k["op"]] = counts.get(k["op"], 0) + 1
+        op = k["op"] + ("+accumulate" if k["op"] == "conv2d_backward_data" and len(k["inputs"]) == 3 else "")
+        counts[op] = counts.get(op, 0) + 1
     return counts
 
 
@@ -65,13 +68,15 @@ def main():
                  "--data", "synthetic", "--seed", "7", "--save", state])
             states[fuse] = read_state(state)
         fused = sum(counts["auto"].get(op, 0) for op in FUSED_OPS)
-        unfused_has = sum(counts["none"].get(op, 0) for op in FUSED_OPS)
+        unfused_has = sum(counts["none"].get(op, 0) for op in FUSED_OPS + (ACCUMULATING,))
+        accumulating = counts["auto"].get(ACCUMULATING, 0)
         a, b = states["auto"], states["none"]
         differing = sorted(n for n in a if n not in b or a[n].tobytes() != b[n].tobytes())
         missing = sorted(set(b) - set(a))
-        ok = fused > 0 and unfused_has == 0 and not differing and not missing
+        ok = fused > 0 and accumulating > 0 and unfused_has == 0 and not differing and not missing
         failures += not ok
-        print(f"{name}: {fused} fused kernels (unfused plan: {unfused_has}), {steps} steps, {len(a)} state tensors, "
+        print(f"{name}: {fused} fused batch-norm kernels, {accumulating} data gradients accumulating "
+              f"(unfused plan: {unfused_has}), {steps} steps, {len(a)} state tensors, "
               f"{len(differing) + len(missing)} differ: {'ok' if ok else 'FAILED'}"
               + (f" ({', '.join((differing + missing)[:5])})" if differing or missing else ""))
         finite = all(np.all(np.isfinite(v.astype(np.float64))) for n, v in a.items() if v.dtype != np.uint16)

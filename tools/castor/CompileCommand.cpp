@@ -76,8 +76,10 @@ cl::opt<std::string> precisionPolicy("precision-policy", cl::desc("JSON file of 
 cl::opt<std::string> fuse("fuse",
                           cl::desc("auto: fuse batch norm, residual add and relu, forward and backward, where the "
                                    "pattern holds (castor-fuse-batch-norm-relu), an exported linear layer (MatMul by a "
-                                   "transposed weight, Add of the bias) into one gemm (castor-fuse-linear) and the "
-                                   "exported erf chain of GELU into one op (castor-fuse-gelu); none: no fusion"),
+                                   "transposed weight, Add of the bias) into one gemm (castor-fuse-linear), the "
+                                   "exported erf chain of GELU into one op (castor-fuse-gelu), attention "
+                                   "(castor-fuse-attention) and the sum of an input's gradients into its "
+                                   "convolution's data gradient (castor-fuse-gradient-add); none: no fusion"),
                           cl::init("auto"), cl::sub(compileCommand));
 cl::opt<std::string> batchNorm(
     "batch-norm",
@@ -330,8 +332,10 @@ int runCompile() {
     pm.addPass(createCastorLossScale(scaling));
     if (gradStats)
       pm.addPass(createCastorGradientStats());
-    if (fuse == "auto")
+    if (fuse == "auto") {
       pm.nest<mlir::func::FuncOp>().addPass(createCastorFuseBatchNormRelu());
+      pm.nest<mlir::func::FuncOp>().addPass(createCastorFuseGradientAdd());
+    }
   } else {
     if (eval)
       pm.addPass(createCastorInferenceForm());

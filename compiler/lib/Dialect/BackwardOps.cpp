@@ -33,6 +33,9 @@ LogicalResult sameElementTypes(Operation *op) {
 LogicalResult Conv2dBackwardDataOp::verify() {
   if (failed(sameElementTypes(*this)))
     return failure();
+  if (getAccumulate() && getAccumulate().getType() != getInputGrad().getType())
+    return emitOpError("accumulate must have the input gradient's type ")
+           << getInputGrad().getType() << ", got " << getAccumulate().getType();
   shape::Conv2dAttrs attrs{vec(getStrides()), vec(getPads()), vec(getDilations()), int64_t(getGroups())};
   return expectShape(*this, shape::conv2d(shapeOf(getInputGrad()), shapeOf(getFilter()), nullptr, attrs),
                      shapeOf(getOutputGrad()), "output_grad");

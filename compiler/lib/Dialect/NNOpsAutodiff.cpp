@@ -9,7 +9,7 @@ using namespace castor;
 
 LogicalResult Conv2dOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
   Value dy = dys[0];
-  grads.push_back(b.create<Conv2dBackwardDataOp>(getLoc(), getInput().getType(), dy, getFilter(), getStridesAttr(),
+  grads.push_back(b.create<Conv2dBackwardDataOp>(getLoc(), getInput().getType(), dy, getFilter(), Value(), getStridesAttr(),
                                                  getPadsAttr(), getDilationsAttr(), getGroupsAttr()));
   grads.push_back(b.create<Conv2dBackwardFilterOp>(getLoc(), getFilter().getType(), getInput(), dy, getStridesAttr(),
                                                    getPadsAttr(), getDilationsAttr(), getGroupsAttr()));

@@ -60,6 +60,7 @@ Expected<Problem> parse(const DeviceContext &ctx, const Kernel &k, const TensorL
   } else if (opOf(k) == OpId::Conv2dBackwardData) { // (dy, w) -> dx
     p.pass = Pass::BackwardData;
     p.y = in[0], p.w = in[1], p.x = out[0];
+    p.accumulate = in.size() > 2 ? in[2] : nullptr;
   } else if (opOf(k) == OpId::Conv2dBackwardFilter) { // (x, dy) -> dw
     p.pass = Pass::BackwardFilter;
     p.x = in[0], p.y = in[1], p.w = out[0];
@@ -101,6 +102,8 @@ Expected<Problem> parse(const DeviceContext &ctx, const Kernel &k, const TensorL
                          dimsList(p.ys) + "], groups " + std::to_string(p.groups) + " (expected y [" +
                          std::to_string(p.xs[0]) + "," + std::to_string(p.ws[0]) + "," + std::to_string(P) + "," +
                          std::to_string(Q) + "])");
+  if (p.accumulate && (shapeOf(*p.accumulate) != p.xs || p.accumulate->dtype() != p.dtype))
+    return Status::error("the accumulated gradient must have dx's shape and dtype");
   if (p.bias && countOf(*p.bias) != p.ys[1])
     return Status::error("convolution bias has " + std::to_string(countOf(*p.bias)) + " elements for " +
                          std::to_string(p.ys[1]) + " output channels");
@@ -114,7 +117,7 @@ std::string signature(const Problem &p) {
          dimsList(p.xs) + "|w:" + layout(p.wNhwc) + "=" + dimsList(p.ws) + "|y:" + layout(p.yNhwc) + "=" + dimsList(p.ys) +
          "|pad=" + std::to_string(p.padH) + "," + std::to_string(p.padW) + "|stride=" + std::to_string(p.strideH) +
          "," + std::to_string(p.strideW) + "|dil=" + std::to_string(p.dilationH) + "," +
-         std::to_string(p.dilationW) + "|groups=" + std::to_string(p.groups);
+         std::to_string(p.dilationW) + "|groups=" + std::to_string(p.groups) + (p.accumulate ? "|accumulate" : "");
 }
 
 Expected<RunFn> withBias(DeviceContext &ctx, const Problem &p, RunFn run) {
@@ -136,6 +139,84 @@ Expected<RunFn> withBias(DeviceContext &ctx, const Problem &p, RunFn run) {
   });
 }
 
+namespace {
+
+// dx += acc with Castor's element-wise add, in place (dx and acc stored alike).
+Expected<RunFn> addAccumulated(DeviceContext &ctx, const Problem &p) {
+  if (ctx.channelsLast(p.accumulate) != p.xNhwc)
+    return Status::error("convolution " + p.label + ": the accumulated gradient is stored in another layout than dx");
+  const Shape xs = physicalShape(ctx, *p.x);
+  auto bc = makeBroadcast(xs, xs, xs);
+  if (!bc)
+    return bc.status();
+  const Broadcast b = *bc;
+  DeviceContext *c = &ctx;
+  const Tensor *x = p.x, *acc = p.accumulate;
+  return RunFn([c, b, x, acc]() -> Status {
+    return cudaStatus(binary(OpId::Add, c->ref(x), c->ref(acc), c->ref(x), b, countOf(*x), c->stream),
+                      "conv2d_backward_data accumulate");
+  });
+}
+
+// The data gradient plus p.accumulate: the tuner weighs the plain convolution's chosen engine
+// followed by the element-wise add (the unfused group, rounding as the reference does) against
+// cuDNN's engines that add in the convolution's epilogue (rounding once), and keeps the faster.
+// Without the graph API (f64, CASTOR_CONV_API=legacy, no engine) the group runs unfused.
+Expected<RunFn> buildAccumulating(DeviceContext &ctx, const Problem &p) {
+  auto add = addAccumulated(ctx, p);
+  if (!add)
+    return add.status();
+  Problem plain = p;
+  plain.accumulate = nullptr;
+  auto composed = [add = *add](RunFn conv) {
+    return RunFn([conv, add]() -> Status {
+      CASTOR_RETURN_IF_ERROR(conv());
+      return add();
+    });
+  };
+  if (p.dtype == plan::F64 || legacyForced()) {
+    auto run = buildLegacy(ctx, plain);
+    if (!run)
+      return run.status();
+    return composed(std::move(*run));
+  }
+  auto plainChoice = chooseFrontend(ctx, plain);
+  if (!plainChoice) {
+    auto legacy = buildLegacy(ctx, plain);
+    if (!legacy)
+      return Status::error("cuDNN graph API: " + plainChoice.message() + "; legacy API: " + legacy.message());
+    tuning::noteFallback();
+    return composed(std::move(*legacy));
+  }
+  std::vector<tuning::Candidate> candidates;
+  tuning::Executable unfused = plainChoice->executable;
+  RunFn addRun = *add;
+  tuning::Candidate separate;
+  separate.name = "unfused:" + plainChoice->name;
+  separate.build = [unfused, addRun]() -> Expected<tuning::Executable> {
+    tuning::Executable e;
+    e.workspaceBytes = unfused.workspaceBytes;
+    auto conv = unfused.run;
+    e.run = [conv, addRun](void *workspace) -> Status {
+      CASTOR_RETURN_IF_ERROR(conv(workspace));
+      return addRun();
+    };
+    return e;
+  };
+  candidates.push_back(std::move(separate));
+  for (auto &c : accumulatingCandidates(ctx, p))
+    candidates.push_back(std::move(c));
+  auto choice = tuning::choose(ctx, signature(p), candidates);
+  if (!choice)
+    return choice.status();
+  ctx.requestWorkspace(choice->executable.workspaceBytes);
+  DeviceContext *c = &ctx;
+  auto run = std::move(choice->executable.run);
+  return RunFn([c, run]() { return run(c->workspace); });
+}
+
+} // namespace
+
 } // namespace conv
 
 Expected<RunFn> buildConvolution(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
@@ -143,6 +224,8 @@ Expected<RunFn> buildConvolution(DeviceContext &ctx, const plan::Kernel &k, cons
   auto p = conv::parse(ctx, k, in, out);
   if (!p)
     return p.status();
+  if (p->accumulate)
+    return conv::buildAccumulating(ctx, *p);
   if (p->dtype == plan::F64 || conv::legacyForced()) {
     auto run = conv::buildLegacy(ctx, *p);
     if (!run)

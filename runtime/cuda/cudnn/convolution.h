@@ -3,6 +3,7 @@
 #pragma once
 
 #include "cuda/executor/device_context.h"
+#include "cuda/tuning/tuner.h"
 
 #include <string>
 
@@ -16,6 +17,7 @@ struct Problem {
   Pass pass = Pass::Forward;
   const plan::Tensor *x = nullptr, *w = nullptr, *y = nullptr;
   const plan::Tensor *bias = nullptr; // forward only, optional: [K]
+  const plan::Tensor *accumulate = nullptr; // data gradient only, optional: added to dx (x's shape)
   plan::DType dtype = plan::F32;
   Shape xs, ws, ys;                     // logical dims
   int64_t padH = 0, padW = 0;           // symmetric
@@ -40,8 +42,13 @@ std::string signature(const Problem &p);
 std::vector<int64_t> strides(const Shape &dims, bool channelsLast);
 
 // The cuDNN graph API (cudnn-frontend, cudnn/convolution_graph.cpp) with per-layer timing and the
-// persistent tuning cache; fails (the caller falls back) when no engine runs the problem.
+// persistent tuning cache; fails (the caller falls back) when no engine runs the problem. Runs
+// the convolution alone (p.accumulate is not read).
 Expected<RunFn> buildFrontend(DeviceContext &ctx, const Problem &p);
+Expected<tuning::Choice> chooseFrontend(DeviceContext &ctx, const Problem &p);
+// The engines of the data gradient with p.accumulate added in the convolution's epilogue
+// (dgrad -> pointwise add in one cuDNN graph), as tuner candidates; empty where cuDNN has none.
+std::vector<tuning::Candidate> accumulatingCandidates(DeviceContext &ctx, const Problem &p);
 // cuDNN's legacy convolution API, its heuristic's algorithm (cudnn/convolution_legacy.cpp); the only path
 // for f64 and the fallback of the graph API.
 Expected<RunFn> buildLegacy(DeviceContext &ctx, const Problem &p);

@@ -4,6 +4,10 @@
 // FALLBACK, each one a tuner candidate (tuning/tuner.h) named by its engine tag. The frontend's
 // headers come through cudnn/cudnn_graph.h, which cudnn/batch_norm_graph.cpp shares.
 //
+// A data gradient with an accumulated gradient (castor-fuse-gradient-add) also offers the graph
+// dgrad -> pointwise add, its engines named "cudnn+add:<tag>" (convolution.cpp weighs them
+// against the plain engine and a separate add).
+//
 // Numerics: engines noted DOWN_CONVERT_INPUTS are never used; for fp32 operands neither are
 // TENSOR_CORE engines (so fp32 means no TF32) nor REDUCED_PRECISION_REDUCTION ones; f16/bf16 may
 // use the latter (see reducedPrecisionReductionAllowed). Under ctx.deterministic neither are
@@ -26,8 +30,9 @@ using frontend::feStatus;
 using frontend::feType;
 using ConvGraph = frontend::PlanGraph;
 
-// Tensor uids of the graph (the variant pack maps them to arena pointers).
-constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3;
+// Tensor uids of the graph (the variant pack maps them to arena pointers); kUidAcc is the
+// accumulated gradient of a data gradient with the add in its epilogue.
+constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidAcc = 4;
 
 fe::graph::Tensor_attributes tensorAttrs(const char *name, int64_t uid, const Shape &dims, bool nhwc,
                                          fe::DataType_t type) {
@@ -50,7 +55,9 @@ bool reducedPrecisionReductionAllowed() {
 }
 
 // The layer's graph, lowered to cuDNN and with its engine configurations queried (none built).
-Expected<std::shared_ptr<ConvGraph>> makeGraph(DeviceContext &ctx, const Problem &p) {
+// With `accumulating`, the data gradient's graph adds p.accumulate in its epilogue (in FLOAT,
+// rounded once into dx).
+Expected<std::shared_ptr<ConvGraph>> makeGraph(DeviceContext &ctx, const Problem &p, bool accumulating = false) {
   auto g = std::make_shared<ConvGraph>();
   const fe::DataType_t type = feType(p.dtype);
   g->set_io_data_type(type)
@@ -72,6 +79,12 @@ Expected<std::shared_ptr<ConvGraph>> makeGraph(DeviceContext &ctx, const Problem
     auto DX = g->conv_dgrad(
         DY, W, fe::graph::Conv_dgrad_attributes().set_name("dgrad").set_padding(padding).set_stride(stride).set_dilation(
                    dilation));
+    if (accumulating) {
+      auto ACC = g->tensor(tensorAttrs("acc", kUidAcc, p.xs, ctx.channelsLast(p.accumulate), type));
+      DX->set_dim(p.xs).set_stride(strides(p.xs, p.xNhwc));
+      DX = g->pointwise(DX, ACC, fe::graph::Pointwise_attributes().set_name("accumulate").set_mode(
+                                     fe::PointwiseMode_t::ADD));
+    }
     DX->set_output(true).set_uid(kUidX).set_dim(p.xs).set_stride(strides(p.xs, p.xNhwc)).set_data_type(type);
   } else {
     auto DY = g->tensor(tensorAttrs("dy", kUidY, p.ys, p.yNhwc, type));
@@ -99,17 +112,45 @@ Expected<std::shared_ptr<ConvGraph>> makeGraph(DeviceContext &ctx, const Problem
 }
 
 // Every engine configuration of the graph, in the heuristics' order, as a tuner candidate.
-std::vector<tuning::Candidate> candidatesOf(DeviceContext &ctx, const Problem &p, const std::shared_ptr<ConvGraph> &g) {
+std::vector<tuning::Candidate> candidatesOf(DeviceContext &ctx, const Problem &p, const std::shared_ptr<ConvGraph> &g,
+                                            const std::string &prefix = "cudnn:") {
   DeviceContext *c = &ctx;
-  const plan::Tensor *x = p.x, *w = p.w, *y = p.y;
-  return frontend::engineCandidates(ctx, g, "cudnn:", [c, x, w, y]() {
-    return std::unordered_map<int64_t, void *>{{kUidX, c->ptr(x)}, {kUidW, c->ptr(w)}, {kUidY, c->ptr(y)}};
+  const plan::Tensor *x = p.x, *w = p.w, *y = p.y, *acc = p.accumulate;
+  return frontend::engineCandidates(ctx, g, prefix, [c, x, w, y, acc]() {
+    std::unordered_map<int64_t, void *> pack{{kUidX, c->ptr(x)}, {kUidW, c->ptr(w)}, {kUidY, c->ptr(y)}};
+    if (acc)
+      pack.emplace(kUidAcc, c->ptr(acc));
+    return pack;
   });
 }
 
 } // namespace
 
+std::vector<tuning::Candidate> accumulatingCandidates(DeviceContext &ctx, const Problem &p) {
+  if (p.pass != Pass::BackwardData || !p.accumulate || (p.dtype != plan::F16 && p.dtype != plan::BF16))
+    return {};
+  try {
+    auto g = makeGraph(ctx, p, /*accumulating=*/true);
+    if (!g)
+      return {};
+    return candidatesOf(ctx, p, *g, "cudnn+add:");
+  } catch (const std::exception &) {
+    return {}; // no engine fuses the add: the group runs unfused
+  }
+}
+
 Expected<RunFn> buildFrontend(DeviceContext &ctx, const Problem &p) {
+  auto choice = chooseFrontend(ctx, p);
+  if (!choice)
+    return choice.status();
+  ctx.requestWorkspace(choice->executable.workspaceBytes);
+  DeviceContext *c = &ctx;
+  auto run = std::move(choice->executable.run);
+  // ctx.workspace is allocated after every kernel is built: read it when running.
+  return RunFn([c, run]() { return run(c->workspace); });
+}
+
+Expected<tuning::Choice> chooseFrontend(DeviceContext &ctx, const Problem &p) {
   if (p.dtype != plan::F16 && p.dtype != plan::BF16 && p.dtype != plan::F32)
     return Status::error("the cuDNN graph API path runs f16, bf16 and f32 convolutions");
   std::vector<tuning::Candidate> candidates;
@@ -123,14 +164,7 @@ Expected<RunFn> buildFrontend(DeviceContext &ctx, const Problem &p) {
   }
   if (candidates.empty())
     return Status::error("cuDNN's heuristics offer no engine");
-  auto choice = tuning::choose(ctx, signature(p), candidates);
-  if (!choice)
-    return choice.status();
-  ctx.requestWorkspace(choice->executable.workspaceBytes);
-  DeviceContext *c = &ctx;
-  auto run = std::move(choice->executable.run);
-  // ctx.workspace is allocated after every kernel is built: read it when running.
-  return RunFn([c, run]() { return run(c->workspace); });
+  return tuning::choose(ctx, signature(p), candidates);
 }
 
 } // namespace castor::cuda::conv

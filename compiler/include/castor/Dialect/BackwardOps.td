@@ -21,20 +21,28 @@ def Castor_Conv2dBackwardDataOp : Castor_BackwardOp<"conv2d_backward_data"> {
   let summary = "gradient of conv2d with respect to its input";
   let description = [{
     `output_grad` [N, K, P, Q] and `filter` [K, C/groups, R, S] give the input gradient
-    [N, C, H, W]; the attributes are the forward convolution's.
+    [N, C, H, W]; the attributes are the forward convolution's. With `accumulate` (the input
+    gradient's type), the result is that gradient, rounded to its element type, plus
+    `accumulate`: the other gradient of an input with several users, added by the convolution's
+    kernel where the GPU library can (castor-fuse-gradient-add).
 
     ```mlir
     %dx = castor.conv2d_backward_data %dy, %w {pads = array<i64: 1, 1, 1, 1>}
         : (tensor<2x8x6x6xf32>, tensor<8x4x3x3xf32>) -> tensor<2x4x6x6xf32>
+    %sum = castor.conv2d_backward_data %dy, %w accumulate(%g)
+        : (tensor<2x8x6x6xf32>, tensor<8x4x3x3xf32>, tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
     ```
   }];
   let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$filter,
+                       Optional<Castor_FloatTensor>:$accumulate,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$strides,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{0, 0, 0, 0}">:$pads,
                        DefaultValuedAttr<DenseI64ArrayAttr, "{1, 1}">:$dilations,
                        DefaultValuedAttr<I64Attr, "1">:$groups);
   let results = (outs Castor_FloatTensor:$input_grad);
-  let assemblyFormat = "$output_grad `,` $filter attr-dict `:` functional-type(operands, results)";
+  let assemblyFormat = [{
+    $output_grad `,` $filter (`accumulate` `(` $accumulate^ `)`)? attr-dict `:` functional-type(operands, results)
+  }];
   let hasVerifier = 1;
 }
 

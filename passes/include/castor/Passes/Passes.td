@@ -269,6 +269,22 @@ def CastorFuseBatchNormRelu : Pass<"castor-fuse-batch-norm-relu"> {
   let dependentDialects = ["::castor::CastorDialect"];
 }
 
+def CastorFuseGradientAdd : Pass<"castor-fuse-gradient-add"> {
+  let summary = "Adds an input's other gradient in its convolution's data-gradient kernel";
+  let description = [{
+    Runs on train_step after autodiff. An input read by a convolution and by something else
+    (a residual block's input: its convolution and the skip connection; a DenseNet feature
+    map) gets the sum of its gradients, `add(g, conv2d_backward_data(dy, w))`. Where the data
+    gradient has no other user and the add does not broadcast, the pair becomes
+    `conv2d_backward_data dy, w accumulate(g)`: the GPU backend then weighs cuDNN's
+    convolution with the add in its epilogue against the convolution and a separate add, and
+    keeps the faster per layer; the CPU backend composes the two. Of two data gradients
+    summed, the later one takes the earlier as its accumulator. The fused op sits where the
+    convolution was when g is computed before it, else where the add was.
+  }];
+  let dependentDialects = ["::castor::CastorDialect"];
+}
+
 def CastorRecompute : Pass<"castor-recompute", "mlir::func::FuncOp"> {
   let summary = "Recomputes values in the backward instead of keeping them from the forward";
   let description = [{
