@@ -188,7 +188,7 @@ Expected<RunFn> buildAttention(DeviceContext &ctx, const plan::Kernel &k, const 
     auto g = makeGraph(ctx, *p);
     if (!g)
       return g.status().withContext(layer);
-    candidates = frontend::engineCandidates(ctx, *g, "sdpa:", packOf(ctx, *p));
+    candidates = frontend::engineCandidates(ctx, *g, "sdpa:", packOf(ctx, *p), signature(*p));
   } catch (const std::exception &ex) {
     return Status::error(layer + ": cuDNN graph: " + ex.what());
   }

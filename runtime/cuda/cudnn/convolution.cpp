@@ -141,6 +141,9 @@ Expected<RunFn> withBias(DeviceContext &ctx, const Problem &p, RunFn run) {
 
 namespace {
 
+// How many of the fused graph's runtime-compiled engines the tuner may build for one layer.
+constexpr size_t kCompiledFusedCandidates = 3;
+
 // dx += acc with Castor's element-wise add, in place (dx and acc stored alike).
 Expected<RunFn> addAccumulated(DeviceContext &ctx, const Problem &p) {
   if (ctx.channelsLast(p.accumulate) != p.xNhwc)
@@ -206,7 +209,10 @@ Expected<RunFn> buildAccumulating(DeviceContext &ctx, const Problem &p) {
   candidates.push_back(std::move(separate));
   for (auto &c : accumulatingCandidates(ctx, p))
     candidates.push_back(std::move(c));
-  auto choice = tuning::choose(ctx, signature(p), candidates);
+  // cuDNN's engines for the fused graph compile at build (runtime fusion, about a second per
+  // layer signature on the H200, then kept on disk): the first few are worth it here, where the
+  // fusion saves two passes over the gradient.
+  auto choice = tuning::choose(ctx, signature(p), candidates, kCompiledFusedCandidates);
   if (!choice)
     return choice.status();
   ctx.requestWorkspace(choice->executable.workspaceBytes);

@@ -116,12 +116,15 @@ std::vector<tuning::Candidate> candidatesOf(DeviceContext &ctx, const Problem &p
                                             const std::string &prefix = "cudnn:") {
   DeviceContext *c = &ctx;
   const plan::Tensor *x = p.x, *w = p.w, *y = p.y, *acc = p.accumulate;
-  return frontend::engineCandidates(ctx, g, prefix, [c, x, w, y, acc]() {
-    std::unordered_map<int64_t, void *> pack{{kUidX, c->ptr(x)}, {kUidW, c->ptr(w)}, {kUidY, c->ptr(y)}};
-    if (acc)
-      pack.emplace(kUidAcc, c->ptr(acc));
-    return pack;
-  });
+  return frontend::engineCandidates(
+      ctx, g, prefix,
+      [c, x, w, y, acc]() {
+        std::unordered_map<int64_t, void *> pack{{kUidX, c->ptr(x)}, {kUidW, c->ptr(w)}, {kUidY, c->ptr(y)}};
+        if (acc)
+          pack.emplace(kUidAcc, c->ptr(acc));
+        return pack;
+      },
+      signature(p));
 }
 
 } // namespace

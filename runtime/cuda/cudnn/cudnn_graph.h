@@ -4,6 +4,7 @@
 // are large.
 #pragma once
 
+#include "cuda/tuning/compiled_plans.h"
 #include "cuda/tuning/tuner.h"
 
 #include <cudnn_frontend.h>
@@ -12,6 +13,7 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -62,9 +64,12 @@ using PackFn = std::function<std::unordered_map<int64_t, void *>()>;
 
 // Every engine configuration of `g` (whose plans have been created and filtered), in the
 // heuristics' order, as a tuner candidate named `prefix` + the engine's tag; each run executes
-// the plan on ctx's cuDNN handle with the variant pack `pack` gives.
+// the plan on ctx's cuDNN handle with the variant pack `pack` gives. With the layer's tuning key,
+// an engine that compiles at build keeps its built plan on disk and later loads read it back
+// (tuning/compiled_plans.h) instead of compiling again.
 inline std::vector<tuning::Candidate> engineCandidates(DeviceContext &ctx, const std::shared_ptr<PlanGraph> &g,
-                                                       const std::string &prefix, PackFn pack) {
+                                                       const std::string &prefix, PackFn pack,
+                                                       const std::string &layerKey = "") {
   std::vector<tuning::Candidate> candidates;
   std::set<std::string> seen; // modes A and FALLBACK may offer the same configuration
   DeviceContext *c = &ctx;
@@ -79,10 +84,38 @@ inline std::vector<tuning::Candidate> engineCandidates(DeviceContext &ctx, const
     if (g->get_behavior_notes_for_plan_at_index(i, notes).is_good())
       candidate.compilesAtBuild =
           std::find(notes.begin(), notes.end(), fe::BehaviorNote_t::RUNTIME_COMPILATION) != notes.end();
-    candidate.build = [c, g, i, pack]() -> Expected<tuning::Executable> {
+    // A compiled engine's plan is kept on disk once built (tuning/compiled_plans.h).
+    std::optional<tuning::CompiledPlanFile> file;
+    if (candidate.compilesAtBuild && !layerKey.empty())
+      file = tuning::compiledPlanFile(ctx, layerKey, candidate.name);
+    candidate.build = [c, g, i, pack, file]() -> Expected<tuning::Executable> {
       try {
+        if (file) {
+          if (auto bytes = tuning::loadCompiledPlan(*file)) {
+            auto loaded = std::make_shared<PlanGraph>();
+            int64_t workspace = 0;
+            if (loaded->deserialize(c->cudnn, *bytes).is_good() && loaded->get_workspace_size(workspace).is_good()) {
+              tuning::Executable e;
+              e.workspaceBytes = size_t(workspace < 0 ? 0 : workspace);
+              e.run = [c, loaded, pack](void *ws) -> Status {
+                std::unordered_map<int64_t, void *> variants = pack();
+                try {
+                  return feStatus(loaded->execute(c->cudnn, variants, ws), "cuDNN graph execute");
+                } catch (const std::exception &ex) {
+                  return Status::error(std::string("cuDNN graph execute: ") + ex.what());
+                }
+              };
+              return e;
+            }
+          }
+        }
         // check_support_at_index skips configurations barred by the notes or the workspace limit.
         CASTOR_RETURN_IF_ERROR(feStatus(g->build_plan_at_index(i), "build_plan_at_index"));
+        if (file) { // the plan just built is the graph's candidate, the one serialize() writes
+          std::vector<uint8_t> bytes;
+          if (g->serialize(bytes).is_good())
+            tuning::storeCompiledPlan(*file, bytes);
+        }
         auto plan = std::make_shared<BuiltPlan>();
         plan->graph = g;
         plan->index = i;

@@ -121,6 +121,10 @@ struct DeviceContext {
   // layers (a composed fused kernel's batch norm beside its own) gets them joined by ", ".
   int buildingKernel = -1;
   std::unordered_map<int, std::string> tunedChoices;
+  // Kernels an earlier kernel's RunFn already runs (consecutive optimizer updates batched into
+  // one multi-tensor launch by the first of them): their own builders return a RunFn that does
+  // nothing.
+  std::unordered_set<int> coveredKernels;
   void noteTunedChoice(const std::string &candidate) {
     if (buildingKernel < 0)
       return;

@@ -36,11 +36,53 @@ Expected<RunFn> buildSgdUpdate(DeviceContext &ctx, const Kernel &k, const Tensor
   });
 }
 
-// adamw_update
+namespace {
+
+// The operands of plan kernel `index` (null when one is unknown).
+std::vector<const Tensor *> operandsOf(const DeviceContext &ctx, const Kernel &k) {
+  std::vector<const Tensor *> ts;
+  for (auto *ids : {&k.inputs(), &k.outputs()})
+    for (uint32_t id : *ids) {
+      auto it = ctx.tensorsById->find(id);
+      ts.push_back(it == ctx.tensorsById->end() ? nullptr : it->second);
+    }
+  return ts;
+}
+
+// Whether adamw_update kernel `j` can join a multi-tensor launch led by `lead`: the same
+// hyper-parameters, learning rate, step counter and overflow flag; param, grad and moments f32
+// and stored alike; nothing of it still being written on another stream.
+bool joinsAdamwGroup(const DeviceContext &ctx, const Kernel &lead, const plan::AdamWParams &a, const Kernel &j) {
+  if (j.op() != lead.op() || j.inputs_size() != lead.inputs_size() || j.outputs_size() != 3)
+    return false;
+  for (int x = 4; x < lead.inputs_size(); ++x) // lr, step [, found_inf]
+    if (j.inputs(x) != lead.inputs(x))
+      return false;
+  auto p = plan::parseAdamW(j);
+  if (!p || p->beta1 != a.beta1 || p->beta2 != a.beta2 || p->eps != a.eps || p->weightDecay != a.weightDecay)
+    return false;
+  const std::vector<const Tensor *> ts = operandsOf(ctx, j);
+  for (int x = 0; x < 4; ++x)
+    if (!ts[size_t(x)] || ts[size_t(x)]->dtype() != plan::F32 || countOf(*ts[size_t(x)]) != countOf(*ts[0]) ||
+        reordered(ctx, ts[size_t(x)]) != reordered(ctx, ts[0]))
+      return false;
+  for (const Tensor *t : ts)
+    if (!t || ctx.pendingWrites.count(t->id()))
+      return false;
+  return true;
+}
+
+} // namespace
+
+// adamw_update. A run of consecutive adamw_update kernels of one optimizer step (PyTorch's
+// fused/foreach AdamW) is one multi-tensor launch, built by the first of them; the others run
+// nothing. Each parameter's update is independent of the others', so the order is free.
 Expected<RunFn> buildAdamwUpdate(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
   DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
   const std::string &op = k.op();
   const cudaStream_t s = ctx.stream;
+  if (ctx.coveredKernels.count(ctx.buildingKernel))
+    return RunFn([]() { return Status::ok(); });
   const auto need = operandCheck(k.op(), in, out);
   auto p = plan::parseAdamW(k);
   if (!p)
@@ -50,6 +92,29 @@ Expected<RunFn> buildAdamwUpdate(DeviceContext &ctx, const Kernel &k, const Tens
   const Tensor *found = in.size() == 7 ? in[6] : nullptr;
   const auto i = in;
   const plan::AdamWParams a = *p;
+  std::vector<int> group;
+  if (ctx.plan && ctx.tensorsById && ctx.buildingKernel >= 0 && joinsAdamwGroup(ctx, k, a, k))
+    for (int j = ctx.buildingKernel; j < ctx.plan->kernels_size() && joinsAdamwGroup(ctx, k, a, ctx.plan->kernels(j));
+         ++j)
+      group.push_back(j);
+  if (group.size() > 1) {
+    std::vector<AdamwTensors> tensors;
+    for (int j : group) {
+      const std::vector<const Tensor *> ts = operandsOf(ctx, ctx.plan->kernels(j));
+      tensors.push_back(AdamwTensors{c->ptr(ts[0]), c->ptr(ts[1]), c->ptr(ts[2]), c->ptr(ts[3]), countOf(*ts[0])});
+    }
+    auto buffer = scratchFor(ctx, kTagMulti, out[0], adamwTableBytes(tensors));
+    if (!buffer)
+      return buffer.status();
+    AdamwTable table;
+    CASTOR_CUDA(uploadAdamwTable(tensors, *buffer, &table));
+    for (size_t g = 1; g < group.size(); ++g)
+      ctx.coveredKernels.insert(group[g]);
+    return launch([=]() {
+      return adamwAll(table, c->ref(i[4]), c->ints(i[5]), found ? c->ref(found) : Ref{nullptr, kF32}, a.beta1,
+                      a.beta2, a.eps, a.weightDecay, s);
+    });
+  }
   return launch([=]() {
     return adamwUpdate(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), c->ref(i[4]), c->ints(i[5]),
                        found ? c->ref(found) : Ref{nullptr, kF32}, countOf(*i[0]), a.beta1, a.beta2, a.eps,

@@ -172,6 +172,52 @@ __global__ void adamwKernel(TP *param, const TG *grad, TP *mp, TP *vp, Ref lrRef
   }
 }
 
+// One AdamW table entry on the device (AdamwTensors without the count: chunks carry ranges).
+struct AdamwEntry {
+  float *param;
+  const float *grad;
+  float *m, *v;
+};
+
+__global__ void adamwAllKernel(const AdamwEntry *entries, const ChunkEntry *chunks, int chunkCount, Ref lrRef,
+                               const int64_t *step, Ref found, AdamArgs a) {
+  if (found.p && ldAny(found, 0) != 0.0)
+    return;
+  using A = typename MixAcc<float, float>::type; // as adamwKernel<float, float>
+  const AdamStep<A> f = adamStep<A>(lrRef, step, a);
+  for (int k = blockIdx.x; k < chunkCount; k += gridDim.x) {
+    const ChunkEntry ch = chunks[k];
+    const AdamwEntry e = entries[ch.tensor];
+    float *param = e.param + ch.start, *mp = e.m + ch.start, *vp = e.v + ch.start;
+    const float *grad = e.grad + ch.start;
+    int64_t start = 0;
+    if (aligned16(param) && aligned16(grad) && aligned16(mp) && aligned16(vp)) {
+      using P = Pack<float, 4>;
+      const int64_t nv = ch.count / 4;
+      for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+        P w = reinterpret_cast<const P *>(param)[i], m = reinterpret_cast<const P *>(mp)[i],
+          v = reinterpret_cast<const P *>(vp)[i];
+        const P g = reinterpret_cast<const P *>(grad)[i];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          A wq = A(w.v[q]), mq = A(m.v[q]), vq = A(v.v[q]);
+          f(wq, A(g.v[q]), mq, vq);
+          w.v[q] = float(wq), m.v[q] = float(mq), v.v[q] = float(vq);
+        }
+        reinterpret_cast<P *>(param)[i] = w;
+        reinterpret_cast<P *>(mp)[i] = m;
+        reinterpret_cast<P *>(vp)[i] = v;
+      }
+      start = nv * 4;
+    }
+    for (int64_t i = start + threadIdx.x; i < ch.count; i += blockDim.x) {
+      A w = A(param[i]), m = A(mp[i]), v = A(vp[i]);
+      f(w, A(grad[i]), m, v);
+      param[i] = float(w), mp[i] = float(m), vp[i] = float(v);
+    }
+  }
+}
+
 __global__ void adamwAnyKernel(AnyIo param, AnyIo grad, AnyIo mp, AnyIo vp, Ref lrRef, const int64_t *step, Ref found,
                                int64_t n, AdamArgs a) {
   if (found.p && ldAny(found, 0) != 0.0)
@@ -517,6 +563,48 @@ cudaError_t uploadMultiTensor(const std::vector<TensorEntry> &tensors, void *dev
   table->tensorCount = int(tensors.size());
   table->chunkCount = int(chunks.size());
   return cudaSuccess;
+}
+
+size_t adamwTableBytes(const std::vector<AdamwTensors> &tensors) {
+  std::vector<TensorEntry> sized(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i)
+    sized[i].n = tensors[i].n;
+  return align16(tensors.size() * sizeof(AdamwEntry)) + chunkList(sized).size() * sizeof(ChunkEntry);
+}
+
+cudaError_t uploadAdamwTable(const std::vector<AdamwTensors> &tensors, void *device, AdamwTable *table) {
+  std::vector<TensorEntry> sized(tensors.size());
+  std::vector<AdamwEntry> entries(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    sized[i].n = tensors[i].n;
+    entries[i] = AdamwEntry{static_cast<float *>(tensors[i].param), static_cast<const float *>(tensors[i].grad),
+                            static_cast<float *>(tensors[i].m), static_cast<float *>(tensors[i].v)};
+  }
+  const std::vector<ChunkEntry> chunks = chunkList(sized);
+  const size_t chunkAt = align16(entries.size() * sizeof(AdamwEntry));
+  std::vector<unsigned char> image(chunkAt + chunks.size() * sizeof(ChunkEntry), 0);
+  if (!entries.empty())
+    std::memcpy(image.data(), entries.data(), entries.size() * sizeof(AdamwEntry));
+  if (!chunks.empty())
+    std::memcpy(image.data() + chunkAt, chunks.data(), chunks.size() * sizeof(ChunkEntry));
+  cudaError_t e = cudaMemcpy(device, image.data(), image.size(), cudaMemcpyHostToDevice);
+  if (e != cudaSuccess)
+    return e;
+  auto *base = static_cast<unsigned char *>(device);
+  table->entries = base;
+  table->chunks = base + chunkAt;
+  table->chunkCount = int(chunks.size());
+  return cudaSuccess;
+}
+
+cudaError_t adamwAll(const AdamwTable &t, Ref lr, const int64_t *step, Ref found, double beta1, double beta2,
+                     double eps, double weightDecay, cudaStream_t s) {
+  if (t.chunkCount == 0)
+    return cudaSuccess;
+  adamwAllKernel<<<chunkGrid(t.chunkCount), kThreads, 0, s>>>(
+      static_cast<const AdamwEntry *>(t.entries), static_cast<const ChunkEntry *>(t.chunks), t.chunkCount, lr, step,
+      found, AdamArgs{beta1, beta2, eps, weightDecay});
+  return cudaGetLastError();
 }
 
 cudaError_t unscaleAll(const MultiTensorTable &t, Ref scale, Ref found, cudaStream_t s) {

@@ -46,6 +46,26 @@ cudaError_t unscaleAll(const MultiTensorTable &t, Ref scale, Ref found, cudaStre
 // Gradient clipping: total = sqrt(sum g^2) in fp64 (total out); coef = maxNorm / (total + 1e-6);
 // when coef < 1 every g *= coef.
 cudaError_t clipAll(const MultiTensorTable &t, Ref total, double maxNorm, cudaStream_t s);
+// AdamW over many f32 parameters in one launch (consecutive adamw_update kernels of one
+// optimizer step): each entry's param, grad, exp_avg and exp_avg_sq, all f32 and stored alike;
+// the arithmetic is adamwUpdate's, element for element.
+struct AdamwTensors {
+  void *param = nullptr;
+  const void *grad = nullptr;
+  void *m = nullptr, *v = nullptr;
+  int64_t n = 0;
+};
+struct AdamwTable {
+  const void *entries = nullptr; // device
+  const void *chunks = nullptr;  // device
+  int chunkCount = 0;
+};
+size_t adamwTableBytes(const std::vector<AdamwTensors> &tensors);
+// Fills `device` (adamwTableBytes long) with a synchronous copy: at build time only.
+cudaError_t uploadAdamwTable(const std::vector<AdamwTensors> &tensors, void *device, AdamwTable *table);
+cudaError_t adamwAll(const AdamwTable &t, Ref lr, const int64_t *step, Ref found, double beta1, double beta2,
+                     double eps, double weightDecay, cudaStream_t s);
+
 cudaError_t updateLossScale(Ref scale, int64_t *tracker, Ref found, double growth, double backoff, int64_t interval,
                             cudaStream_t s);
 

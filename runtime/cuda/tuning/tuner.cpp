@@ -84,7 +84,7 @@ size_t powerOfTwoAtMost(size_t n) {
 
 // choose() before its choice is noted under the kernel being built.
 Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &signature,
-                                 const std::vector<Candidate> &candidates) {
+                                 const std::vector<Candidate> &candidates, size_t compiledAllowance) {
   if (candidates.empty())
     return Status::error("no candidates for " + signature);
   // A deterministic run chose among deterministic candidates only: its choice is kept under a key
@@ -125,7 +125,8 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &signatur
   // Build the candidates, in the order given; those that compile at build only within their own
   // budget, or when nothing else builds.
   const size_t limit = envCount("CASTOR_TUNING_MAX_CANDIDATES", 16); // 0: all
-  const size_t compiledLimit = envCount("CASTOR_TUNING_MAX_COMPILED", 0);
+  const size_t compiledLimit =
+      std::getenv("CASTOR_TUNING_MAX_COMPILED") ? envCount("CASTOR_TUNING_MAX_COMPILED", 0) : compiledAllowance;
   std::vector<Built> built;
   std::string lastError;
   bool leftOutForWorkspace = false;
@@ -205,8 +206,9 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &signatur
 
 } // namespace
 
-Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const std::vector<Candidate> &candidates) {
-  auto choice = chooseCandidate(ctx, layerKey, candidates);
+Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const std::vector<Candidate> &candidates,
+                        size_t compiledAllowance) {
+  auto choice = chooseCandidate(ctx, layerKey, candidates, compiledAllowance);
   if (choice)
     ctx.noteTunedChoice(choice->name); // under the kernel being built (the backend's report)
   return choice;

@@ -54,12 +54,14 @@ struct Choice {
 // CASTOR_TUNING_MAX_CANDIDATES that build, default 16, 0 = all), timed on ctx.stream, and
 // recorded in the cache. Candidates whose workspace exceeds ctx.workspaceLimit are skipped. Of
 // the candidates that compile at build, only the first CASTOR_TUNING_MAX_COMPILED (default 0)
-// are tried; when no other candidate builds, the first of them that compiles is the one kept: a
-// layer must not cost seconds of compilation per engine on its first load. Fails when no
-// candidate builds and runs.
+// are tried (`compiledAllowance` instead where the caller gives one and the variable is unset: a
+// layer whose fused form exists only as compiled engines); when no other candidate builds, the
+// first of them that compiles is the one kept: a layer must not cost seconds of compilation per
+// engine on its first load. Fails when no candidate builds and runs.
 // The chosen candidate's name is noted under the kernel being built (ctx.noteTunedChoice).
 // Synchronises ctx.stream (load time only); the caller requests the chosen workspace.
-Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const std::vector<Candidate> &candidates);
+Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const std::vector<Candidate> &candidates,
+                        size_t compiledAllowance = 0);
 
 // Counts since the process started.
 struct Counts {
