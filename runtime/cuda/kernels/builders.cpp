@@ -24,6 +24,40 @@ Expected<void *> scratchFor(DeviceContext &ctx, ScratchTag tag, const Tensor *ow
   return ctx.persistentBuffer(uint32_t(tag) << 28 | owner->id(), bytes);
 }
 
+std::vector<const Tensor *> operandsOf(const DeviceContext &ctx, const Kernel &k) {
+  std::vector<const Tensor *> ts;
+  for (auto *ids : {&k.inputs(), &k.outputs()})
+    for (uint32_t id : *ids) {
+      auto it = ctx.tensorsById->find(id);
+      ts.push_back(it == ctx.tensorsById->end() ? nullptr : it->second);
+    }
+  return ts;
+}
+
+std::vector<int> consecutiveRun(const DeviceContext &ctx, const std::function<bool(const Kernel &)> &joins) {
+  std::vector<int> run;
+  if (!ctx.plan || !ctx.tensorsById || ctx.buildingKernel < 0)
+    return run;
+  for (int j = ctx.buildingKernel; j < ctx.plan->kernels_size(); ++j) {
+    const Kernel &k = ctx.plan->kernels(j);
+    if (!joins(k))
+      break;
+    bool pending = false;
+    for (const Tensor *t : operandsOf(ctx, k))
+      pending = pending || !t || ctx.pendingWrites.count(t->id());
+    if (pending)
+      break;
+    run.push_back(j);
+  }
+  return run;
+}
+
+bool isCovered(const DeviceContext &ctx) { return ctx.coveredKernels.count(ctx.buildingKernel) > 0; }
+
+RunFn coveredKernel() {
+  return RunFn([]() { return Status::ok(); });
+}
+
 Status layoutError(const std::string &op, const std::string &what) {
   return Status::error(op + ": " + what +
                        " is not supported with channels-last storage on cuda; run with CASTOR_CUDA_LAYOUT=nchw");

@@ -3,6 +3,8 @@
 // executor/kernel_table.cpp maps ops to.
 #pragma once
 
+#include <functional>
+
 #include "cuda/executor/device_context.h"
 
 #include <limits>
@@ -29,6 +31,18 @@ enum ScratchTag : uint32_t {
 };
 
 Expected<void *> scratchFor(DeviceContext &ctx, ScratchTag tag, const Tensor *owner, size_t bytes);
+
+// The operands (inputs, then outputs) of a plan kernel; null for an unknown id.
+std::vector<const Tensor *> operandsOf(const DeviceContext &ctx, const Kernel &k);
+
+// Horizontal batching of independent kernels (consecutive optimizer updates, running-statistics
+// updates): the plan indices from the kernel being built on, as long as `joins` accepts the
+// kernel and nothing it touches is still being written on another stream. Empty when the
+// context has no plan (a single kernel built alone). The caller runs them all in one launch and
+// marks the others in ctx.coveredKernels, whose builders then return coveredKernel().
+std::vector<int> consecutiveRun(const DeviceContext &ctx, const std::function<bool(const Kernel &)> &joins);
+bool isCovered(const DeviceContext &ctx);
+RunFn coveredKernel();
 
 Status layoutError(const std::string &op, const std::string &what);
 

@@ -38,20 +38,9 @@ Expected<RunFn> buildSgdUpdate(DeviceContext &ctx, const Kernel &k, const Tensor
 
 namespace {
 
-// The operands of plan kernel `index` (null when one is unknown).
-std::vector<const Tensor *> operandsOf(const DeviceContext &ctx, const Kernel &k) {
-  std::vector<const Tensor *> ts;
-  for (auto *ids : {&k.inputs(), &k.outputs()})
-    for (uint32_t id : *ids) {
-      auto it = ctx.tensorsById->find(id);
-      ts.push_back(it == ctx.tensorsById->end() ? nullptr : it->second);
-    }
-  return ts;
-}
-
 // Whether adamw_update kernel `j` can join a multi-tensor launch led by `lead`: the same
 // hyper-parameters, learning rate, step counter and overflow flag; param, grad and moments f32
-// and stored alike; nothing of it still being written on another stream.
+// and stored alike.
 bool joinsAdamwGroup(const DeviceContext &ctx, const Kernel &lead, const plan::AdamWParams &a, const Kernel &j) {
   if (j.op() != lead.op() || j.inputs_size() != lead.inputs_size() || j.outputs_size() != 3)
     return false;
@@ -66,9 +55,6 @@ bool joinsAdamwGroup(const DeviceContext &ctx, const Kernel &lead, const plan::A
     if (!ts[size_t(x)] || ts[size_t(x)]->dtype() != plan::F32 || countOf(*ts[size_t(x)]) != countOf(*ts[0]) ||
         reordered(ctx, ts[size_t(x)]) != reordered(ctx, ts[0]))
       return false;
-  for (const Tensor *t : ts)
-    if (!t || ctx.pendingWrites.count(t->id()))
-      return false;
   return true;
 }
 
@@ -81,8 +67,8 @@ Expected<RunFn> buildAdamwUpdate(DeviceContext &ctx, const Kernel &k, const Tens
   DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
   const std::string &op = k.op();
   const cudaStream_t s = ctx.stream;
-  if (ctx.coveredKernels.count(ctx.buildingKernel))
-    return RunFn([]() { return Status::ok(); });
+  if (isCovered(ctx))
+    return coveredKernel();
   const auto need = operandCheck(k.op(), in, out);
   auto p = plan::parseAdamW(k);
   if (!p)
@@ -92,11 +78,8 @@ Expected<RunFn> buildAdamwUpdate(DeviceContext &ctx, const Kernel &k, const Tens
   const Tensor *found = in.size() == 7 ? in[6] : nullptr;
   const auto i = in;
   const plan::AdamWParams a = *p;
-  std::vector<int> group;
-  if (ctx.plan && ctx.tensorsById && ctx.buildingKernel >= 0 && joinsAdamwGroup(ctx, k, a, k))
-    for (int j = ctx.buildingKernel; j < ctx.plan->kernels_size() && joinsAdamwGroup(ctx, k, a, ctx.plan->kernels(j));
-         ++j)
-      group.push_back(j);
+  const std::vector<int> group =
+      consecutiveRun(ctx, [&](const Kernel &j) { return joinsAdamwGroup(ctx, k, a, j); });
   if (group.size() > 1) {
     std::vector<AdamwTensors> tensors;
     for (int j : group) {

@@ -207,11 +207,14 @@ Expected<RunFn> buildBatchNormTrainingBackward(DeviceContext &ctx, const Kernel 
   });
 }
 
-// batch_norm_running_update
+// batch_norm_running_update. The step's updates, one per batch norm and consecutive in the plan,
+// run as one launch (one block each), built by the first of them; the others run nothing.
 Expected<RunFn> buildBatchNormRunningUpdate(DeviceContext &ctx, const Kernel &k, const TensorList &in,
                                             const TensorList &out) {
   DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
   const cudaStream_t s = ctx.stream;
+  if (isCovered(ctx))
+    return coveredKernel();
   const auto need = operandCheck(k.op(), in, out);
   auto p = plan::parseBatchNormRunningUpdate(k);
   if (!p)
@@ -221,6 +224,36 @@ Expected<RunFn> buildBatchNormRunningUpdate(DeviceContext &ctx, const Kernel &k,
   CASTOR_RETURN_IF_ERROR(need(4, 2));
   const auto i = in;
   const plan::BatchNormRunningUpdateParams a = *p;
+  std::vector<RunningUpdate> updates;
+  const std::vector<int> group = consecutiveRun(ctx, [&](const Kernel &j) {
+    if (j.op() != k.op() || j.inputs_size() != 4 || j.outputs_size() != 2)
+      return false;
+    auto q = plan::parseBatchNormRunningUpdate(j);
+    const std::vector<const Tensor *> ts = operandsOf(ctx, j);
+    if (!q || q->sync || std::find(ts.begin(), ts.end(), nullptr) != ts.end())
+      return false;
+    const int64_t C = countOf(*ts[0]);
+    for (int x = 1; x < 4; ++x)
+      if (countOf(*ts[size_t(x)]) != C)
+        return false;
+    RunningUpdate u;
+    u.runMean = c->ref(ts[0]), u.runVar = c->ref(ts[1]), u.mean = c->ref(ts[2]), u.invStd = c->ref(ts[3]);
+    u.C = C, u.count = q->count, u.momentum = q->momentum, u.eps = q->epsilon;
+    updates.push_back(u);
+    return true;
+  });
+  if (group.size() > 1) {
+    updates.resize(group.size()); // the kernel that ended the run may have been read, not joined
+    auto buffer = scratchFor(ctx, kTagMulti, out[0], updates.size() * sizeof(RunningUpdate));
+    if (!buffer)
+      return buffer.status();
+    CASTOR_CUDA(cudaMemcpy(*buffer, updates.data(), updates.size() * sizeof(RunningUpdate), cudaMemcpyHostToDevice));
+    for (size_t g = 1; g < group.size(); ++g)
+      ctx.coveredKernels.insert(group[g]);
+    const auto *entries = static_cast<const RunningUpdate *>(*buffer);
+    const int n = int(updates.size());
+    return launch([=]() { return batchNormRunningUpdateAll(entries, n, s); });
+  }
   return launch([=]() {
     return batchNormRunningUpdate(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), countOf(*i[0]),
                                   a.momentum, a.epsilon, a.count, s);

@@ -220,14 +220,27 @@ __global__ void bnBackApplyKernel(IoT dy, IoT x, IoT dx, const double *mu, const
   }
 }
 
+__device__ __forceinline__ void runningUpdateOne(Ref rm, Ref rv, Ref mean, Ref invStd, int64_t c, double momentum,
+                                                 double eps, int64_t count) {
+  const double correction = count > 1 ? double(count) / double(count - 1) : 1.0;
+  const double is = ldAny(invStd, c);
+  const double varBiased = 1.0 / (is * is) - eps;
+  stAny(rm, c, (1 - momentum) * ldAny(rm, c) + momentum * ldAny(mean, c));
+  stAny(rv, c, (1 - momentum) * ldAny(rv, c) + momentum * varBiased * correction);
+}
+
 __global__ void batchNormRunningUpdateKernel(Ref rm, Ref rv, Ref mean, Ref invStd, int64_t C, double momentum,
                                              double eps, int64_t count) {
   CASTOR_GRID_LOOP(c, C) {
-    const double correction = count > 1 ? double(count) / double(count - 1) : 1.0;
-    const double is = ldAny(invStd, c);
-    const double varBiased = 1.0 / (is * is) - eps;
-    stAny(rm, c, (1 - momentum) * ldAny(rm, c) + momentum * ldAny(mean, c));
-    stAny(rv, c, (1 - momentum) * ldAny(rv, c) + momentum * varBiased * correction);
+    runningUpdateOne(rm, rv, mean, invStd, c, momentum, eps, count);
+  }
+}
+
+__global__ void batchNormRunningUpdateAllKernel(const RunningUpdate *entries, int n) {
+  for (int k = blockIdx.x; k < n; k += gridDim.x) {
+    const RunningUpdate u = entries[k];
+    for (int64_t c = threadIdx.x; c < u.C; c += blockDim.x)
+      runningUpdateOne(u.runMean, u.runVar, u.mean, u.invStd, c, u.momentum, u.eps, u.count);
   }
 }
 
@@ -500,6 +513,13 @@ cudaError_t batchNormRunningUpdate(Ref runMean, Ref runVar, Ref mean, Ref invStd
   if (C <= 0)
     return cudaSuccess;
   batchNormRunningUpdateKernel<<<gridFor(C), kThreads, 0, s>>>(runMean, runVar, mean, invStd, C, momentum, eps, count);
+  return cudaGetLastError();
+}
+
+cudaError_t batchNormRunningUpdateAll(const RunningUpdate *deviceEntries, int n, cudaStream_t s) {
+  if (n <= 0)
+    return cudaSuccess;
+  batchNormRunningUpdateAllKernel<<<n, kThreads, 0, s>>>(deviceEntries, n);
   return cudaGetLastError();
 }
 
