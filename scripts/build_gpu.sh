@@ -104,6 +104,20 @@ if [ -x "$castor" ]; then
   # ViT-B/16 with its attention unfused (matmul, softmax, matmul), to measure what fusing it gives.
   "$castor" compile "$root/test/fixtures/torchvision/vit_b_16_train.onnx" --init kaiming --batch 128 --train \
     --precision fp16 --optimizer adamw --lr 1e-3 --weight-decay 0.01 --fuse none -o "$carry/plans/vit_b_16_fp16_b128_nofuse.plan" >/dev/null
+  # The 100-step loss comparison against PyTorch AMP (test/torch_reference/run_amp_comparison.sh).
+  "$castor" compile "$root/models/resnet50.onnx" --init kaiming --batch 64 --train --precision fp16 \
+    --optimizer adamw --lr 1e-4 --beta1 0.9 --beta2 0.999 --eps 1e-8 --weight-decay 0.01 --loss-scale dynamic \
+    -o "$carry/plans/r50_fp16_b64_cmp.plan" >/dev/null
+  # CNNs with grouped and depthwise convolutions and concatenations, fused and unfused
+  # (docs/results/2026-12-02-h200-gradient-add/run4.sh).
+  for m in resnext50_32x4d mobilenet_v2 densenet121; do
+    for f in auto none; do
+      suffix=$([ "$f" = none ] && echo _nofuse || true)
+      "$castor" compile "$root/test/fixtures/torchvision/${m}_train.onnx" --init kaiming --batch 128 --train \
+        --precision fp16 --optimizer adamw --lr 1e-3 --weight-decay 0.01 --fuse "$f" \
+        -o "$carry/plans/${m}_fp16_b128${suffix}.plan" >/dev/null
+    done
+  done
   cp "$root/../shared/bench/torch_resnet50.py" "$carry/" 2>/dev/null || true
 fi
 ls -la "$carry/bin" "$carry/plans"
