@@ -83,6 +83,12 @@ TEST_CASE("conv2d backward kernels match finite differences", "[training-kernels
 
     auto dx = runKernel("conv2d_backward_data", {f64(y, dy), f64(c.w, w)}, {f64Out(c.x)}, c.attrs)[0];
     checkClose(dx, numericGradient(forwardOf("conv2d", {f64(c.x, x), f64(c.w, w)}, y, c.attrs, 0), x, dy), 1e-7);
+    // With an accumulated gradient (castor-fuse-gradient-add): the same gradient plus it.
+    Vec other = randomValues(c.x, rng), sum(dx.size());
+    for (size_t e = 0; e < dx.size(); ++e)
+      sum[e] = dx[e] + other[e];
+    checkClose(runKernel("conv2d_backward_data", {f64(y, dy), f64(c.w, w), f64(c.x, other)}, {f64Out(c.x)}, c.attrs)[0],
+               sum, 1e-12);
     auto dw = runKernel("conv2d_backward_filter", {f64(c.x, x), f64(y, dy)}, {f64Out(c.w)}, c.attrs)[0];
     checkClose(dw, numericGradient(forwardOf("conv2d", {f64(c.x, x), f64(c.w, w)}, y, c.attrs, 1), w, dy), 1e-7);
     auto db = runKernel("conv2d_backward_bias", {f64(y, dy)}, {f64Out({c.w[0]})})[0];
@@ -562,6 +568,20 @@ TEST_CASE("validator refuses malformed training kernels", "[training-kernels]") 
         b.kernel("conv2d_backward_data", {dy, w}, {dx});
       },
       "dy");
+  refuse(
+      [](auto &b) {
+        auto dy = b.tensor("dy", {1, 2, 3, 3}, K::INPUT), w = b.tensor("w", {2, 1, 3, 3}, K::INPUT);
+        auto acc = b.tensor("acc", {1, 1, 3, 4}, K::INPUT), dx = b.tensor("dx", {1, 1, 3, 3}, K::OUTPUT);
+        b.kernel("conv2d_backward_data", {dy, w, acc}, {dx}, {{"pads", plan::intsAttr({1, 1, 1, 1})}});
+      },
+      "accumulate");
+  refuse(
+      [](auto &b) {
+        auto dy = b.tensor("dy", {1, 2, 3, 3}, K::INPUT), w = b.tensor("w", {2, 1, 3, 3}, K::INPUT);
+        auto acc = b.tensor("acc", {1, 1, 3, 3}, K::INPUT, plan::F16), dx = b.tensor("dx", {1, 1, 3, 3}, K::OUTPUT);
+        b.kernel("conv2d_backward_data", {dy, w, acc}, {dx}, {{"pads", plan::intsAttr({1, 1, 1, 1})}});
+      },
+      "dx's dtype");
   refuse(
       [](auto &b) {
         auto rm = b.tensor("rm", {2}, K::STATE), rv = b.tensor("rv", {2}, K::STATE);
