@@ -46,6 +46,9 @@ std::vector<int64_t> strides(const Shape &dims, bool channelsLast);
 // the convolution alone (p.accumulate is not read).
 Expected<RunFn> buildFrontend(DeviceContext &ctx, const Problem &p);
 Expected<tuning::Choice> chooseFrontend(DeviceContext &ctx, const Problem &p);
+// The chosen candidate as the kernel's RunFn: its workspace requested, the shared workspace read
+// when it runs (allocated after every kernel is built).
+RunFn runChoice(DeviceContext &ctx, tuning::Choice choice);
 // The engines of the data gradient with p.accumulate added in the convolution's epilogue
 // (dgrad -> pointwise add in one cuDNN graph), as tuner candidates; empty where cuDNN has none.
 std::vector<tuning::Candidate> accumulatingCandidates(DeviceContext &ctx, const Problem &p);

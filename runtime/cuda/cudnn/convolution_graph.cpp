@@ -142,15 +142,18 @@ std::vector<tuning::Candidate> accumulatingCandidates(DeviceContext &ctx, const 
   }
 }
 
+RunFn runChoice(DeviceContext &ctx, tuning::Choice choice) {
+  ctx.requestWorkspace(choice.executable.workspaceBytes);
+  DeviceContext *c = &ctx;
+  auto run = std::move(choice.executable.run);
+  return RunFn([c, run]() { return run(c->workspace); });
+}
+
 Expected<RunFn> buildFrontend(DeviceContext &ctx, const Problem &p) {
   auto choice = chooseFrontend(ctx, p);
   if (!choice)
     return choice.status();
-  ctx.requestWorkspace(choice->executable.workspaceBytes);
-  DeviceContext *c = &ctx;
-  auto run = std::move(choice->executable.run);
-  // ctx.workspace is allocated after every kernel is built: read it when running.
-  return RunFn([c, run]() { return run(c->workspace); });
+  return runChoice(ctx, std::move(*choice));
 }
 
 Expected<tuning::Choice> chooseFrontend(DeviceContext &ctx, const Problem &p) {

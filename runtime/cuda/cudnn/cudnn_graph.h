@@ -62,6 +62,23 @@ struct BuiltPlan {
 // it sees the arena as it is then).
 using PackFn = std::function<std::unordered_map<int64_t, void *>()>;
 
+// A tuner executable that runs `execute` (a built plan of a graph) with the variant pack `pack`
+// gives, the frontend's exceptions turned into errors.
+template <typename Execute>
+tuning::Executable executableOf(int64_t workspace, PackFn pack, Execute execute) {
+  tuning::Executable e;
+  e.workspaceBytes = size_t(workspace < 0 ? 0 : workspace);
+  e.run = [pack, execute](void *ws) -> Status {
+    std::unordered_map<int64_t, void *> variants = pack();
+    try {
+      return feStatus(execute(variants, ws), "cuDNN graph execute");
+    } catch (const std::exception &ex) {
+      return Status::error(std::string("cuDNN graph execute: ") + ex.what());
+    }
+  };
+  return e;
+}
+
 // Every engine configuration of `g` (whose plans have been created and filtered), in the
 // heuristics' order, as a tuner candidate named `prefix` + the engine's tag; each run executes
 // the plan on ctx's cuDNN handle with the variant pack `pack` gives. With the layer's tuning key,
@@ -94,19 +111,11 @@ inline std::vector<tuning::Candidate> engineCandidates(DeviceContext &ctx, const
           if (auto bytes = tuning::loadCompiledPlan(*file)) {
             auto loaded = std::make_shared<PlanGraph>();
             int64_t workspace = 0;
-            if (loaded->deserialize(c->cudnn, *bytes).is_good() && loaded->get_workspace_size(workspace).is_good()) {
-              tuning::Executable e;
-              e.workspaceBytes = size_t(workspace < 0 ? 0 : workspace);
-              e.run = [c, loaded, pack](void *ws) -> Status {
-                std::unordered_map<int64_t, void *> variants = pack();
-                try {
-                  return feStatus(loaded->execute(c->cudnn, variants, ws), "cuDNN graph execute");
-                } catch (const std::exception &ex) {
-                  return Status::error(std::string("cuDNN graph execute: ") + ex.what());
-                }
-              };
-              return e;
-            }
+            if (loaded->deserialize(c->cudnn, *bytes).is_good() && loaded->get_workspace_size(workspace).is_good())
+              return executableOf(workspace, pack, [c, loaded](std::unordered_map<int64_t, void *> &variants,
+                                                               void *ws) {
+                return loaded->execute(c->cudnn, variants, ws);
+              });
           }
         }
         // check_support_at_index skips configurations barred by the notes or the workspace limit.
@@ -122,18 +131,9 @@ inline std::vector<tuning::Candidate> engineCandidates(DeviceContext &ctx, const
         int64_t workspace = 0;
         CASTOR_RETURN_IF_ERROR(
             feStatus(g->get_workspace_size_plan_at_index(i, workspace), "get_workspace_size_plan_at_index"));
-        tuning::Executable e;
-        e.workspaceBytes = size_t(workspace < 0 ? 0 : workspace);
-        e.run = [c, plan, pack](void *workspace) -> Status {
-          std::unordered_map<int64_t, void *> variants = pack();
-          try {
-            return feStatus(plan->graph->execute_plan_at_index(c->cudnn, variants, workspace, plan->index),
-                            "cuDNN graph execute");
-          } catch (const std::exception &ex) {
-            return Status::error(std::string("cuDNN graph execute: ") + ex.what());
-          }
-        };
-        return e;
+        return executableOf(workspace, pack, [c, plan](std::unordered_map<int64_t, void *> &variants, void *ws) {
+          return plan->graph->execute_plan_at_index(c->cudnn, variants, ws, plan->index);
+        });
       } catch (const std::exception &ex) {
         return Status::error(std::string("cuDNN graph build: ") + ex.what());
       }
