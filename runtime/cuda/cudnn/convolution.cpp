@@ -120,23 +120,43 @@ std::string signature(const Problem &p) {
          std::to_string(p.dilationW) + "|groups=" + std::to_string(p.groups) + (p.accumulate ? "|accumulate" : "");
 }
 
-Expected<RunFn> withBias(DeviceContext &ctx, const Problem &p, RunFn run) {
-  if (!p.bias)
-    return run;
-  // The bias [K] broadcast over y as y is stored: [N,K,P,Q] or, channels-last, [N,P,Q,K].
-  const Shape ys = physicalShape(ctx, *p.y);
-  const Shape bs = p.yNhwc ? Shape{1, 1, 1, p.ys[1]} : Shape{1, p.ys[1], 1, 1};
-  auto bc = makeBroadcast(ys, bs, ys);
+namespace {
+
+// target += addend with Castor's element-wise add, in place; `addendShape` is the addend as
+// stored, broadcast over target as target is stored.
+Expected<RunFn> addInPlace(DeviceContext &ctx, const Tensor *target, const Tensor *addend, const Shape &addendShape,
+                           const char *what) {
+  const Shape ts = physicalShape(ctx, *target);
+  auto bc = makeBroadcast(ts, addendShape, ts);
   if (!bc)
     return bc.status();
   const Broadcast b = *bc;
   DeviceContext *c = &ctx;
-  const Tensor *y = p.y, *bias = p.bias;
-  return RunFn([c, run, b, y, bias]() -> Status {
-    CASTOR_RETURN_IF_ERROR(run());
-    return cudaStatus(binary(OpId::Add, c->ref(y), c->ref(bias), c->ref(y), b, countOf(*y), c->stream),
-                      "conv2d bias");
+  return RunFn([c, b, target, addend, what]() -> Status {
+    return cudaStatus(binary(OpId::Add, c->ref(target), c->ref(addend), c->ref(target), b, countOf(*target), c->stream),
+                      what);
   });
+}
+
+// `first`, then `second`.
+RunFn sequence(RunFn first, RunFn second) {
+  return RunFn([first, second]() -> Status {
+    CASTOR_RETURN_IF_ERROR(first());
+    return second();
+  });
+}
+
+} // namespace
+
+Expected<RunFn> withBias(DeviceContext &ctx, const Problem &p, RunFn run) {
+  if (!p.bias)
+    return run;
+  // The bias [K] broadcast over y as y is stored: [N,K,P,Q] or, channels-last, [N,P,Q,K].
+  const Shape bs = p.yNhwc ? Shape{1, 1, 1, p.ys[1]} : Shape{1, p.ys[1], 1, 1};
+  auto add = addInPlace(ctx, p.y, p.bias, bs, "conv2d bias");
+  if (!add)
+    return add.status();
+  return sequence(std::move(run), std::move(*add));
 }
 
 namespace {
@@ -147,44 +167,23 @@ namespace {
 // (tuning/compiled_plans.h), and won every layer against the convolution and a separate add.
 constexpr size_t kCompiledFusedCandidates = 3;
 
-// dx += acc with Castor's element-wise add, in place (dx and acc stored alike).
-Expected<RunFn> addAccumulated(DeviceContext &ctx, const Problem &p) {
-  if (ctx.channelsLast(p.accumulate) != p.xNhwc)
-    return Status::error("convolution " + p.label + ": the accumulated gradient is stored in another layout than dx");
-  const Shape xs = physicalShape(ctx, *p.x);
-  auto bc = makeBroadcast(xs, xs, xs);
-  if (!bc)
-    return bc.status();
-  const Broadcast b = *bc;
-  DeviceContext *c = &ctx;
-  const Tensor *x = p.x, *acc = p.accumulate;
-  return RunFn([c, b, x, acc]() -> Status {
-    return cudaStatus(binary(OpId::Add, c->ref(x), c->ref(acc), c->ref(x), b, countOf(*x), c->stream),
-                      "conv2d_backward_data accumulate");
-  });
-}
-
 // The data gradient plus p.accumulate: the tuner weighs the plain convolution's chosen engine
 // followed by the element-wise add (the unfused group, rounding as the reference does) against
 // cuDNN's engines that add in the convolution's epilogue (rounding once), and keeps the faster.
 // Without the graph API (f64, CASTOR_CONV_API=legacy, no engine) the group runs unfused.
 Expected<RunFn> buildAccumulating(DeviceContext &ctx, const Problem &p) {
-  auto add = addAccumulated(ctx, p);
+  if (ctx.channelsLast(p.accumulate) != p.xNhwc)
+    return Status::error("convolution " + p.label + ": the accumulated gradient is stored in another layout than dx");
+  auto add = addInPlace(ctx, p.x, p.accumulate, physicalShape(ctx, *p.accumulate), "conv2d_backward_data accumulate");
   if (!add)
     return add.status();
   Problem plain = p;
   plain.accumulate = nullptr;
-  auto composed = [add = *add](RunFn conv) {
-    return RunFn([conv, add]() -> Status {
-      CASTOR_RETURN_IF_ERROR(conv());
-      return add();
-    });
-  };
   if (p.dtype == plan::F64 || legacyForced()) {
     auto run = buildLegacy(ctx, plain);
     if (!run)
       return run.status();
-    return composed(std::move(*run));
+    return sequence(std::move(*run), *add);
   }
   auto plainChoice = chooseFrontend(ctx, plain);
   if (!plainChoice) {
@@ -192,7 +191,7 @@ Expected<RunFn> buildAccumulating(DeviceContext &ctx, const Problem &p) {
     if (!legacy)
       return Status::error("cuDNN graph API: " + plainChoice.message() + "; legacy API: " + legacy.message());
     tuning::noteFallback();
-    return composed(std::move(*legacy));
+    return sequence(std::move(*legacy), *add);
   }
   std::vector<tuning::Candidate> candidates;
   tuning::Executable unfused = plainChoice->executable;

@@ -544,50 +544,59 @@ size_t multiTensorBytes(const std::vector<TensorEntry> &tensors) {
   return align16(tensors.size() * sizeof(TensorEntry)) + chunks * sizeof(ChunkEntry) + (chunks + 1) * sizeof(double);
 }
 
+namespace {
+
+// Copies one table to `device`: `entryBytes` of entries, then the chunks (16-byte aligned), then
+// `tailBytes` of zeros. Returns the chunks' offset in *chunkAt.
+cudaError_t uploadTable(const void *entries, size_t entryBytes, const std::vector<ChunkEntry> &chunks,
+                        size_t tailBytes, void *device, size_t *chunkAt) {
+  *chunkAt = align16(entryBytes);
+  std::vector<unsigned char> image(*chunkAt + chunks.size() * sizeof(ChunkEntry) + tailBytes, 0);
+  if (entryBytes)
+    std::memcpy(image.data(), entries, entryBytes);
+  if (!chunks.empty())
+    std::memcpy(image.data() + *chunkAt, chunks.data(), chunks.size() * sizeof(ChunkEntry));
+  return cudaMemcpy(device, image.data(), image.size(), cudaMemcpyHostToDevice);
+}
+
+// The chunks of tensors of these element counts.
+std::vector<ChunkEntry> chunksOf(const std::vector<AdamwTensors> &tensors) {
+  std::vector<TensorEntry> sized(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i)
+    sized[i].n = tensors[i].n;
+  return chunkList(sized);
+}
+
+} // namespace
+
 cudaError_t uploadMultiTensor(const std::vector<TensorEntry> &tensors, void *device, MultiTensorTable *table) {
   const std::vector<ChunkEntry> chunks = chunkList(tensors);
-  const size_t chunkAt = align16(tensors.size() * sizeof(TensorEntry));
-  const size_t partialAt = chunkAt + chunks.size() * sizeof(ChunkEntry);
-  std::vector<unsigned char> image(partialAt + (chunks.size() + 1) * sizeof(double), 0);
-  if (!tensors.empty())
-    std::memcpy(image.data(), tensors.data(), tensors.size() * sizeof(TensorEntry));
-  if (!chunks.empty())
-    std::memcpy(image.data() + chunkAt, chunks.data(), chunks.size() * sizeof(ChunkEntry));
-  cudaError_t e = cudaMemcpy(device, image.data(), image.size(), cudaMemcpyHostToDevice);
+  size_t chunkAt = 0;
+  cudaError_t e = uploadTable(tensors.data(), tensors.size() * sizeof(TensorEntry), chunks,
+                              (chunks.size() + 1) * sizeof(double), device, &chunkAt);
   if (e != cudaSuccess)
     return e;
   auto *base = static_cast<unsigned char *>(device);
   table->tensors = reinterpret_cast<const TensorEntry *>(base);
   table->chunks = base + chunkAt;
-  table->partials = reinterpret_cast<double *>(base + partialAt);
+  table->partials = reinterpret_cast<double *>(base + chunkAt + chunks.size() * sizeof(ChunkEntry));
   table->tensorCount = int(tensors.size());
   table->chunkCount = int(chunks.size());
   return cudaSuccess;
 }
 
 size_t adamwTableBytes(const std::vector<AdamwTensors> &tensors) {
-  std::vector<TensorEntry> sized(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i)
-    sized[i].n = tensors[i].n;
-  return align16(tensors.size() * sizeof(AdamwEntry)) + chunkList(sized).size() * sizeof(ChunkEntry);
+  return align16(tensors.size() * sizeof(AdamwEntry)) + chunksOf(tensors).size() * sizeof(ChunkEntry);
 }
 
 cudaError_t uploadAdamwTable(const std::vector<AdamwTensors> &tensors, void *device, AdamwTable *table) {
-  std::vector<TensorEntry> sized(tensors.size());
   std::vector<AdamwEntry> entries(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    sized[i].n = tensors[i].n;
+  for (size_t i = 0; i < tensors.size(); ++i)
     entries[i] = AdamwEntry{static_cast<float *>(tensors[i].param), static_cast<const float *>(tensors[i].grad),
                             static_cast<float *>(tensors[i].m), static_cast<float *>(tensors[i].v)};
-  }
-  const std::vector<ChunkEntry> chunks = chunkList(sized);
-  const size_t chunkAt = align16(entries.size() * sizeof(AdamwEntry));
-  std::vector<unsigned char> image(chunkAt + chunks.size() * sizeof(ChunkEntry), 0);
-  if (!entries.empty())
-    std::memcpy(image.data(), entries.data(), entries.size() * sizeof(AdamwEntry));
-  if (!chunks.empty())
-    std::memcpy(image.data() + chunkAt, chunks.data(), chunks.size() * sizeof(ChunkEntry));
-  cudaError_t e = cudaMemcpy(device, image.data(), image.size(), cudaMemcpyHostToDevice);
+  const std::vector<ChunkEntry> chunks = chunksOf(tensors);
+  size_t chunkAt = 0;
+  cudaError_t e = uploadTable(entries.data(), entries.size() * sizeof(AdamwEntry), chunks, 0, device, &chunkAt);
   if (e != cudaSuccess)
     return e;
   auto *base = static_cast<unsigned char *>(device);
