@@ -5,6 +5,7 @@
 #pragma once
 
 #include "cuda/tuning/compiled_plans.h"
+#include "cuda/tuning/tuning_cache.h"
 #include "cuda/tuning/tuner.h"
 
 #include <cudnn_frontend.h>
@@ -104,7 +105,7 @@ inline std::vector<tuning::Candidate> engineCandidates(DeviceContext &ctx, const
     // A compiled engine's plan is kept on disk once built (tuning/compiled_plans.h).
     std::optional<tuning::CompiledPlanFile> file;
     if (candidate.compilesAtBuild && !layerKey.empty())
-      file = tuning::compiledPlanFile(ctx, layerKey, candidate.name);
+      file = tuning::compiledPlanFile(tuning::cachePath(ctx), layerKey, candidate.name);
     candidate.build = [c, g, i, pack, file]() -> Expected<tuning::Executable> {
       try {
         if (file) {

@@ -1,6 +1,5 @@
 // Compiled engines on disk (see tuning/compiled_plans.h).
 #include "cuda/tuning/compiled_plans.h"
-#include "cuda/tuning/tuning_cache.h"
 
 #include <cstdio>
 #include <filesystem>
@@ -25,12 +24,14 @@ uint64_t fnv1a(const std::string &s) {
 
 } // namespace
 
-std::optional<CompiledPlanFile> compiledPlanFile(const DeviceContext &ctx, const std::string &layerKey,
+std::optional<CompiledPlanFile> compiledPlanFile(const std::string &cacheFile, const std::string &layerKey,
                                                  const std::string &candidate) {
-  std::string cache = cachePath(ctx);
-  if (cache.empty())
+  if (cacheFile.empty())
     return std::nullopt;
-  const std::string dir = cache.substr(0, cache.size() - 4) + ".plans"; // tuning-....txt -> tuning-....plans
+  const std::string stem = cacheFile.size() > 4 && cacheFile.compare(cacheFile.size() - 4, 4, ".txt") == 0
+                               ? cacheFile.substr(0, cacheFile.size() - 4)
+                               : cacheFile;
+  const std::string dir = stem + ".plans"; // tuning-....txt -> tuning-....plans
   char name[32];
   std::snprintf(name, sizeof name, "%016llx.bin", static_cast<unsigned long long>(fnv1a(layerKey + "\t" + candidate)));
   return CompiledPlanFile{dir + "/" + name, layerKey + "\t" + candidate};

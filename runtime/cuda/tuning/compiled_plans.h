@@ -10,8 +10,6 @@
 // the compilation, never the run.
 #pragma once
 
-#include "cuda/executor/device_context.h"
-
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -26,8 +24,10 @@ struct CompiledPlanFile {
   std::string key;
 };
 
-// The file of (layer key, candidate) on this GPU and cuDNN version; none when the disk cache is off.
-std::optional<CompiledPlanFile> compiledPlanFile(const DeviceContext &ctx, const std::string &layerKey,
+// The file of (layer key, candidate) beside the tuning cache file `cacheFile`
+// (tuning_cache.h's cachePath: one per GPU and cuDNN version); none when that is "" (the disk
+// cache is off). Host code only, like cache_format.h, so that CI tests it without a GPU.
+std::optional<CompiledPlanFile> compiledPlanFile(const std::string &cacheFile, const std::string &layerKey,
                                                  const std::string &candidate);
 
 std::optional<std::vector<uint8_t>> loadCompiledPlan(const CompiledPlanFile &file);
