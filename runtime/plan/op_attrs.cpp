@@ -426,4 +426,9 @@ Status parseNoAttrs(const Kernel &k, const std::vector<std::string> &ignored) {
   return r.finish();
 }
 
+bool isFusedKernel(const Kernel &k) {
+  const auto op = opFromName(k.op());
+  return op && (isFusedOp(*op) || (*op == OpId::Conv2dBackwardData && k.inputs_size() == 3));
+}
+
 } // namespace castor::plan

@@ -143,6 +143,11 @@ struct IncrementParams {
 };
 
 Expected<Conv2dParams> parseConv2d(const Kernel &k); // also conv2d_backward_data/filter
+
+// Whether the kernel stands for a group of ops a backend may run fused or as the group: a fused
+// op (ops.def's last section), or a data gradient with an accumulated gradient
+// (conv2d_backward_data's third input, castor-fuse-gradient-add).
+bool isFusedKernel(const Kernel &k);
 // max_pool2d, avg_pool2d and their _backward kernels.
 Expected<Pool2dParams> parsePool2d(const Kernel &k);
 Expected<DropoutParams> parseDropout(const Kernel &k); // dropout, dropout_backward

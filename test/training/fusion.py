@@ -3,7 +3,8 @@
 gradient accumulated) are defined as the groups they replace, so after N
 AdamW steps every state tensor (parameters, moments, running statistics, loss scaler) must be
 bit-identical. Also checks that `--fuse auto` fused something and `--fuse none` nothing, so the
-comparison cannot pass vacuously.
+comparison cannot pass vacuously, and that `castor-run bench --json` reports every fused kernel
+of the fused plan (the cpu backend's way: "reference") and none of the unfused one.
 
 Usage: fusion.py --bin BUILD/bin --models MODELS_DIR --work DIR
 """
@@ -43,6 +44,13 @@ def op_counts(bin_dir, plan):
     return counts
 
 
+def bench_fusion_report(bin_dir, plan):
+    out = subprocess.run([os.path.join(bin_dir, "castor-run"), "bench", plan, "--device", "cpu", "--steps", "1",
+                          "--warmup", "0", "--json"], check=True, capture_output=True, text=True).stdout
+    line = [l for l in out.splitlines() if l.startswith("{")][-1]
+    return json.loads(line)["fusion"]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -73,7 +81,19 @@ def main():
         a, b = states["auto"], states["none"]
         differing = sorted(n for n in a if n not in b or a[n].tobytes() != b[n].tobytes())
         missing = sorted(set(b) - set(a))
-        ok = fused > 0 and accumulating > 0 and unfused_has == 0 and not differing and not missing
+        # The report lists each fused kernel: the batch-norm groups and the accumulating gradients.
+        reported = {fuse: bench_fusion_report(args.bin, os.path.join(args.work, f"{name}_{fuse}.plan"))
+                    for fuse in ("auto", "none")}
+        report_ok = (reported["auto"]["fused_kernels"] == fused + accumulating
+                     and reported["auto"]["ways"] == {"reference": fused + accumulating}
+                     and sum(l["op"] == "conv2d_backward_data" for l in reported["auto"]["layers"]) == accumulating
+                     and reported["none"]["fused_kernels"] == 0)
+        if not report_ok:
+            print(f"{name}: castor-run bench's fusion report {reported['auto']['fused_kernels']} kernels, "
+                  f"ways {reported['auto']['ways']} (expected {fused + accumulating}); unfused plan "
+                  f"{reported['none']['fused_kernels']}: FAILED")
+        ok = (fused > 0 and accumulating > 0 and unfused_has == 0 and not differing and not missing
+              and report_ok)
         failures += not ok
         print(f"{name}: {fused} fused batch-norm kernels, {accumulating} data gradients accumulating "
               f"(unfused plan: {unfused_has}), {steps} steps, {len(a)} state tensors, "

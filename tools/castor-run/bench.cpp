@@ -13,6 +13,7 @@
 #include "castor/backend.h"
 #include "core/session.h"
 #include "data/synthetic.h"
+#include "plan/op_attrs.h"
 #include "plan/plan_io.h"
 #include "train/plan_index.h"
 #include "train/scalar_output.h"
@@ -62,8 +63,7 @@ ChoiceReport reportChoices(const plan::Plan &p, const Backend &b) {
   for (int i = 0; i < p.kernels_size(); ++i) {
     const plan::Kernel &k = p.kernels(i);
     const KernelChoice c = size_t(i) < choices.size() ? choices[size_t(i)] : KernelChoice{};
-    const auto op = plan::opFromName(k.op());
-    if (op && plan::isFusedOp(*op)) {
+    if (plan::isFusedKernel(k)) {
       const std::string way = c.way.empty() ? "unknown" : c.way;
       r.fused.push_back({i, k.name(), k.op(), way});
       ++r.ways[way];

@@ -166,6 +166,8 @@ namespace {
 // three a layer took 5-10 s on an empty tuning cache, kept on disk after that
 // (tuning/compiled_plans.h), and won every layer against the convolution and a separate add.
 constexpr size_t kCompiledFusedCandidates = 3;
+// The name of the candidate that runs the plain convolution, then the add.
+constexpr const char *kUnfusedPrefix = "unfused:";
 
 // The data gradient plus p.accumulate: the tuner weighs the plain convolution's chosen engine
 // followed by the element-wise add (the unfused group, rounding as the reference does) against
@@ -183,6 +185,7 @@ Expected<RunFn> buildAccumulating(DeviceContext &ctx, const Problem &p) {
     auto run = buildLegacy(ctx, plain);
     if (!run)
       return run.status();
+    ctx.layerChoices[p.x->id()] = "composed";
     return sequence(std::move(*run), *add);
   }
   auto plainChoice = chooseFrontend(ctx, plain);
@@ -191,13 +194,14 @@ Expected<RunFn> buildAccumulating(DeviceContext &ctx, const Problem &p) {
     if (!legacy)
       return Status::error("cuDNN graph API: " + plainChoice.message() + "; legacy API: " + legacy.message());
     tuning::noteFallback();
+    ctx.layerChoices[p.x->id()] = "composed";
     return sequence(std::move(*legacy), *add);
   }
   std::vector<tuning::Candidate> candidates;
   tuning::Executable unfused = plainChoice->executable;
   RunFn addRun = *add;
   tuning::Candidate separate;
-  separate.name = "unfused:" + plainChoice->name;
+  separate.name = kUnfusedPrefix + plainChoice->name;
   separate.build = [unfused, addRun]() -> Expected<tuning::Executable> {
     tuning::Executable e;
     e.workspaceBytes = unfused.workspaceBytes;
@@ -214,6 +218,8 @@ Expected<RunFn> buildAccumulating(DeviceContext &ctx, const Problem &p) {
   auto choice = tuning::choose(ctx, signature(p), candidates, kCompiledFusedCandidates);
   if (!choice)
     return choice.status();
+  // The way castor-run bench reports (KernelChoice::way); the candidate is in the tuning report.
+  ctx.layerChoices[p.x->id()] = choice->name.rfind(kUnfusedPrefix, 0) == 0 ? "composed" : "fused";
   return runChoice(ctx, std::move(*choice));
 }
 

@@ -491,13 +491,17 @@ private:
       if (auto tuned = ctx_.tunedChoices.find(i); tuned != ctx_.tunedChoices.end())
         c.tuned = tuned->second;
       const auto op = plan::opFromName(k.op());
-      std::optional<uint32_t> mean;
+      // Where the builders recorded their way (ctx.layerChoices): a fused batch norm's under its
+      // saved mean, an accumulating data gradient's under its output.
+      std::optional<uint32_t> key;
       if (op == plan::OpId::BatchNormReluTraining && k.outputs_size() > 1)
-        mean = k.outputs(1);
+        key = k.outputs(1);
       else if (op == plan::OpId::BatchNormReluTrainingBackward && k.inputs_size() > 5)
-        mean = k.inputs(5);
-      if (mean)
-        if (auto way = ctx_.layerChoices.find(*mean); way != ctx_.layerChoices.end())
+        key = k.inputs(5);
+      else if (op == plan::OpId::Conv2dBackwardData && k.inputs_size() == 3)
+        key = k.outputs(0);
+      if (key)
+        if (auto way = ctx_.layerChoices.find(*key); way != ctx_.layerChoices.end())
           c.way = way->second;
     }
   }

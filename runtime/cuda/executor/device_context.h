@@ -111,8 +111,9 @@ struct DeviceContext {
 
   // What a forward kernel's builder chose that the builder of its backward must follow, keyed by
   // the id of a tensor both share (the fused batch-norm-ReLU records its way, "fused", "fused+add"
-  // or "composed", under its saved mean: cudnn/batch_norm_relu.cpp). Kernels are built in plan
-  // order, forward first.
+  // or "composed", under its saved mean: cudnn/batch_norm_relu.cpp), and the ways the backend
+  // reports (an accumulating data gradient's under its output: cudnn/convolution.cpp). Kernels
+  // are built in plan order, forward first.
   std::unordered_map<uint32_t, std::string> layerChoices;
 
   // What the per-layer tuner chose for each kernel, for the backend's report (kernelChoices):

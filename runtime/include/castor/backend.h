@@ -82,7 +82,9 @@ struct BackendOptions {
 struct KernelChoice {
   // The way it runs the kernel where it has more than one: for the fused ops (plan/ops.md, "Fused
   // kernels") the cuda backend's "fused", "fused+add" (cuDNN's fused kernel, with the residual)
-  // or "composed" (the group's kernels one after another); the cpu backend says "reference".
+  // or "composed" (the group's kernels one after another), and for a data gradient with an
+  // accumulated gradient "fused" (the add in the convolution's epilogue) or "composed"; the cpu
+  // backend says "reference".
   std::string way;
   // The candidate a per-layer tuner chose for the kernel (the cuda backend's "ex",
   // "graph:<engine>", "cudnn:<engine>"); several, joined by ", ", when the kernel was built of
