@@ -108,8 +108,10 @@ inline std::vector<tuning::Candidate> engineCandidates(DeviceContext &ctx, const
       file = tuning::compiledPlanFile(tuning::cachePath(ctx), layerKey, candidate.name);
     candidate.build = [c, g, i, pack, file]() -> Expected<tuning::Executable> {
       try {
-        if (file) {
-          if (auto bytes = tuning::loadCompiledPlan(*file)) {
+        if (auto bytes = file ? tuning::loadCompiledPlan(*file) : std::nullopt) {
+          // A file cuDNN cannot read back (damaged, or of another build) costs the compilation
+          // below, which writes it anew.
+          try {
             auto loaded = std::make_shared<PlanGraph>();
             int64_t workspace = 0;
             if (loaded->deserialize(c->cudnn, *bytes).is_good() && loaded->get_workspace_size(workspace).is_good())
@@ -117,6 +119,7 @@ inline std::vector<tuning::Candidate> engineCandidates(DeviceContext &ctx, const
                                                                void *ws) {
                 return loaded->execute(c->cudnn, variants, ws);
               });
+          } catch (const std::exception &) {
           }
         }
         // check_support_at_index skips configurations barred by the notes or the workspace limit.
