@@ -71,13 +71,19 @@ void Socket::close() {
   fd_ = -1;
 }
 
-IoResult readExact(const Socket &socket, void *data, size_t bytes, Clock::time_point deadline) {
-  char *at = static_cast<char *>(data);
+namespace {
+
+// Moves `bytes` through `io` (one non-blocking recv or send of at most n bytes at `at`, its
+// result) as the socket becomes ready for `events`, until done, the deadline, or the peer is
+// gone. A read of 0 bytes is the peer's orderly close.
+template <typename Byte, typename Io>
+IoResult transferExact(const Socket &socket, Byte *at, size_t bytes, short events, Clock::time_point deadline,
+                       Io io) {
   while (bytes > 0) {
-    if (!waitFor(socket.fd(), POLLIN, deadline))
+    if (!waitFor(socket.fd(), events, deadline))
       return {IoOutcome::TimedOut};
-    ssize_t n = ::recv(socket.fd(), at, bytes, MSG_DONTWAIT);
-    if (n == 0)
+    ssize_t n = io(at, bytes);
+    if (n == 0 && events == POLLIN)
       return {IoOutcome::Closed};
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
@@ -90,22 +96,19 @@ IoResult readExact(const Socket &socket, void *data, size_t bytes, Clock::time_p
   return {};
 }
 
+} // namespace
+
+IoResult readExact(const Socket &socket, void *data, size_t bytes, Clock::time_point deadline) {
+  const int fd = socket.fd();
+  return transferExact(socket, static_cast<char *>(data), bytes, POLLIN, deadline,
+                       [fd](char *at, size_t n) { return ::recv(fd, at, n, MSG_DONTWAIT); });
+}
+
 IoResult writeExact(const Socket &socket, const void *data, size_t bytes, Clock::time_point deadline) {
-  const char *at = static_cast<const char *>(data);
-  while (bytes > 0) {
-    if (!waitFor(socket.fd(), POLLOUT, deadline))
-      return {IoOutcome::TimedOut};
-    // MSG_NOSIGNAL: a peer that is gone is an error to report, not a SIGPIPE to die of.
-    ssize_t n = ::send(socket.fd(), at, bytes, MSG_DONTWAIT | MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)
-        continue;
-      return isClosedError(errno) ? IoResult{IoOutcome::Closed} : IoResult{IoOutcome::Failed, errno};
-    }
-    at += n;
-    bytes -= size_t(n);
-  }
-  return {};
+  const int fd = socket.fd();
+  // MSG_NOSIGNAL: a peer that is gone is an error to report, not a SIGPIPE to die of.
+  return transferExact(socket, static_cast<const char *>(data), bytes, POLLOUT, deadline,
+                       [fd](const char *at, size_t n) { return ::send(fd, at, n, MSG_DONTWAIT | MSG_NOSIGNAL); });
 }
 
 bool readableNow(const Socket &socket) {

@@ -1,6 +1,7 @@
 #include "weights/init.h"
 
 #include "castor/float_convert.h"
+#include "castor/fnv1a.h"
 #include "weights/philox.h"
 
 #include <cmath>
@@ -8,14 +9,7 @@
 
 namespace castor::weights {
 
-uint64_t parameterNameHash(const std::string &name) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : name) {
-    h ^= c;
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
+uint64_t parameterNameHash(const std::string &name) { return fnv1a64(name); }
 
 namespace {
 inline double u53(uint32_t a, uint32_t b) {

@@ -224,7 +224,6 @@ Expected<RunFn> buildBatchNormRunningUpdate(DeviceContext &ctx, const Kernel &k,
   CASTOR_RETURN_IF_ERROR(need(4, 2));
   const auto i = in;
   const plan::BatchNormRunningUpdateParams a = *p;
-  std::vector<RunningUpdate> updates;
   const std::vector<int> group = consecutiveRun(ctx, [&](const Kernel &j) {
     if (j.op() != k.op() || j.inputs_size() != 4 || j.outputs_size() != 2)
       return false;
@@ -232,18 +231,19 @@ Expected<RunFn> buildBatchNormRunningUpdate(DeviceContext &ctx, const Kernel &k,
     const std::vector<const Tensor *> ts = operandsOf(ctx, j);
     if (!q || q->sync || std::find(ts.begin(), ts.end(), nullptr) != ts.end())
       return false;
-    const int64_t C = countOf(*ts[0]);
-    for (int x = 1; x < 4; ++x)
-      if (countOf(*ts[size_t(x)]) != C)
-        return false;
-    RunningUpdate u;
-    u.runMean = c->ref(ts[0]), u.runVar = c->ref(ts[1]), u.mean = c->ref(ts[2]), u.invStd = c->ref(ts[3]);
-    u.C = C, u.count = q->count, u.momentum = q->momentum, u.eps = q->epsilon;
-    updates.push_back(u);
-    return true;
+    return std::all_of(ts.begin(), ts.begin() + 4, [&](const Tensor *t) { return countOf(*t) == countOf(*ts[0]); });
   });
   if (group.size() > 1) {
-    updates.resize(group.size()); // the kernel that ended the run may have been read, not joined
+    std::vector<RunningUpdate> updates;
+    for (int g : group) {
+      const Kernel &j = ctx.plan->kernels(g);
+      const auto q = plan::parseBatchNormRunningUpdate(j);
+      const std::vector<const Tensor *> ts = operandsOf(ctx, j);
+      RunningUpdate u;
+      u.runMean = c->ref(ts[0]), u.runVar = c->ref(ts[1]), u.mean = c->ref(ts[2]), u.invStd = c->ref(ts[3]);
+      u.C = countOf(*ts[0]), u.count = q->count, u.momentum = q->momentum, u.eps = q->epsilon;
+      updates.push_back(u);
+    }
     auto buffer = scratchFor(ctx, kTagMulti, out[0], updates.size() * sizeof(RunningUpdate));
     if (!buffer)
       return buffer.status();

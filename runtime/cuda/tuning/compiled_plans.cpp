@@ -1,6 +1,8 @@
 // Compiled engines on disk (see tuning/compiled_plans.h).
 #include "cuda/tuning/compiled_plans.h"
 
+#include "castor/fnv1a.h"
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -9,20 +11,6 @@
 #include <unistd.h>
 
 namespace castor::cuda::tuning {
-namespace {
-
-// FNV-1a, 64 bits: a file name for a key of any length (collisions are caught by the key kept in
-// the file's first line).
-uint64_t fnv1a(const std::string &s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char ch : s) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
-} // namespace
 
 std::optional<CompiledPlanFile> compiledPlanFile(const std::string &cacheFile, const std::string &layerKey,
                                                  const std::string &candidate) {
@@ -32,8 +20,9 @@ std::optional<CompiledPlanFile> compiledPlanFile(const std::string &cacheFile, c
                                ? cacheFile.substr(0, cacheFile.size() - 4)
                                : cacheFile;
   const std::string dir = stem + ".plans"; // tuning-....txt -> tuning-....plans
+  // Named by the key's hash; the key itself is the file's first line (a collision reads as a miss).
   char name[32];
-  std::snprintf(name, sizeof name, "%016llx.bin", static_cast<unsigned long long>(fnv1a(layerKey + "\t" + candidate)));
+  std::snprintf(name, sizeof name, "%016llx.bin", static_cast<unsigned long long>(fnv1a64(layerKey + "\t" + candidate)));
   return CompiledPlanFile{dir + "/" + name, layerKey + "\t" + candidate};
 }
 
