@@ -328,18 +328,32 @@ Expected<RunFn> ownForward(DeviceContext &ctx, const plan::BatchNormParams &a, c
   });
 }
 
-Expected<RunFn> ownBackward(DeviceContext &ctx, const TensorList &in, const TensorList &out) {
-  const Tensor *dy = in[0], *x = in[1], *y = in[2], *scale = in[3], *mean = in[5], *invStd = in[6];
+// After a forward without residual the own backward recomputes the ReLU's mask from x instead of
+// reading y (kernels/batch_norm_relu.h): y = relu(t) passes where t does.
+Expected<RunFn> ownBackward(DeviceContext &ctx, const TensorList &in, const TensorList &out, bool forwardAddedResidual) {
+  const Tensor *dy = in[0], *x = in[1], *y = forwardAddedResidual ? in[2] : nullptr, *scale = in[3], *bias = in[4],
+               *mean = in[5], *invStd = in[6];
   const Tensor *dx = out[0], *dscale = out[1], *dbias = out[2], *dz = out.size() == 4 ? out[3] : nullptr;
   const Rows g = rowsOf(*x);
   ctx.requestWorkspace(bnReluWorkspaceBytes(g.rows, g.C));
   DeviceContext *c = &ctx;
   return RunFn([=]() -> Status {
-    return cudaStatus(bnReluBackward(c->ref(dy), c->ref(x), c->ref(y), f32(*c, scale), f32(*c, mean),
-                                     f32(*c, invStd), c->ref(dx), dz ? c->ref(dz) : Ref{}, f32Out(*c, dscale),
-                                     f32Out(*c, dbias), g.rows, g.C, c->workspace, c->stream),
+    return cudaStatus(bnReluBackward(c->ref(dy), c->ref(x), y ? c->ref(y) : Ref{}, f32(*c, scale), f32(*c, bias),
+                                     f32(*c, mean), f32(*c, invStd), c->ref(dx), dz ? c->ref(dz) : Ref{},
+                                     f32Out(*c, dscale), f32Out(*c, dbias), g.rows, g.C, c->workspace, c->stream),
                       "the own batch-norm-ReLU backward");
   });
+}
+
+// Whether the forward whose saved mean is `mean` adds a residual (unknown: as if it did, so that
+// the backward reads y).
+bool forwardAddsResidual(const DeviceContext &ctx, const Tensor *mean) {
+  if (!ctx.plan)
+    return true;
+  for (const Kernel &k : ctx.plan->kernels())
+    if (opOf(k) == OpId::BatchNormReluTraining && k.outputs_size() == 3 && k.outputs(1) == mean->id())
+      return k.inputs_size() == 4;
+  return true;
 }
 
 // The backward kernel of the forward whose saved mean is `mean`, and its operands, from the plan.
@@ -397,7 +411,7 @@ Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::Ba
         return fwd.status();
       c->workspaceBytes = 0;
       auto back = way == kFused ? fusedBackward(*c, a, bwd.in, bwd.out, *f)
-                  : way == kOwn ? ownBackward(*c, bwd.in, bwd.out)
+                  : way == kOwn ? ownBackward(*c, bwd.in, bwd.out, in.size() == 4)
                                 : composedBackward(*c, *bwd.kernel, bwd.in, bwd.out);
       const size_t pairWorkspace = std::max(forwardWorkspace, c->workspaceBytes);
       if (!back)
@@ -500,7 +514,7 @@ Expected<RunFn> buildBackward(DeviceContext &ctx, const Kernel &k, const TensorL
   if (choice == ctx.layerChoices.end() || choice->second == kComposed)
     return composedBackward(ctx, k, in, out);
   if (choice->second == kOwn)
-    return ownBackward(ctx, in, out);
+    return ownBackward(ctx, in, out, forwardAddsResidual(ctx, in[5]));
   // The forward ran cuDNN's fused kernel: so must the backward, with the forward's ops.
   auto f = fusedLayer(ctx, in[1], backwardPerChannel(in, out), choice->second == kFusedAdd);
   if (!f)

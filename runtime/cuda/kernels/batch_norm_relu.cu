@@ -1,8 +1,11 @@
 // The own fused batch-norm-ReLU kernels (batch_norm_relu.h). Channels-last data [rows, C] read in
 // packs of V neighbouring channels (16-byte loads when C allows): a block of 256 threads covers
-// PB packs of a row and RB = 256 / PB rows at a time; the grid's rows of blocks split the rows,
-// each block writing per-channel partial sums that a second kernel merges in a fixed order
-// (deterministic for a given GPU). The element-wise passes work pack by pack.
+// PB packs of a row and RB = 256 / PB rows at a time, each thread keeping U rows' loads in
+// flight; the grid's rows of blocks split the rows, one resident wave of blocks. The reductions
+// write per-block partial sums that a second kernel merges per channel in a fixed order
+// (deterministic for a given GPU); they cover at most kReducePacks packs of a row per block, so
+// that a wide layer with few rows (C = 2048 at 7x7) writes few partials, and the merge reads
+// them coalesced. The element-wise passes keep their pack's per-channel coefficients in registers.
 #include "cuda/kernels/batch_norm_relu.h"
 #include "cuda/kernels/device_common.cuh"
 
@@ -12,25 +15,50 @@ namespace {
 using namespace detail;
 
 constexpr int kBlock = 256, kMaxVec = 8;
+// Packs of a row one reduction block covers (so at least 256 / 32 = 8 rows a pass).
+constexpr int kReducePacks = 32;
+// The per-channel merge: 32 channels (one coalesced 128-byte read per group) x 32 lanes over
+// the groups.
+constexpr int kMergeChannels = 32, kMergeLanes = 32;
 
 // How a block covers [rows, C] in packs of V channels.
 struct Tiling {
   int V, P, PB, RB; // channels per pack, packs per row, packs per block, rows per block pass
   dim3 grid;        // (channel blocks, row groups)
 };
-// Row groups of at least `minRows` rows each (reductions want 16 rows a group before they merge;
-// the element-wise pass takes any).
-Tiling tiling(int64_t rows, int64_t C, int V, int64_t minRows = 16) {
+// Up to maxPB packs of a row per block; blocksPerSm blocks of the grid per multiprocessor (the
+// kernel's occupancy: every block walks the same number of rows, so a grid of one resident wave
+// leaves no partly filled last wave); row groups of at least minRows rows a thread.
+Tiling tiling(int64_t rows, int64_t C, int V, int maxPB, int blocksPerSm, int64_t minRows) {
   Tiling t;
   t.V = V;
   t.P = int(C / V);
-  t.PB = std::min(t.P, kBlock);
+  t.PB = std::min(t.P, maxPB);
   t.RB = kBlock / t.PB;
   const int64_t channelBlocks = (t.P + t.PB - 1) / t.PB;
-  const int64_t want = std::max<int64_t>(1, int64_t(smCount()) * kBlocksPerSm / channelBlocks);
+  const int64_t want = std::max<int64_t>(1, int64_t(smCount()) * blocksPerSm / channelBlocks);
   const int64_t most = std::max<int64_t>(1, rows / (int64_t(t.RB) * minRows));
   t.grid = dim3(unsigned(channelBlocks), unsigned(std::min<int64_t>({want, most, 65535})));
   return t;
+}
+// Resident blocks of `kernel` per multiprocessor (at most kBlocksPerSm), once per kernel.
+template <typename K> int residentBlocks(K *kernel) {
+  static const int n = [&] {
+    int b = 0;
+    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, kernel, kBlock, 0) != cudaSuccess || b < 1)
+      b = 1;
+    return std::min(b, kBlocksPerSm);
+  }();
+  return n;
+}
+// The element-wise passes: up to a whole row of packs per block, row groups of any size.
+template <typename K> Tiling elementwiseTiling(K *kernel, int64_t rows, int64_t C, int V) {
+  return tiling(rows, C, V, kBlock, residentBlocks(kernel), 1);
+}
+// The reductions: at most kReducePacks packs a block, row groups of at least 16 rows a thread
+// before they merge. blocksPerSm = kBlocksPerSm bounds the workspace.
+Tiling reduceTiling(int64_t rows, int64_t C, int V, int blocksPerSm = kBlocksPerSm) {
+  return tiling(rows, C, V, kReducePacks, blocksPerSm, 16);
 }
 
 template <typename T, int V> __device__ __forceinline__ void load(const T *p, float (&v)[V]) {
@@ -70,46 +98,82 @@ __device__ __forceinline__ void blockPartials(float (&a)[V], float (&b)[V], int 
   }
 }
 
+// scale inv_std, from the saved (rounded) inv_std: the backward that recomputes the ReLU's mask
+// gets the forward's coefficient bit for bit.
+__host__ __device__ __forceinline__ float coefOf(float scale, float invStd) {
+  return float(double(scale) * double(invStd));
+}
+// The normalised value t = (x - mean) coef + bias rounded to T, with one explicit fma so that the
+// forward and the backward that recomputes it round alike.
+template <typename T> __device__ __forceinline__ float normalized(float x, float mean, float coef, float bias) {
+  return toAcc(fromAcc<T>(__fmaf_rn(x - mean, coef, bias)));
+}
+
 // Per (row group, channel): the sum and the sum of squares of x - shift, shift = x's first row
-// (close to the mean, so that the squares do not cancel).
+// (close to the mean, so that the squares do not cancel). U rows' loads in flight a thread.
 template <typename T, int V>
 __global__ void statsKernel(const T *x, int64_t rows, int64_t C, int P, int PB, int RB, float *partial) {
+  constexpr int U = 4;
   const int t = threadIdx.x, packLocal = t % PB, row0 = t / PB;
   const int64_t pack = int64_t(blockIdx.x) * PB + packLocal, c0 = pack * V;
   const bool active = pack < P && row0 < RB;
   float s[V] = {}, q[V] = {}, shift[V] = {};
   if (active) {
     load<T, V>(x + c0, shift);
-    for (int64_t r = int64_t(blockIdx.y) * RB + row0; r < rows; r += int64_t(gridDim.y) * RB) {
-      float v[V];
-      load<T, V>(x + r * C + c0, v);
+    const int64_t step = int64_t(gridDim.y) * RB;
+    for (int64_t r = int64_t(blockIdx.y) * RB + row0; r < rows; r += U * step) {
+      float v[U][V];
 #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const float d = v[j] - shift[j];
-        s[j] += d, q[j] += d * d;
+      for (int u = 0; u < U; ++u)
+        if (r + u * step < rows)
+          load<T, V>(x + (r + u * step) * C + c0, v[u]);
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (r + u * step >= rows)
+          break;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float d = v[u][j] - shift[j];
+          s[j] += d, q[j] += d * d;
+        }
       }
     }
   }
   blockPartials<V>(s, q, PB, RB, c0, active, C, partial);
 }
 
+// The per-channel merge of partial [2][groups][C] in a fixed order: the threads of a block are
+// kMergeChannels channels (threadIdx.x) x kMergeLanes lanes (threadIdx.y), each lane summing
+// every kMergeLanes-th group; lane 0 adds the lanes in order. The totals are valid in lane 0.
+__device__ __forceinline__ void mergeGroups(const float *partial, int groups, int64_t C, int64_t c, double &a,
+                                            double &b) {
+  __shared__ double sa[kMergeLanes][kMergeChannels + 1], sb[kMergeLanes][kMergeChannels + 1];
+  a = 0, b = 0;
+  if (c < C)
+    for (int g = threadIdx.y; g < groups; g += kMergeLanes)
+      a += partial[int64_t(g) * C + c], b += partial[(int64_t(groups) + g) * C + c];
+  sa[threadIdx.y][threadIdx.x] = a, sb[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y == 0)
+    for (int l = 1; l < kMergeLanes; ++l)
+      a += sa[l][threadIdx.x], b += sb[l][threadIdx.x];
+}
+const dim3 kMergeBlock(kMergeChannels, kMergeLanes);
+unsigned mergeGrid(int64_t C) { return unsigned((C + kMergeChannels - 1) / kMergeChannels); }
+
 // Per channel: mean and inv_std from the partial sums (merged in fp64), and a = scale inv_std
 // (y = (x - mean) a + bias).
-// One block per channel, its threads over the row groups.
 __global__ void statsFinishKernel(const void *x, int dt, const float *partial, int groups, int64_t rows, int64_t C,
                                   double eps, const float *scale, float *mean, float *invStd, float *coef) {
-  const int64_t c = blockIdx.x;
-  double s = 0, q = 0;
-  for (int g = threadIdx.x; g < groups; g += blockDim.x)
-    s += partial[int64_t(g) * C + c], q += partial[(int64_t(groups) + g) * C + c];
-  s = blockSum(s);
-  q = blockSum(q);
-  if (threadIdx.x == 0) {
+  const int64_t c = int64_t(blockIdx.x) * kMergeChannels + threadIdx.x;
+  double s, q;
+  mergeGroups(partial, groups, C, c, s, q);
+  if (threadIdx.y == 0 && c < C) {
     const double shift = ldAny(x, dt, c), m = double(rows);
     const double d = s / m, var = fmax(q / m - d * d, 0.0);
-    const double is = 1.0 / sqrt(var + eps);
-    mean[c] = float(shift + d), invStd[c] = float(is);
-    coef[c] = float(double(scale[c]) * is);
+    const float is = float(1.0 / sqrt(var + eps));
+    mean[c] = float(shift + d), invStd[c] = is;
+    coef[c] = coefOf(scale[c], is);
   }
 }
 
@@ -149,7 +213,7 @@ __global__ void applyRowsKernel(const T *x, const T *z, T *y, const float *coef,
         break;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        float t = toAcc(fromAcc<T>((v[u][j] - m[j]) * a[j] + b[j]));
+        float t = normalized<T>(v[u][j], m[j], a[j], b[j]);
         if (z)
           t = toAcc(fromAcc<T>(t + w[u][j]));
         v[u][j] = !Relu || t > 0.f ? t : (t != t ? t : 0.f);
@@ -177,27 +241,56 @@ __global__ void applyStridedKernel(const T *x, const T *z, T *y, const float *co
   }
 }
 
-// Per (row group, channel): sum of g and of g (x - mean), g = dy where y > 0.
-template <typename T, int V>
-__global__ void gradSumsKernel(const T *dy, const T *x, const T *y, const float *mean, int64_t rows, int64_t C, int P,
-                               int PB, int RB, float *partial) {
+// Whether the forward's ReLU let element j through: y > 0, or, without y (Recompute, a forward
+// without residual), t > 0 for t recomputed from x as the forward computed it.
+template <typename T, bool Recompute>
+__device__ __forceinline__ bool passes(float x, float y, float mean, float coef, float bias) {
+  if constexpr (Recompute)
+    return normalized<T>(x, mean, coef, bias) > 0.f;
+  else
+    return y > 0.f;
+}
+
+// Per (row group, channel): sum of g and of g (x - mean), g = dy where the ReLU passed. U rows'
+// loads in flight a thread.
+template <typename T, int V, bool Recompute>
+__global__ void gradSumsKernel(const T *dy, const T *x, const T *y, const float *mean, const float *scale,
+                               const float *invStd, const float *bias, int64_t rows, int64_t C, int P, int PB, int RB,
+                               float *partial) {
+  constexpr int U = 2;
   const int t = threadIdx.x, packLocal = t % PB, row0 = t / PB;
   const int64_t pack = int64_t(blockIdx.x) * PB + packLocal, c0 = pack * V;
   const bool active = pack < P && row0 < RB;
-  float sg[V] = {}, sgx[V] = {}, mu[V] = {};
+  float sg[V] = {}, sgx[V] = {}, mu[V] = {}, a[V] = {}, b[V] = {};
   if (active) {
 #pragma unroll
-    for (int j = 0; j < V; ++j)
+    for (int j = 0; j < V; ++j) {
       mu[j] = mean[c0 + j];
-    for (int64_t r = int64_t(blockIdx.y) * RB + row0; r < rows; r += int64_t(gridDim.y) * RB) {
-      float d[V], xv[V], yv[V];
-      load<T, V>(dy + r * C + c0, d);
-      load<T, V>(x + r * C + c0, xv);
-      load<T, V>(y + r * C + c0, yv);
+      if constexpr (Recompute)
+        a[j] = coefOf(scale[c0 + j], invStd[c0 + j]), b[j] = bias[c0 + j];
+    }
+    const int64_t step = int64_t(gridDim.y) * RB;
+    for (int64_t r = int64_t(blockIdx.y) * RB + row0; r < rows; r += U * step) {
+      float d[U][V], xv[U][V], yv[U][V] = {};
 #pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const float g = yv[j] > 0.f ? d[j] : 0.f;
-        sg[j] += g, sgx[j] += g * (xv[j] - mu[j]);
+      for (int u = 0; u < U; ++u) {
+        const int64_t i = (r + u * step) * C + c0;
+        if (r + u * step < rows) {
+          load<T, V>(dy + i, d[u]);
+          load<T, V>(x + i, xv[u]);
+          if constexpr (!Recompute)
+            load<T, V>(y + i, yv[u]);
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (r + u * step >= rows)
+          break;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const float g = passes<T, Recompute>(xv[u][j], yv[u][j], mu[j], a[j], b[j]) ? d[u][j] : 0.f;
+          sg[j] += g, sgx[j] += g * (xv[u][j] - mu[j]);
+        }
       }
     }
   }
@@ -206,43 +299,67 @@ __global__ void gradSumsKernel(const T *dy, const T *x, const T *y, const float 
 
 // Per channel: dbias = sum g, dscale = sum g xhat, and dx = A g + B (x - mean) + D with
 // A = scale inv_std, B = -scale inv_std^2 dscale / m, D = -scale inv_std dbias / m.
-// One block per channel, its threads over the row groups.
 __global__ void gradFinishKernel(const float *partial, int groups, int64_t C, int64_t rows, const float *scale,
                                  const float *invStd, float *dscale, float *dbias, float *coef /* [3][C] */) {
-  const int64_t c = blockIdx.x;
-  double sg = 0, sgx = 0;
-  for (int g = threadIdx.x; g < groups; g += blockDim.x)
-    sg += partial[int64_t(g) * C + c], sgx += partial[(int64_t(groups) + g) * C + c];
-  sg = blockSum(sg);
-  sgx = blockSum(sgx);
-  if (threadIdx.x == 0) {
+  const int64_t c = int64_t(blockIdx.x) * kMergeChannels + threadIdx.x;
+  double sg, sgx;
+  mergeGroups(partial, groups, C, c, sg, sgx);
+  if (threadIdx.y == 0 && c < C) {
     const double is = invStd[c], ds = sgx * is, k = double(scale[c]) * is / double(rows);
     dscale[c] = float(ds), dbias[c] = float(sg);
-    coef[c] = float(double(scale[c]) * is);
+    coef[c] = coefOf(scale[c], invStd[c]);
     coef[C + c] = float(-k * is * ds);
     coef[2 * C + c] = float(-k * sg);
   }
 }
 
-template <typename T, int V>
+// dx = A g + B (x - mean) + D and dz = g over channels-last rows, tiled as applyRowsKernel: the
+// pack's coefficients in registers, U rows' loads in flight a thread. A = scale inv_std is also
+// the forward's coefficient, from which Recompute recomputes the ReLU's mask.
+template <typename T, int V, bool Recompute>
 __global__ void gradApplyKernel(const T *dy, const T *x, const T *y, T *dx, T *dz, const float *coef,
-                                const float *mean, int64_t packs, int P, int64_t C) {
-  CASTOR_GRID_LOOP(i, packs) {
-    const int c0 = int(i % P) * V;
-    float d[V], xv[V], yv[V];
-    load<T, V>(dy + i * V, d);
-    load<T, V>(x + i * V, xv);
-    load<T, V>(y + i * V, yv);
+                                const float *mean, const float *bias, int64_t rows, int64_t C, int P, int PB, int RB) {
+  constexpr int U = 2;
+  const int tp = int(threadIdx.x) % PB, tr = int(threadIdx.x) / PB;
+  const int p = int(blockIdx.x) * PB + tp;
+  if (p >= P || tr >= RB)
+    return;
+  const int64_t c0 = int64_t(p) * V;
+  float A[V], B[V], D[V], m[V], b[V] = {};
 #pragma unroll
-    for (int j = 0; j < V; ++j) {
-      const int c = c0 + j;
-      const float g = yv[j] > 0.f ? d[j] : 0.f;
-      d[j] = g;
-      xv[j] = coef[c] * g + coef[C + c] * (xv[j] - mean[c]) + coef[2 * C + c];
+  for (int j = 0; j < V; ++j) {
+    A[j] = coef[c0 + j], B[j] = coef[C + c0 + j], D[j] = coef[2 * C + c0 + j], m[j] = mean[c0 + j];
+    if constexpr (Recompute)
+      b[j] = bias[c0 + j];
+  }
+  const int64_t step = int64_t(gridDim.y) * RB;
+  for (int64_t r = int64_t(blockIdx.y) * RB + tr; r < rows; r += U * step) {
+    float d[U][V], xv[U][V], yv[U][V] = {};
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = (r + u * step) * C + c0;
+      if (r + u * step < rows) {
+        load<T, V>(dy + i, d[u]);
+        load<T, V>(x + i, xv[u]);
+        if constexpr (!Recompute)
+          load<T, V>(y + i, yv[u]);
+      }
     }
-    store<T, V>(dx + i * V, xv);
-    if (dz)
-      store<T, V>(dz + i * V, d);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int64_t i = (r + u * step) * C + c0;
+      if (r + u * step >= rows)
+        break;
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float g = passes<T, Recompute>(xv[u][j], yv[u][j], m[j], A[j], b[j]) ? d[u][j] : 0.f;
+        d[u][j] = g;
+        xv[u][j] = A[j] * g + B[j] * (xv[u][j] - m[j]) + D[j];
+      }
+      store<T, V>(dx + i, xv[u]);
+      if (dz)
+        store<T, V>(dz + i, d[u]);
+    }
   }
 }
 
@@ -278,11 +395,6 @@ template <typename F> cudaError_t withDataType(int dt, int64_t C, F &&f) {
   }
 }
 
-int vecFor(int dt, int64_t C) {
-  const int w = dt == kF32 ? 4 : 8;
-  return C % w == 0 ? w : 1;
-}
-
 } // namespace
 
 size_t bnReluWorkspaceBytes(int64_t rows, int64_t C) {
@@ -290,7 +402,7 @@ size_t bnReluWorkspaceBytes(int64_t rows, int64_t C) {
   int64_t groups = 1;
   for (int V : {1, 4, 8})
     if (C % V == 0)
-      groups = std::max<int64_t>(groups, tiling(rows, C, V).grid.y);
+      groups = std::max<int64_t>(groups, reduceTiling(rows, C, V).grid.y);
   return sizeof(float) * size_t(2 * groups * C + 3 * C);
 }
 
@@ -298,17 +410,18 @@ cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, R
                           int64_t rows, int64_t C, double eps, void *workspace, cudaStream_t s) {
   if (x.dt != y.dt || (z.p && z.dt != x.dt))
     return cudaErrorInvalidValue;
-  const Tiling t = tiling(rows, C, vecFor(x.dt, C));
-  const Scratch w = scratchOf(workspace, t, C);
   return withDataType(x.dt, C, [&](auto tag, auto vec) {
     using T = typename decltype(tag)::type;
     constexpr int V = decltype(vec)::value;
+    const Tiling t = reduceTiling(rows, C, V, residentBlocks(statsKernel<T, V>));
+    const Scratch w = scratchOf(workspace, t, C);
     statsKernel<T, V><<<t.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), rows, C, t.P, t.PB, t.RB, w.partial);
-    statsFinishKernel<<<unsigned(C), kThreads, 0, s>>>(x.p, x.dt, w.partial, int(t.grid.y), rows, C, eps, scale, mean,
-                                                      invStd, w.coef);
-    applyRowsKernel<T, V, true><<<tiling(rows, C, V, 1).grid, kBlock, 0, s>>>(
-        static_cast<const T *>(x.p), static_cast<const T *>(z.p), static_cast<T *>(y.p), w.coef, mean, bias, rows, C,
-        t.P, t.PB, t.RB);
+    statsFinishKernel<<<mergeGrid(C), kMergeBlock, 0, s>>>(x.p, x.dt, w.partial, int(t.grid.y), rows, C, eps, scale,
+                                                           mean, invStd, w.coef);
+    const Tiling a = elementwiseTiling(applyRowsKernel<T, V, true>, rows, C, V);
+    applyRowsKernel<T, V, true><<<a.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), static_cast<const T *>(z.p),
+                                                          static_cast<T *>(y.p), w.coef, mean, bias, rows, C, a.P,
+                                                          a.PB, a.RB);
     return cudaGetLastError();
   });
 }
@@ -328,12 +441,13 @@ cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const f
     T *yp = static_cast<T *>(y.p);
     if (B == 1) { // channels last: rows of C, packs of V channels
       const int64_t rows = A;
-      const Tiling t = tiling(rows, C, V, 1);
-      const dim3 grid = t.grid;
-      if (relu)
-        applyRowsKernel<T, V, true><<<grid, kBlock, 0, s>>>(xp, zp, yp, coef, mean, bias, rows, C, t.P, t.PB, t.RB);
-      else
-        applyRowsKernel<T, V, false><<<grid, kBlock, 0, s>>>(xp, zp, yp, coef, mean, bias, rows, C, t.P, t.PB, t.RB);
+      if (relu) {
+        const Tiling t = elementwiseTiling(applyRowsKernel<T, V, true>, rows, C, V);
+        applyRowsKernel<T, V, true><<<t.grid, kBlock, 0, s>>>(xp, zp, yp, coef, mean, bias, rows, C, t.P, t.PB, t.RB);
+      } else {
+        const Tiling t = elementwiseTiling(applyRowsKernel<T, V, false>, rows, C, V);
+        applyRowsKernel<T, V, false><<<t.grid, kBlock, 0, s>>>(xp, zp, yp, coef, mean, bias, rows, C, t.P, t.PB, t.RB);
+      }
     } else if (relu) {
       applyStridedKernel<T, true><<<gridFor(n), kThreads, 0, s>>>(xp, zp, yp, coef, mean, bias, n, C, B);
     } else {
@@ -343,24 +457,31 @@ cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const f
   });
 }
 
-cudaError_t bnReluBackward(Ref dy, Ref x, Ref y, const float *scale, const float *mean, const float *invStd, Ref dx,
-                           Ref dz, float *dscale, float *dbias, int64_t rows, int64_t C, void *workspace,
-                           cudaStream_t s) {
-  if (dy.dt != x.dt || y.dt != x.dt || dx.dt != x.dt || (dz.p && dz.dt != x.dt))
+cudaError_t bnReluBackward(Ref dy, Ref x, Ref y, const float *scale, const float *bias, const float *mean,
+                           const float *invStd, Ref dx, Ref dz, float *dscale, float *dbias, int64_t rows, int64_t C,
+                           void *workspace, cudaStream_t s) {
+  if (dy.dt != x.dt || (y.p && y.dt != x.dt) || dx.dt != x.dt || (dz.p && dz.dt != x.dt))
     return cudaErrorInvalidValue;
-  const Tiling t = tiling(rows, C, vecFor(x.dt, C));
-  const Scratch w = scratchOf(workspace, t, C);
-  return withDataType(x.dt, C, [&](auto tag, auto vec) {
+  auto run = [&](auto tag, auto vec, auto recompute) -> cudaError_t {
     using T = typename decltype(tag)::type;
     constexpr int V = decltype(vec)::value;
+    constexpr bool R = decltype(recompute)::value;
+    const Tiling t = reduceTiling(rows, C, V, residentBlocks(gradSumsKernel<T, V, R>));
+    const Scratch w = scratchOf(workspace, t, C);
     const T *pdy = static_cast<const T *>(dy.p), *px = static_cast<const T *>(x.p), *py = static_cast<const T *>(y.p);
-    gradSumsKernel<T, V><<<t.grid, kBlock, 0, s>>>(pdy, px, py, mean, rows, C, t.P, t.PB, t.RB, w.partial);
-    gradFinishKernel<<<unsigned(C), kThreads, 0, s>>>(w.partial, int(t.grid.y), C, rows, scale, invStd, dscale, dbias,
-                                                     w.coef);
-    const int64_t packs = rows * C / V;
-    gradApplyKernel<T, V><<<gridFor(packs), kThreads, 0, s>>>(pdy, px, py, static_cast<T *>(dx.p),
-                                                               static_cast<T *>(dz.p), w.coef, mean, packs, t.P, C);
+    gradSumsKernel<T, V, R><<<t.grid, kBlock, 0, s>>>(pdy, px, py, mean, scale, invStd, bias, rows, C, t.P, t.PB, t.RB,
+                                                      w.partial);
+    gradFinishKernel<<<mergeGrid(C), kMergeBlock, 0, s>>>(w.partial, int(t.grid.y), C, rows, scale, invStd, dscale,
+                                                          dbias, w.coef);
+    const Tiling a = elementwiseTiling(gradApplyKernel<T, V, R>, rows, C, V);
+    gradApplyKernel<T, V, R><<<a.grid, kBlock, 0, s>>>(pdy, px, py, static_cast<T *>(dx.p), static_cast<T *>(dz.p),
+                                                       w.coef, mean, bias, rows, C, a.P, a.PB, a.RB);
     return cudaGetLastError();
+  };
+  return withDataType(x.dt, C, [&](auto tag, auto vec) {
+    if (y.p)
+      return run(tag, vec, std::false_type{});
+    return run(tag, vec, std::true_type{});
   });
 }
 

@@ -26,9 +26,12 @@ cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, R
 cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const float *mean, const float *invStd,
                     Ref y, int64_t A, int64_t C, int64_t B, bool relu, float *coef, cudaStream_t s);
 
-// dy, x, y, scale, mean, inv_std -> dx, dscale, dbias, dz (dz.p null: none). g = dy where y > 0.
-cudaError_t bnReluBackward(Ref dy, Ref x, Ref y, const float *scale, const float *mean, const float *invStd, Ref dx,
-                           Ref dz, float *dscale, float *dbias, int64_t rows, int64_t C, void *workspace,
-                           cudaStream_t s);
+// dy, x, y, scale, bias, mean, inv_std -> dx, dscale, dbias, dz (dz.p null: none). g = dy where
+// y > 0. With y.p null (a forward without residual, run by bnReluForward), where the normalised
+// value t > 0 instead, t recomputed from x, mean, inv_std, scale and bias bit for bit as the
+// forward computed it: the backward then reads two tensors a pass instead of three.
+cudaError_t bnReluBackward(Ref dy, Ref x, Ref y, const float *scale, const float *bias, const float *mean,
+                           const float *invStd, Ref dx, Ref dz, float *dscale, float *dbias, int64_t rows, int64_t C,
+                           void *workspace, cudaStream_t s);
 
 } // namespace castor::cuda
