@@ -251,6 +251,24 @@ __device__ __forceinline__ bool passes(float x, float y, float mean, float coef,
     return y > 0.f;
 }
 
+// The backward passes' loads of U rows r, r + step, ... (those below `rows`) at channel c0: dy, x
+// and, unless the mask is recomputed, y.
+template <typename T, int V, int U, bool Recompute>
+__device__ __forceinline__ void loadGradRows(const T *dy, const T *x, const T *y, int64_t r, int64_t step,
+                                             int64_t rows, int64_t C, int64_t c0, float (&d)[U][V],
+                                             float (&xv)[U][V], float (&yv)[U][V]) {
+#pragma unroll
+  for (int u = 0; u < U; ++u) {
+    const int64_t i = (r + u * step) * C + c0;
+    if (r + u * step < rows) {
+      load<T, V>(dy + i, d[u]);
+      load<T, V>(x + i, xv[u]);
+      if constexpr (!Recompute)
+        load<T, V>(y + i, yv[u]);
+    }
+  }
+}
+
 // Per (row group, channel): sum of g and of g (x - mean), g = dy where the ReLU passed. U rows'
 // loads in flight a thread.
 template <typename T, int V, bool Recompute>
@@ -272,16 +290,7 @@ __global__ void gradSumsKernel(const T *dy, const T *x, const T *y, const float 
     const int64_t step = int64_t(gridDim.y) * RB;
     for (int64_t r = int64_t(blockIdx.y) * RB + row0; r < rows; r += U * step) {
       float d[U][V], xv[U][V], yv[U][V] = {};
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        const int64_t i = (r + u * step) * C + c0;
-        if (r + u * step < rows) {
-          load<T, V>(dy + i, d[u]);
-          load<T, V>(x + i, xv[u]);
-          if constexpr (!Recompute)
-            load<T, V>(y + i, yv[u]);
-        }
-      }
+      loadGradRows<T, V, U, Recompute>(dy, x, y, r, step, rows, C, c0, d, xv, yv);
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         if (r + u * step >= rows)
@@ -335,16 +344,7 @@ __global__ void gradApplyKernel(const T *dy, const T *x, const T *y, T *dx, T *d
   const int64_t step = int64_t(gridDim.y) * RB;
   for (int64_t r = int64_t(blockIdx.y) * RB + tr; r < rows; r += U * step) {
     float d[U][V], xv[U][V], yv[U][V] = {};
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t i = (r + u * step) * C + c0;
-      if (r + u * step < rows) {
-        load<T, V>(dy + i, d[u]);
-        load<T, V>(x + i, xv[u]);
-        if constexpr (!Recompute)
-          load<T, V>(y + i, yv[u]);
-      }
-    }
+    loadGradRows<T, V, U, Recompute>(dy, x, y, r, step, rows, C, c0, d, xv, yv);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int64_t i = (r + u * step) * C + c0;
