@@ -23,6 +23,7 @@
 #include <fmt/core.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -113,6 +114,11 @@ std::string choicesJson(const ChoiceReport &r) {
 int bench(const BenchOptions &o) {
   if (o.steps <= 0 || o.warmup < 0)
     return benchFail("--steps must be positive and --warmup non-negative");
+  // The cold start: reading the plan, loading it (the tuning of its layers included), first step.
+  const auto started = std::chrono::steady_clock::now();
+  auto secondsSinceStart = [&]() {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  };
   auto read = plan::readPlanFile(o.plan);
   if (!read)
     return benchFail(read.message());
@@ -159,11 +165,19 @@ int bench(const BenchOptions &o) {
     return benchFail(st.message());
 
   Backend &b = s.backend();
+  const double loadSeconds = secondsSinceStart();
   const ChoiceReport choices = reportChoices(s.plan(), b);
   const bool deterministic = runsDeterministic(o, b);
-  for (int64_t i = 0; i < o.warmup; ++i)
+  double firstStepSeconds = 0; // when the first step's results were ready
+  for (int64_t i = 0; i < o.warmup; ++i) {
     if (Status st = b.run(); !st)
       return benchFail(st.withContext(fmt::format("warm-up step {}", i + 1)).message());
+    if (i == 0) {
+      if (auto loss = train::scalarOutput(s, "loss"); !loss) // waits for the step
+        return benchFail(loss.message());
+      firstStepSeconds = secondsSinceStart();
+    }
+  }
   auto firstLoss = train::scalarOutput(s, "loss");
   if (!firstLoss)
     return benchFail(firstLoss.message());
@@ -173,6 +187,8 @@ int bench(const BenchOptions &o) {
     if (!t)
       return benchFail(t.status().withContext(fmt::format("timed step {}", i + 1)).message());
     ms.push_back(*t);
+    if (firstStepSeconds == 0)
+      firstStepSeconds = secondsSinceStart(); // timedRun waits for its step
   }
   auto lastLoss = train::scalarOutput(s, "loss");
   if (!lastLoss)
@@ -215,14 +231,16 @@ int bench(const BenchOptions &o) {
                "\"min_ms\": {:.3f}, \"max_ms\": {:.3f}, \"img_per_s\": {:.1f}, \"peak_bytes\": {}, "
                "\"peak_gib\": {:.3f}, \"kernel_ms\": {{{}}}, \"op_ms\": {{{}}}, \"kernel_total_ms\": {:.3f}, "
                "\"allocated_bytes\": {{{}}}, \"predicted_peak_bytes\": {}, \"loss_first\": {}, "
-               "\"loss_last\": {}, \"deterministic\": {}, {}}}\n",
+               "\"loss_last\": {}, \"deterministic\": {}, \"load_s\": {:.2f}, \"first_step_s\": {:.2f}, {}}}\n",
                o.plan, b.name(), batch, o.steps, median, sorted.front(), sorted.back(), imgPerS, peak, gib, cats, ops,
                kernelTotal, allocations, predicted, std::isfinite(*firstLoss) ? fmt::format("{:.6g}", *firstLoss) : "null",
-               std::isfinite(*lastLoss) ? fmt::format("{:.6g}", *lastLoss) : "null", deterministic,
-               choicesJson(choices));
+               std::isfinite(*lastLoss) ? fmt::format("{:.6g}", *lastLoss) : "null", deterministic, loadSeconds,
+               firstStepSeconds, choicesJson(choices));
     return 0;
   }
   fmt::print("{} on {}: batch {}, {} timed steps after {} warm-up\n", o.plan, b.name(), batch, o.steps, o.warmup);
+  fmt::print("  start      loaded in {:.2f} s (tuning included), first step done at {:.2f} s\n", loadSeconds,
+             firstStepSeconds);
   fmt::print("  step time  median {:.3f} ms (min {:.3f}, max {:.3f})\n", median, sorted.front(), sorted.back());
   fmt::print("  throughput {:.1f} img/s{}\n", imgPerS, deterministic ? " (deterministic)" : "");
   fmt::print("  peak device memory {:.3f} GiB ({} bytes allocated by the backend)\n", gib, peak);

@@ -20,6 +20,12 @@ namespace conv {
 using plan::Kernel;
 using plan::Tensor;
 
+// How many of the fused graph's runtime-compiled engines the tuner may build for one layer.
+// cuDNN offers the dgrad -> add graph only through such engines; on the H200 (ResNet-50 fp16)
+// three a layer took 5-10 s on an empty tuning cache, kept on disk after that
+// (tuning/compiled_plans.h), and won every layer against the convolution and a separate add.
+constexpr size_t kCompiledFusedCandidates = 3;
+
 namespace {
 
 const char *passName(Pass p) {
@@ -161,11 +167,6 @@ Expected<RunFn> withBias(DeviceContext &ctx, const Problem &p, RunFn run) {
 
 namespace {
 
-// How many of the fused graph's runtime-compiled engines the tuner may build for one layer.
-// cuDNN offers the dgrad -> add graph only through such engines; on the H200 (ResNet-50 fp16)
-// three a layer took 5-10 s on an empty tuning cache, kept on disk after that
-// (tuning/compiled_plans.h), and won every layer against the convolution and a separate add.
-constexpr size_t kCompiledFusedCandidates = 3;
 // The name of the candidate that runs the plain convolution, then the add.
 constexpr const char *kUnfusedPrefix = "unfused:";
 
@@ -226,6 +227,16 @@ Expected<RunFn> buildAccumulating(DeviceContext &ctx, const Problem &p) {
 } // namespace
 
 } // namespace conv
+
+std::vector<tuning::CompileJob> compileAheadConvolution(const DeviceContext &ctx, const plan::Kernel &k,
+                                                       const TensorList &in, const TensorList &out) {
+  auto p = conv::parse(ctx, k, in, out);
+  // Only an accumulating data gradient's build compiles engines; a cached choice compiles at most
+  // the one it names.
+  if (!p || !p->accumulate || conv::legacyForced() || tuning::hasCachedChoice(ctx, conv::signature(*p)))
+    return {};
+  return conv::accumulatingCompileJobs(ctx, *p, tuning::compiledCandidateLimit(conv::kCompiledFusedCandidates));
+}
 
 Expected<RunFn> buildConvolution(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
                                  const TensorList &out) {

@@ -4,6 +4,7 @@
 // are large.
 #pragma once
 
+#include "cuda/tuning/compile_ahead.h"
 #include "cuda/tuning/compiled_plans.h"
 #include "cuda/tuning/tuning_cache.h"
 #include "cuda/tuning/tuner.h"
@@ -80,6 +81,77 @@ tuning::Executable executableOf(int64_t workspace, PackFn pack, Execute execute)
   return e;
 }
 
+// One engine configuration of a graph whose plans have been created and filtered.
+struct EngineConfig {
+  int64_t index = -1;
+  std::string tag; // the engine's name, e.g. "eng4_k2=..."
+  bool compilesAtBuild = false; // noted RUNTIME_COMPILATION
+};
+
+// The configurations of `g`, in the heuristics' order, each tag once (modes A and FALLBACK may
+// offer the same configuration).
+inline std::vector<EngineConfig> engineConfigs(PlanGraph &g) {
+  std::vector<EngineConfig> configs;
+  std::set<std::string> seen;
+  const int64_t count = g.get_execution_plan_count();
+  for (int64_t i = 0; i < count; ++i) {
+    EngineConfig config;
+    config.index = i;
+    if (g.get_plan_name_at_index(i, config.tag).is_bad() || config.tag.empty() || !seen.insert(config.tag).second)
+      continue;
+    std::vector<fe::BehaviorNote_t> notes;
+    if (g.get_behavior_notes_for_plan_at_index(i, notes).is_good())
+      config.compilesAtBuild =
+          std::find(notes.begin(), notes.end(), fe::BehaviorNote_t::RUNTIME_COMPILATION) != notes.end();
+    configs.push_back(std::move(config));
+  }
+  return configs;
+}
+
+// Builds configuration `index` of `g` and keeps its plan in `file` (the built plan is the one
+// the graph serializes).
+inline Status buildToFile(PlanGraph &g, int64_t index, const tuning::CompiledPlanFile &file) {
+  CASTOR_RETURN_IF_ERROR(feStatus(g.build_plan_at_index(index), "build_plan_at_index"));
+  std::vector<uint8_t> bytes;
+  if (g.serialize(bytes).is_good())
+    tuning::storeCompiledPlan(file, bytes);
+  return Status::ok();
+}
+
+// The graph of a layer, made with a given cuDNN handle (its plans created and filtered).
+using GraphMaker = std::function<Expected<std::shared_ptr<PlanGraph>>(cudnnHandle_t)>;
+
+// Jobs for tuning::compileAhead: the first `count` configurations that compile at build of the
+// graph `make` returns, each built on a worker and kept in its plan file (the one
+// engineCandidates gives the candidate `prefix` + tag of `layerKey`), unless that file exists.
+// None when the disk cache is off (`cacheFile` ""): the plan would have nowhere to go.
+inline std::vector<tuning::CompileJob> compileAheadJobs(const std::string &cacheFile, const std::string &layerKey,
+                                                        const std::string &prefix, size_t count, GraphMaker make) {
+  std::vector<tuning::CompileJob> jobs;
+  if (cacheFile.empty())
+    return jobs;
+  for (size_t j = 0; j < count; ++j)
+    jobs.push_back({layerKey + "\t" + prefix + "#" + std::to_string(j), [=](cudnnHandle_t handle) {
+                      try {
+                        auto g = make(handle);
+                        if (!g)
+                          return;
+                        size_t compiled = 0;
+                        for (const EngineConfig &config : engineConfigs(**g)) {
+                          if (!config.compilesAtBuild || compiled++ != j)
+                            continue;
+                          auto file = tuning::compiledPlanFile(cacheFile, layerKey, prefix + config.tag);
+                          if (file && !tuning::loadCompiledPlan(*file))
+                            (void)buildToFile(**g, config.index, *file);
+                          return;
+                        }
+                      } catch (const std::exception &) {
+                        // the layer's own build compiles it
+                      }
+                    }});
+  return jobs;
+}
+
 // Every engine configuration of `g` (whose plans have been created and filtered), in the
 // heuristics' order, as a tuner candidate named `prefix` + the engine's tag; each run executes
 // the plan on ctx's cuDNN handle with the variant pack `pack` gives. With the layer's tuning key,
@@ -89,24 +161,17 @@ inline std::vector<tuning::Candidate> engineCandidates(DeviceContext &ctx, const
                                                        const std::string &prefix, PackFn pack,
                                                        const std::string &layerKey = "") {
   std::vector<tuning::Candidate> candidates;
-  std::set<std::string> seen; // modes A and FALLBACK may offer the same configuration
   DeviceContext *c = &ctx;
-  const int64_t count = g->get_execution_plan_count();
-  for (int64_t i = 0; i < count; ++i) {
-    std::string tag;
-    if (g->get_plan_name_at_index(i, tag).is_bad() || tag.empty() || !seen.insert(tag).second)
-      continue;
+  for (const EngineConfig &config : engineConfigs(*g)) {
+    const int64_t i = config.index;
     tuning::Candidate candidate;
-    candidate.name = prefix + tag;
-    std::vector<fe::BehaviorNote_t> notes;
-    if (g->get_behavior_notes_for_plan_at_index(i, notes).is_good())
-      candidate.compilesAtBuild =
-          std::find(notes.begin(), notes.end(), fe::BehaviorNote_t::RUNTIME_COMPILATION) != notes.end();
+    candidate.name = prefix + config.tag;
+    candidate.compilesAtBuild = config.compilesAtBuild;
     // A compiled engine's plan is kept on disk once built (tuning/compiled_plans.h).
     std::optional<tuning::CompiledPlanFile> file;
     if (candidate.compilesAtBuild && !layerKey.empty())
       file = tuning::compiledPlanFile(tuning::cachePath(ctx), layerKey, candidate.name);
-    candidate.build = [c, g, i, pack, file]() -> Expected<tuning::Executable> {
+    candidate.build = [c, g, i, pack, file, compiles = config.compilesAtBuild]() -> Expected<tuning::Executable> {
       try {
         if (auto bytes = file ? tuning::loadCompiledPlan(*file) : std::nullopt) {
           // A file cuDNN cannot read back (damaged, or of another build) costs the compilation
@@ -123,12 +188,12 @@ inline std::vector<tuning::Candidate> engineCandidates(DeviceContext &ctx, const
           }
         }
         // check_support_at_index skips configurations barred by the notes or the workspace limit.
-        CASTOR_RETURN_IF_ERROR(feStatus(g->build_plan_at_index(i), "build_plan_at_index"));
-        if (file) { // the plan just built is the graph's candidate, the one serialize() writes
-          std::vector<uint8_t> bytes;
-          if (g->serialize(bytes).is_good())
-            tuning::storeCompiledPlan(*file, bytes);
-        }
+        if (file)
+          CASTOR_RETURN_IF_ERROR(buildToFile(*g, i, *file));
+        else
+          CASTOR_RETURN_IF_ERROR(feStatus(g->build_plan_at_index(i), "build_plan_at_index"));
+        if (compiles)
+          tuning::noteCompiled();
         auto plan = std::make_shared<BuiltPlan>();
         plan->graph = g;
         plan->index = i;

@@ -209,17 +209,13 @@ public:
                            "its engines anew and may choose others, so another run may differ in its bits\n");
     ctx_.plan = &plan_;
     ctx_.tensorsById = &tensors_;
+    compileAhead();
     for (int i = 0; i < plan_.kernels_size(); ++i) {
       const Kernel &k = plan_.kernels(i);
       const std::string where = plan::describeKernel(plan_, i) + " on cuda";
       cuda::TensorList in, out;
-      for (auto [ids, list] : {std::pair{&k.inputs(), &in}, std::pair{&k.outputs(), &out}})
-        for (uint32_t id : *ids) {
-          auto it = tensors_.find(id);
-          if (it == tensors_.end())
-            return Status::error(where + ": unknown tensor id " + std::to_string(id));
-          list->push_back(it->second);
-        }
+      if (Status st = operandsOf(k, in, out); !st)
+        return st.withContext(where);
       const auto op = plan::opFromName(k.op());
       const cuda::Builder *build = op ? cuda::cudaKernels().find(*op) : nullptr;
       if (!build)
@@ -480,6 +476,36 @@ public:
   std::vector<KernelChoice> kernelChoices() const override { return choices_; }
 
 private:
+  // The kernel's input and output tensors.
+  Status operandsOf(const Kernel &k, cuda::TensorList &in, cuda::TensorList &out) const {
+    for (auto [ids, list] : {std::pair{&k.inputs(), &in}, std::pair{&k.outputs(), &out}})
+      for (uint32_t id : *ids) {
+        auto it = tensors_.find(id);
+        if (it == tensors_.end())
+          return Status::error("unknown tensor id " + std::to_string(id));
+        list->push_back(it->second);
+      }
+    return Status::ok();
+  }
+
+  // The runtime compilations the kernels' builds would start (cuDNN's runtime-compiled engines
+  // on an empty tuning cache), run ahead on worker threads (tuning/compile_ahead.h), so that the
+  // builds read their plans back instead of compiling one after the other.
+  void compileAhead() {
+    std::vector<cuda::tuning::CompileJob> jobs;
+    for (const Kernel &k : plan_.kernels()) {
+      const auto op = plan::opFromName(k.op());
+      const cuda::CompileAheadFn *jobsOf = op ? cuda::cudaCompileAhead().find(*op) : nullptr;
+      cuda::TensorList in, out;
+      if (!jobsOf || !operandsOf(k, in, out))
+        continue; // the kernel's build reports what is wrong
+      for (auto &job : (*jobsOf)(ctx_, k, in, out))
+        jobs.push_back(std::move(job));
+    }
+    if (!jobs.empty())
+      cuda::tuning::compileAhead(std::move(jobs));
+  }
+
   // What kernelChoices reports, once every kernel is built: the tuner's choices, and for the
   // fused batch-norm-ReLU kernels the way their forward's builder recorded in ctx_.layerChoices
   // under the saved mean (the forward's output 1, the backward's input 5).

@@ -8,11 +8,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <utility>
 
 namespace castor::cuda::tuning {
 namespace {
 
-std::atomic<int> timedLayers{0}, cachedLayers{0}, fallbackLayers{0};
+std::atomic<int> timedLayers{0}, cachedLayers{0}, fallbackLayers{0}, compiledCandidates{0};
 std::mutex pathMutex;
 std::string lastCachePath; // for the summary
 
@@ -82,24 +83,31 @@ size_t powerOfTwoAtMost(size_t n) {
   return n ? p : 0;
 }
 
+// The keys a layer's choice is cached under: the whole race's, and the one of a race with
+// candidates left out for their workspace.
+std::pair<std::string, std::string> cacheKeys(const DeviceContext &ctx, const std::string &signature) {
+  // A deterministic run chose among deterministic candidates only: its choice is kept under a key
+  // of its own, so that it never stands in for an unrestricted choice, nor the other way round.
+  std::string layerKey = ctx.deterministic ? signature + "|deterministic" : signature;
+  // A choice made with every candidate in the race is kept under the layer's key; one made with
+  // candidates left out for their workspace, under the key and the limit (in MiB, rounded down
+  // to a power of two), so that a plan with a small limit never replaces the choice a plan with
+  // room makes, whichever runs first.
+  std::string limitedKey =
+      layerKey + "|workspace<=" + std::to_string(powerOfTwoAtMost(ctx.workspaceLimit >> 20)) + "MiB";
+  return {std::move(layerKey), std::move(limitedKey)};
+}
+
 // choose() before its choice is noted under the kernel being built.
 Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &signature,
                                  const std::vector<Candidate> &candidates, size_t compiledAllowance) {
   if (candidates.empty())
     return Status::error("no candidates for " + signature);
-  // A deterministic run chose among deterministic candidates only: its choice is kept under a key
-  // of its own, so that it never stands in for an unrestricted choice, nor the other way round.
-  const std::string layerKey = ctx.deterministic ? signature + "|deterministic" : signature;
+  const auto [layerKey, limitedKey] = cacheKeys(ctx, signature);
   {
     std::lock_guard<std::mutex> lock(pathMutex);
     lastCachePath = cachePath(ctx);
   }
-
-  // A choice made with every candidate in the race is kept under the layer's key; one made with
-  // candidates left out for their workspace, under the key and the limit (in MiB, rounded down
-  // to a power of two), so that a plan with a small limit never replaces the choice a plan with
-  // room makes, whichever runs first.
-  const std::string limitedKey = layerKey + "|workspace<=" + std::to_string(powerOfTwoAtMost(ctx.workspaceLimit >> 20)) + "MiB";
   // The cached choice, if it still builds here within the limit (else timed again).
   for (const std::string &key : {layerKey, limitedKey}) {
     auto hit = lookup(ctx, key);
@@ -125,8 +133,7 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &signatur
   // Build the candidates, in the order given; those that compile at build only within their own
   // budget, or when nothing else builds.
   const size_t limit = envCount("CASTOR_TUNING_MAX_CANDIDATES", 16); // 0: all
-  const size_t compiledLimit =
-      std::getenv("CASTOR_TUNING_MAX_COMPILED") ? envCount("CASTOR_TUNING_MAX_COMPILED", 0) : compiledAllowance;
+  const size_t compiledLimit = compiledCandidateLimit(compiledAllowance);
   std::vector<Built> built;
   std::string lastError;
   bool leftOutForWorkspace = false;
@@ -214,15 +221,26 @@ Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const s
   return choice;
 }
 
+size_t compiledCandidateLimit(size_t compiledAllowance) {
+  return std::getenv("CASTOR_TUNING_MAX_COMPILED") ? envCount("CASTOR_TUNING_MAX_COMPILED", 0) : compiledAllowance;
+}
+
+bool hasCachedChoice(const DeviceContext &ctx, const std::string &signature) {
+  const auto [layerKey, limitedKey] = cacheKeys(ctx, signature);
+  return lookup(ctx, layerKey).has_value() || lookup(ctx, limitedKey).has_value();
+}
+
 Counts counts() {
   Counts c;
   c.timed = timedLayers.load();
   c.fromCache = cachedLayers.load();
   c.fallback = fallbackLayers.load();
+  c.compiled = compiledCandidates.load();
   return c;
 }
 
 void noteFallback() { ++fallbackLayers; }
+void noteCompiled() { ++compiledCandidates; }
 
 std::string tuningSummary() {
   const Counts c = counts();
@@ -232,7 +250,8 @@ std::string tuningSummary() {
     path = lastCachePath;
   }
   return "tuning: " + std::to_string(c.timed) + " layers timed, " + std::to_string(c.fromCache) +
-         " from cache, " + std::to_string(c.fallback) + " on the legacy convolution API (cache " +
+         " from cache, " + std::to_string(c.fallback) + " on the legacy convolution API, " +
+         std::to_string(c.compiled) + " engines compiled while building (cache " +
          (path.empty() ? std::string("in memory only") : path) + ")";
 }
 

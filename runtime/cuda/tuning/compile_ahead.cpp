@@ -1,0 +1,57 @@
+// Compiled engines built ahead, in parallel (see tuning/compile_ahead.h).
+#include "cuda/tuning/compile_ahead.h"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <set>
+#include <thread>
+
+namespace castor::cuda::tuning {
+namespace {
+
+constexpr size_t kMaxThreads = 16;
+
+size_t threadCount(size_t jobs) {
+  size_t n = std::min<size_t>(std::max(1u, std::thread::hardware_concurrency()), kMaxThreads);
+  if (const char *v = std::getenv("CASTOR_TUNING_COMPILE_THREADS"); v && *v)
+    n = size_t(std::strtoul(v, nullptr, 10));
+  return std::min(n, jobs);
+}
+
+} // namespace
+
+size_t compileAhead(std::vector<CompileJob> jobs) {
+  std::set<std::string> seen;
+  jobs.erase(std::remove_if(jobs.begin(), jobs.end(), [&](const CompileJob &j) { return !seen.insert(j.key).second; }),
+             jobs.end());
+  const size_t threads = threadCount(jobs.size());
+  if (threads == 0)
+    return 0;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess)
+    return 0;
+  std::atomic<size_t> next{0}, ran{0};
+  auto worker = [&]() {
+    // The caller's device; a handle of this worker's own (cuDNN's handles are not to be shared
+    // between threads at once).
+    cudnnHandle_t handle = nullptr;
+    if (cudaSetDevice(device) != cudaSuccess || cudnnCreate(&handle) != CUDNN_STATUS_SUCCESS)
+      return; // the other workers (or the layers' own builds) do the work
+    for (size_t i = next++; i < jobs.size(); i = next++) {
+      jobs[i].run(handle);
+      ++ran;
+    }
+    cudnnDestroy(handle);
+  };
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t)
+    pool.emplace_back(worker);
+  for (std::thread &t : pool)
+    t.join();
+  return ran.load();
+}
+
+} // namespace castor::cuda::tuning
