@@ -21,7 +21,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -516,9 +515,7 @@ int main(int argc, char **argv) {
     for (auto &job : h.compileJobs(cs))
       jobs.push_back(std::move(job));
   const size_t jobCount = jobs.size();
-  const auto aheadStart = std::chrono::steady_clock::now();
-  const size_t ran = tuning::compileAhead(std::move(jobs));
-  const double aheadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - aheadStart).count();
+  const tuning::CompileAheadReport report = tuning::compileAhead(std::move(jobs));
   auto planFiles = [](const fs::path &dir) {
     std::set<std::string> names;
     if (fs::exists(dir))
@@ -529,8 +526,9 @@ int main(int argc, char **argv) {
   };
   const fs::path plans3 = dir3 / plans1.filename();
   const std::set<std::string> ahead = planFiles(plans3);
-  std::printf("== compiled ahead: %zu jobs (%zu ran) in %.2f s, %zu plans on disk (the first round's builds left %zu)\n",
-              jobCount, ran, aheadSeconds, ahead.size(), compiledPlans);
+  std::printf("== compiled ahead: %zu jobs (%zu ran on %zu threads) in %.2f s, %zu plans on disk (the first round's "
+              "builds left %zu)\n",
+              jobCount, report.jobs, report.threads, report.seconds, ahead.size(), compiledPlans);
   if (ahead != planFiles(plans1) || ahead.empty()) {
     std::printf("FAIL the compilations run ahead should leave the first round's compiled plans\n");
     ++failures;

@@ -114,6 +114,7 @@ Expected<Problem> parse(const DeviceContext &ctx, const Kernel &k, const TensorL
     return Status::error("convolution bias has " + std::to_string(countOf(*p.bias)) + " elements for " +
                          std::to_string(p.ys[1]) + " output channels");
   p.xNhwc = ctx.channelsLast(p.x), p.wNhwc = ctx.channelsLast(p.w), p.yNhwc = ctx.channelsLast(p.y);
+  p.accumulateNhwc = p.accumulate && ctx.channelsLast(p.accumulate);
   return p;
 }
 
@@ -175,7 +176,7 @@ constexpr const char *kUnfusedPrefix = "unfused:";
 // cuDNN's engines that add in the convolution's epilogue (rounding once), and keeps the faster.
 // Without the graph API (f64, CASTOR_CONV_API=legacy, no engine) the group runs unfused.
 Expected<RunFn> buildAccumulating(DeviceContext &ctx, const Problem &p) {
-  if (ctx.channelsLast(p.accumulate) != p.xNhwc)
+  if (p.accumulateNhwc != p.xNhwc)
     return Status::error("convolution " + p.label + ": the accumulated gradient is stored in another layout than dx");
   auto add = addInPlace(ctx, p.x, p.accumulate, physicalShape(ctx, *p.accumulate), "conv2d_backward_data accumulate");
   if (!add)

@@ -26,6 +26,7 @@ struct Problem {
   int64_t dilationH = 1, dilationW = 1;
   int64_t groups = 1;
   bool xNhwc = false, wNhwc = false, yNhwc = false; // channels-last storage, per operand
+  bool accumulateNhwc = false;
   std::string label;                    // the kernel's name (or op) for messages
 };
 

@@ -54,10 +54,19 @@ bool reducedPrecisionReductionAllowed() {
   return !(v && std::strcmp(v, "0") == 0);
 }
 
+// What of the device context decides a layer's graph and its engine filters: copied, so that a
+// compile-ahead worker reads nothing the loading thread may change.
+struct GraphSettings {
+  bool deterministic = false;
+  size_t workspaceLimit = 0;
+};
+
+GraphSettings settingsOf(const DeviceContext &ctx) { return GraphSettings{ctx.deterministic, ctx.workspaceLimit}; }
+
 // The layer's graph, lowered to cuDNN with `handle` (ctx's, or a compile-ahead worker's) and
 // with its engine configurations queried (none built). With `accumulating`, the data gradient's
 // graph adds p.accumulate in its epilogue (in FLOAT, rounded once into dx).
-Expected<std::shared_ptr<ConvGraph>> makeGraph(const DeviceContext &ctx, cudnnHandle_t handle, const Problem &p,
+Expected<std::shared_ptr<ConvGraph>> makeGraph(const GraphSettings &ctx, cudnnHandle_t handle, const Problem &p,
                                                bool accumulating = false) {
   auto g = std::make_shared<ConvGraph>();
   const fe::DataType_t type = feType(p.dtype);
@@ -81,7 +90,7 @@ Expected<std::shared_ptr<ConvGraph>> makeGraph(const DeviceContext &ctx, cudnnHa
         DY, W, fe::graph::Conv_dgrad_attributes().set_name("dgrad").set_padding(padding).set_stride(stride).set_dilation(
                    dilation));
     if (accumulating) {
-      auto ACC = g->tensor(tensorAttrs("acc", kUidAcc, p.xs, ctx.channelsLast(p.accumulate), type));
+      auto ACC = g->tensor(tensorAttrs("acc", kUidAcc, p.xs, p.accumulateNhwc, type));
       DX->set_dim(p.xs).set_stride(strides(p.xs, p.xNhwc));
       DX = g->pointwise(DX, ACC, fe::graph::Pointwise_attributes().set_name("accumulate").set_mode(
                                      fe::PointwiseMode_t::ADD));
@@ -134,7 +143,7 @@ std::vector<tuning::Candidate> accumulatingCandidates(DeviceContext &ctx, const 
   if (p.pass != Pass::BackwardData || !p.accumulate || (p.dtype != plan::F16 && p.dtype != plan::BF16))
     return {};
   try {
-    auto g = makeGraph(ctx, ctx.cudnn, p, /*accumulating=*/true);
+    auto g = makeGraph(settingsOf(ctx), ctx.cudnn, p, /*accumulating=*/true);
     if (!g)
       return {};
     return candidatesOf(ctx, p, *g, "cudnn+add:");
@@ -146,9 +155,10 @@ std::vector<tuning::Candidate> accumulatingCandidates(DeviceContext &ctx, const 
 std::vector<tuning::CompileJob> accumulatingCompileJobs(const DeviceContext &ctx, const Problem &p, size_t count) {
   if (p.pass != Pass::BackwardData || !p.accumulate || (p.dtype != plan::F16 && p.dtype != plan::BF16))
     return {};
-  const DeviceContext *c = &ctx; // read only, while the loading thread waits for the jobs
+  // The graph is made from copies: the problem's dims and layouts (its tensors are not read).
+  const GraphSettings settings = settingsOf(ctx);
   return frontend::compileAheadJobs(tuning::cachePath(ctx), signature(p), "cudnn+add:", count,
-                                    [c, p](cudnnHandle_t handle) { return makeGraph(*c, handle, p, true); });
+                                    [settings, p](cudnnHandle_t handle) { return makeGraph(settings, handle, p, true); });
 }
 
 RunFn runChoice(DeviceContext &ctx, tuning::Choice choice) {
@@ -170,7 +180,7 @@ Expected<tuning::Choice> chooseFrontend(DeviceContext &ctx, const Problem &p) {
     return Status::error("the cuDNN graph API path runs f16, bf16 and f32 convolutions");
   std::vector<tuning::Candidate> candidates;
   try {
-    auto g = makeGraph(ctx, ctx.cudnn, p);
+    auto g = makeGraph(settingsOf(ctx), ctx.cudnn, p);
     if (!g)
       return g.status();
     candidates = candidatesOf(ctx, p, *g);

@@ -502,8 +502,12 @@ private:
       for (auto &job : (*jobsOf)(ctx_, k, in, out))
         jobs.push_back(std::move(job));
     }
-    if (!jobs.empty())
-      cuda::tuning::compileAhead(std::move(jobs));
+    if (jobs.empty())
+      return;
+    const auto report = cuda::tuning::compileAhead(std::move(jobs));
+    if (report.jobs > 0)
+      std::fprintf(stderr, "castor: cuda: %zu runtime-compiled engines built ahead on %zu threads in %.2f s\n",
+                   report.jobs, report.threads, report.seconds);
   }
 
   // What kernelChoices reports, once every kernel is built: the tuner's choices, and for the

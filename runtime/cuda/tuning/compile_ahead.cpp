@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <set>
 #include <thread>
@@ -23,16 +24,16 @@ size_t threadCount(size_t jobs) {
 
 } // namespace
 
-size_t compileAhead(std::vector<CompileJob> jobs) {
+CompileAheadReport compileAhead(std::vector<CompileJob> jobs) {
   std::set<std::string> seen;
   jobs.erase(std::remove_if(jobs.begin(), jobs.end(), [&](const CompileJob &j) { return !seen.insert(j.key).second; }),
              jobs.end());
+  CompileAheadReport report;
   const size_t threads = threadCount(jobs.size());
-  if (threads == 0)
-    return 0;
   int device = 0;
-  if (cudaGetDevice(&device) != cudaSuccess)
-    return 0;
+  if (threads == 0 || cudaGetDevice(&device) != cudaSuccess)
+    return report;
+  const auto start = std::chrono::steady_clock::now();
   std::atomic<size_t> next{0}, ran{0};
   auto worker = [&]() {
     // The caller's device; a handle of this worker's own (cuDNN's handles are not to be shared
@@ -51,7 +52,10 @@ size_t compileAhead(std::vector<CompileJob> jobs) {
     pool.emplace_back(worker);
   for (std::thread &t : pool)
     t.join();
-  return ran.load();
+  report.jobs = ran.load();
+  report.threads = threads;
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
 }
 
 } // namespace castor::cuda::tuning

@@ -28,9 +28,15 @@ struct CompileJob {
   std::function<void(cudnnHandle_t handle)> run;
 };
 
+struct CompileAheadReport {
+  size_t jobs = 0;    // distinct jobs run
+  size_t threads = 0; // workers
+  double seconds = 0; // wall time, from the first worker's start to the last one's end
+};
+
 // Runs the jobs on up to CASTOR_TUNING_COMPILE_THREADS workers (default: the host's hardware
 // threads, at most 16; 0 runs none, so the layers compile one by one as they are built) and
-// returns when all are done: how many ran.
-size_t compileAhead(std::vector<CompileJob> jobs);
+// returns when all are done.
+CompileAheadReport compileAhead(std::vector<CompileJob> jobs);
 
 } // namespace castor::cuda::tuning
