@@ -5,9 +5,7 @@
 // norm-wise relative error of 1e-2 (f16/bf16) and 1e-4 (f32: no TF32) — run directly and
 // replayed from a captured CUDA graph. Then the tuning cache: the first round times every layer
 // and writes the cache file; a second round, pointed at a copy of that file, must take every
-// layer from it without timing, and still agree with the reference. A third round, on an empty
-// cache, compiles the runtime-compiled engines ahead on worker threads first: the builds after it
-// must compile nothing.
+// layer from it without timing, and still agree with the reference.
 //
 //   castor_conv_tests [--keep-cache]     (exit status 0 when everything passes)
 //
@@ -28,7 +26,6 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <set>
 #include <string>
 #include <vector>
 #include <unistd.h>
@@ -256,13 +253,6 @@ public:
     (*k.mutable_attrs())["dilations"] = plan::intsAttr({g.dilation, g.dilation});
     (*k.mutable_attrs())["groups"] = plan::intAttr(g.groups);
     k.set_name(g.name);
-  }
-
-  // The compilations the case's build would start (an accumulating data gradient's), as jobs.
-  std::vector<tuning::CompileJob> compileJobs(const Case &cs) {
-    Layer layer;
-    makeLayer(cs, layer);
-    return compileAheadConvolution(ctx, layer.k, layer.in, layer.out);
   }
 
   // Builds and runs one case through `api` ("graph" or "legacy"); true when it agrees.
@@ -501,46 +491,6 @@ int main(int argc, char **argv) {
     std::printf("FAIL second round: %d layers timed, %d from cache, %d fallbacks (expected 0, %d, %d)\n",
                 after.timed - before.timed, after.fromCache - before.fromCache, after.fallback - before.fallback,
                 expected, fellBack);
-    ++failures;
-  }
-
-  // Third round, on an empty cache: the compilations the builds would start, run ahead on worker
-  // threads (tuning/compile_ahead.h), must leave the compiled plans the first round's builds
-  // left; the builds after them then compile nothing, and still agree with the reference.
-  const fs::path dir3 = root / "ahead";
-  fs::create_directories(dir3);
-  setenv("CASTOR_TUNING_CACHE", dir3.c_str(), 1);
-  std::vector<tuning::CompileJob> jobs;
-  for (const Case &cs : all)
-    for (auto &job : h.compileJobs(cs))
-      jobs.push_back(std::move(job));
-  const size_t jobCount = jobs.size();
-  const tuning::CompileAheadReport report = tuning::compileAhead(std::move(jobs));
-  auto planFiles = [](const fs::path &dir) {
-    std::set<std::string> names;
-    if (fs::exists(dir))
-      for (const auto &e : fs::directory_iterator(dir))
-        if (e.path().extension() == ".bin")
-          names.insert(e.path().filename().string());
-    return names;
-  };
-  const fs::path plans3 = dir3 / plans1.filename();
-  const std::set<std::string> ahead = planFiles(plans3);
-  std::printf("== compiled ahead: %zu jobs (%zu ran on %zu threads) in %.2f s, %zu plans on disk (the first round's "
-              "builds left %zu)\n",
-              jobCount, report.jobs, report.threads, report.seconds, ahead.size(), compiledPlans);
-  if (ahead != planFiles(plans1) || ahead.empty()) {
-    std::printf("FAIL the compilations run ahead should leave the first round's compiled plans\n");
-    ++failures;
-  }
-  const auto before3 = tuning::counts();
-  for (const Case &cs : all)
-    h.run(cs, "graph", rng);
-  const auto after3 = tuning::counts();
-  std::printf("%s\n", tuning::tuningSummary().c_str());
-  if (after3.compiled != before3.compiled) {
-    std::printf("FAIL third round: %d engines compiled by the builds after the compilations ahead (expected 0)\n",
-                after3.compiled - before3.compiled);
     ++failures;
   }
 

@@ -4,7 +4,6 @@
 // are large.
 #pragma once
 
-#include "cuda/tuning/compile_ahead.h"
 #include "cuda/tuning/compiled_plans.h"
 #include "cuda/tuning/tuning_cache.h"
 #include "cuda/tuning/tuner.h"
@@ -116,40 +115,6 @@ inline Status buildToFile(PlanGraph &g, int64_t index, const tuning::CompiledPla
   if (g.serialize(bytes).is_good())
     tuning::storeCompiledPlan(file, bytes);
   return Status::ok();
-}
-
-// The graph of a layer, made with a given cuDNN handle (its plans created and filtered).
-using GraphMaker = std::function<Expected<std::shared_ptr<PlanGraph>>(cudnnHandle_t)>;
-
-// Jobs for tuning::compileAhead: the first `count` configurations that compile at build of the
-// graph `make` returns, each built on a worker and kept in its plan file (the one
-// engineCandidates gives the candidate `prefix` + tag of `layerKey`), unless that file exists.
-// None when the disk cache is off (`cacheFile` ""): the plan would have nowhere to go.
-inline std::vector<tuning::CompileJob> compileAheadJobs(const std::string &cacheFile, const std::string &layerKey,
-                                                        const std::string &prefix, size_t count, GraphMaker make) {
-  std::vector<tuning::CompileJob> jobs;
-  if (cacheFile.empty())
-    return jobs;
-  for (size_t j = 0; j < count; ++j)
-    jobs.push_back({layerKey + "\t" + prefix + "#" + std::to_string(j), [=](cudnnHandle_t handle) {
-                      try {
-                        auto g = make(handle);
-                        if (!g)
-                          return;
-                        size_t compiled = 0;
-                        for (const EngineConfig &config : engineConfigs(**g)) {
-                          if (!config.compilesAtBuild || compiled++ != j)
-                            continue;
-                          auto file = tuning::compiledPlanFile(cacheFile, layerKey, prefix + config.tag);
-                          if (file && !tuning::loadCompiledPlan(*file))
-                            (void)buildToFile(**g, config.index, *file);
-                          return;
-                        }
-                      } catch (const std::exception &) {
-                        // the layer's own build compiles it
-                      }
-                    }});
-  return jobs;
 }
 
 // Every engine configuration of `g` (whose plans have been created and filtered), in the

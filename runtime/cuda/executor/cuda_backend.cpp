@@ -209,7 +209,6 @@ public:
                            "its engines anew and may choose others, so another run may differ in its bits\n");
     ctx_.plan = &plan_;
     ctx_.tensorsById = &tensors_;
-    compileAhead();
     for (int i = 0; i < plan_.kernels_size(); ++i) {
       const Kernel &k = plan_.kernels(i);
       const std::string where = plan::describeKernel(plan_, i) + " on cuda";
@@ -486,28 +485,6 @@ private:
         list->push_back(it->second);
       }
     return Status::ok();
-  }
-
-  // The runtime compilations the kernels' builds would start (cuDNN's runtime-compiled engines
-  // on an empty tuning cache), run ahead on worker threads (tuning/compile_ahead.h), so that the
-  // builds read their plans back instead of compiling one after the other.
-  void compileAhead() {
-    std::vector<cuda::tuning::CompileJob> jobs;
-    for (const Kernel &k : plan_.kernels()) {
-      const auto op = plan::opFromName(k.op());
-      const cuda::CompileAheadFn *jobsOf = op ? cuda::cudaCompileAhead().find(*op) : nullptr;
-      cuda::TensorList in, out;
-      if (!jobsOf || !operandsOf(k, in, out))
-        continue; // the kernel's build reports what is wrong
-      for (auto &job : (*jobsOf)(ctx_, k, in, out))
-        jobs.push_back(std::move(job));
-    }
-    if (jobs.empty())
-      return;
-    const auto report = cuda::tuning::compileAhead(std::move(jobs));
-    if (report.jobs > 0)
-      std::fprintf(stderr, "castor: cuda: %zu runtime-compiled engines built ahead on %zu threads in %.2f s\n",
-                   report.jobs, report.threads, report.seconds);
   }
 
   // What kernelChoices reports, once every kernel is built: the tuner's choices, and for the

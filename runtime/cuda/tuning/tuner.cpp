@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -14,6 +16,16 @@ namespace castor::cuda::tuning {
 namespace {
 
 std::atomic<int> timedLayers{0}, cachedLayers{0}, fallbackLayers{0}, compiledCandidates{0};
+std::atomic<int64_t> buildMicros{0}, timingMicros{0};
+
+// Adds the time since it was made to `total` when it goes out of scope.
+struct ScopedMicros {
+  std::atomic<int64_t> &total;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  ~ScopedMicros() {
+    total += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+  }
+};
 std::mutex pathMutex;
 std::string lastCachePath; // for the summary
 
@@ -113,6 +125,7 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &signatur
     auto hit = lookup(ctx, key);
     if (!hit)
       continue;
+    ScopedMicros building{buildMicros};
     for (const Candidate &c : candidates) {
       if (c.name != hit->candidate)
         continue;
@@ -133,11 +146,13 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &signatur
   // Build the candidates, in the order given; those that compile at build only within their own
   // budget, or when nothing else builds.
   const size_t limit = envCount("CASTOR_TUNING_MAX_CANDIDATES", 16); // 0: all
-  const size_t compiledLimit = compiledCandidateLimit(compiledAllowance);
+  const size_t compiledLimit =
+      std::getenv("CASTOR_TUNING_MAX_COMPILED") ? envCount("CASTOR_TUNING_MAX_COMPILED", 0) : compiledAllowance;
   std::vector<Built> built;
   std::string lastError;
   bool leftOutForWorkspace = false;
   auto tryBuild = [&](const Candidate &c) {
+    ScopedMicros building{buildMicros};
     auto e = c.build();
     if (!e) {
       lastError = c.name + ": " + e.message();
@@ -173,6 +188,7 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &signatur
     return Status::error("no candidate builds" + (lastError.empty() ? std::string() : " (last: " + lastError + ")"));
 
   // Time them on the real buffers, with a workspace of the largest one's size.
+  ScopedMicros timing{timingMicros};
   TimingResources res;
   size_t workspaceBytes = 0;
   for (const Built &b : built)
@@ -221,21 +237,14 @@ Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const s
   return choice;
 }
 
-size_t compiledCandidateLimit(size_t compiledAllowance) {
-  return std::getenv("CASTOR_TUNING_MAX_COMPILED") ? envCount("CASTOR_TUNING_MAX_COMPILED", 0) : compiledAllowance;
-}
-
-bool hasCachedChoice(const DeviceContext &ctx, const std::string &signature) {
-  const auto [layerKey, limitedKey] = cacheKeys(ctx, signature);
-  return lookup(ctx, layerKey).has_value() || lookup(ctx, limitedKey).has_value();
-}
-
 Counts counts() {
   Counts c;
   c.timed = timedLayers.load();
   c.fromCache = cachedLayers.load();
   c.fallback = fallbackLayers.load();
   c.compiled = compiledCandidates.load();
+  c.buildSeconds = double(buildMicros.load()) * 1e-6;
+  c.timingSeconds = double(timingMicros.load()) * 1e-6;
   return c;
 }
 
@@ -243,6 +252,11 @@ void noteFallback() { ++fallbackLayers; }
 void noteCompiled() { ++compiledCandidates; }
 
 std::string tuningSummary() {
+  auto seconds = [](double s) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.2f", s);
+    return std::string(text);
+  };
   const Counts c = counts();
   std::string path;
   {
@@ -251,7 +265,8 @@ std::string tuningSummary() {
   }
   return "tuning: " + std::to_string(c.timed) + " layers timed, " + std::to_string(c.fromCache) +
          " from cache, " + std::to_string(c.fallback) + " on the legacy convolution API, " +
-         std::to_string(c.compiled) + " engines compiled while building (cache " +
+         std::to_string(c.compiled) + " engines compiled while building; " + seconds(c.buildSeconds) +
+         " s building candidates, " + seconds(c.timingSeconds) + " s timing them (cache " +
          (path.empty() ? std::string("in memory only") : path) + ")";
 }
 
