@@ -17,6 +17,6 @@ import json,sys; d=json.loads(open(sys.argv[1]).read().strip().splitlines()[-1])
   grep -E "tuning:|error" $res/$1.err | head -2
 }
 cold first_no_compiled CASTOR_TUNING_MAX_COMPILED=0
-cold second_compiled CASTOR_TUNING_DEFAULTS=1
-cold third_compiled CASTOR_TUNING_DEFAULTS=1
+cold second_compiled ""
+cold third_compiled ""
 tar -C /tmp -czf "$OUT/results.tgz" res
