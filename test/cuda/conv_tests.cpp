@@ -198,26 +198,18 @@ public:
     cudaStreamDestroy(ctx.stream);
   }
 
-  // The case's kernel and operands (x, w, y, bias, accumulated gradient) in one arena of
-  // `arenaBytes`, 256-byte aligned like a plan's; sets the context's layout for the case.
-  struct Layer {
-    plan::Kernel k;
-    std::vector<plan::Tensor> tensors = std::vector<plan::Tensor>(5);
-    TensorList in, out;
-    uint64_t arenaBytes = 0;
-    Shape ys;
-  };
-  void makeLayer(const Case &cs, Layer &layer) {
+  // Builds and runs one case through `api` ("graph" or "legacy"); true when it agrees.
+  bool run(const Case &cs, const char *api, std::mt19937 &rng) {
     const Geometry &g = cs.g;
     const int64_t P = (g.H + 2 * g.pad - g.dilation * (g.R - 1) - 1) / g.stride + 1;
     const int64_t Q = (g.W + 2 * g.pad - g.dilation * (g.S - 1) - 1) / g.stride + 1;
     const Shape xs{g.N, g.C, g.H, g.W}, ws{g.K, g.C / g.groups, g.R, g.S}, ys{g.N, g.K, P, Q}, bs{g.K};
-    layer.ys = ys;
     ctx.channelsLastEnabled = cs.nhwc;
-    plan::Kernel &k = layer.k;
-    std::vector<plan::Tensor> &tensors = layer.tensors;
-    TensorList &in = layer.in, &out = layer.out;
-    uint64_t &offset = layer.arenaBytes;
+
+    // Tensors in one arena, 256-byte aligned like a plan's.
+    plan::Kernel k;
+    std::vector<plan::Tensor> tensors(5);
+    uint64_t offset = 0;
     const Shape *shapes[5] = {&xs, &ws, &ys, &bs, &xs};
     for (uint32_t i = 0; i < 5; ++i) {
       plan::Tensor &t = tensors[i];
@@ -231,6 +223,7 @@ public:
       offset += (t.bytes() + 255) / 256 * 256;
     }
     const plan::Tensor *x = &tensors[0], *w = &tensors[1], *y = &tensors[2], *b = &tensors[3], *acc = &tensors[4];
+    TensorList in, out;
     if (cs.pass == conv::Pass::Forward) {
       k.set_op("conv2d");
       in = {x, w};
@@ -253,19 +246,6 @@ public:
     (*k.mutable_attrs())["dilations"] = plan::intsAttr({g.dilation, g.dilation});
     (*k.mutable_attrs())["groups"] = plan::intAttr(g.groups);
     k.set_name(g.name);
-  }
-
-  // Builds and runs one case through `api` ("graph" or "legacy"); true when it agrees.
-  bool run(const Case &cs, const char *api, std::mt19937 &rng) {
-    const Geometry &g = cs.g;
-    Layer layer;
-    makeLayer(cs, layer);
-    const plan::Kernel &k = layer.k;
-    std::vector<plan::Tensor> &tensors = layer.tensors;
-    const TensorList &in = layer.in, &out = layer.out;
-    const uint64_t offset = layer.arenaBytes;
-    const Shape &ys = layer.ys;
-    const plan::Tensor *x = &tensors[0], *w = &tensors[1], *y = &tensors[2], *b = &tensors[3], *acc = &tensors[4];
 
     // Inputs: uniform in [-1, 1], rounded to the dtype; the output filled with NaN bytes.
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
