@@ -77,7 +77,8 @@ void noteFallback();
 void noteCompiled();
 
 // One line for the backend to print (on stderr) after loading, e.g.
-// "tuning: 12 layers timed, 41 from cache, 0 fallbacks (cache ~/.cache/castor/tuning-....txt)".
+// "tuning: 12 layers timed, 41 from cache, 0 on the legacy convolution API, 3 engines compiled
+// while building; 0.90 s building candidates, 3.70 s timing them (cache ~/.cache/castor/tuning-....txt)".
 std::string tuningSummary();
 
 } // namespace castor::cuda::tuning
