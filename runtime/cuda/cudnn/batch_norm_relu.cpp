@@ -297,6 +297,15 @@ Expected<RunFn> composedBackward(DeviceContext &ctx, const Kernel &k, const Tens
   if (clip) {
     if (!scratch)
       return Status::error(k.op() + ": clip_max takes no residual gradient");
+    // batch_norm_apply's kernel recomputes t: f32, f16 or bf16 data, f32 per-channel tensors (the
+    // groups the compiler fuses are f16 or bf16).
+    const plan::DType dt = x->dtype();
+    bool takes = dt == plan::F32 || dt == plan::F16 || dt == plan::BF16;
+    for (size_t i = 3; i < 7; ++i)
+      takes = takes && in[i]->dtype() == plan::F32;
+    if (!takes)
+      return Status::error(k.op() + " with clip_max on cuda needs f32, f16 or bf16 data with f32 scale, bias and "
+                                    "statistics (got " + plan::dtypeName(dt) + " data)");
     ctx.requestWorkspace(coefAt + sizeof(float) * size_t(xs[1]));
   }
   // batch_norm_apply's view of x: [A, C, B], channels last B = 1.
