@@ -42,16 +42,13 @@ LogicalResult verifyClipMax(Operation *op, FloatAttr clipMaxAttr, bool residual)
 
 LogicalResult BatchNormReluTrainingOp::verify() { return verifyClipMax(*this, getClipMaxAttr(), bool(getResidual())); }
 
-// Recomputation (RecomputeOpInterface): the output again from the batch statistics.
+// Recomputation (RecomputeOpInterface): the output again from the batch statistics, as one
+// batch_norm_apply. The ReLU6 form is not offered (null): batch_norm_apply has no clip, and the
+// recompute pass takes one op per recomputed value.
 Value BatchNormReluTrainingOp::buildRecompute(OpBuilder &b, unsigned resultIndex, ValueRange operands) {
-  if (resultIndex != 0)
+  if (resultIndex != 0 || getClipMaxAttr())
     return {};
   Value residual = getResidual() ? operands[3] : Value();
-  if (FloatAttr clipMax = getClipMaxAttr()) { // the normalised value, then the clip
-    Value t = b.create<BatchNormApplyOp>(getLoc(), getOutput().getType(), operands[0], operands[1], operands[2],
-                                         getBatchMean(), getBatchInvStd(), Value(), b.getBoolAttr(false));
-    return b.create<ClipOp>(getLoc(), t.getType(), t, b.getF64FloatAttr(0.0), clipMax);
-  }
   return b.create<BatchNormApplyOp>(getLoc(), getOutput().getType(), operands[0], operands[1], operands[2],
                                     getBatchMean(), getBatchInvStd(), residual, b.getBoolAttr(true));
 }
