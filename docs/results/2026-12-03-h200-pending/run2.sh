@@ -13,4 +13,4 @@ timeout 200 python3 $carry/torch_torchvision.py --model mobilenet_v2 --modes amp
   2>>$res/torch.err | tee $res/torch_mobilenet_v2.jsonl
 timeout 200 python3 $carry/torch_torchvision.py --model resnet50 --modes amp-bf16-cl,compile-bf16-cl --batch 256 \
   2>>$res/torch.err | tee $res/torch_resnet50_bf16.jsonl
-tar -C /tmp -czf "$OUT/results.tgz" res
+tar -C /tmp -czf "$OUT/results.tgz" res2
