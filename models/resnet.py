@@ -122,7 +122,17 @@ def batchnorm(b, x, module, c, zero_gamma=False):
     return y
 
 
+# "relu", or "relu6": Clip(x, 0, 6) as torch exports nn.ReLU6, its bounds Constant nodes (so that
+# they stay in the graph with --weights none).
+ACTIVATION = "relu"
+
+
 def relu(b, x, module):
+    if ACTIVATION == "relu6":
+        scope = b.scope(module)
+        lo = b.node("Constant", scope, [], value=helper.make_tensor("lo", TensorProto.FLOAT, [], [0.0]))
+        hi = b.node("Constant", scope, [], value=helper.make_tensor("hi", TensorProto.FLOAT, [], [6.0]))
+        return b.node("Clip", scope, [x, lo, hi])
     return b.node("Relu", b.scope(module), [x])
 
 
@@ -358,8 +368,12 @@ def finish(model, args, what):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--arch", choices=sorted(ARCHS), default="resnet50")
+    p.add_argument("--activation", choices=["relu", "relu6"], default="relu",
+                   help="relu6: every ReLU a Clip(0, 6), as torch exports nn.ReLU6")
     add_common_args(p)
     args = p.parse_args(argv)
+    global ACTIVATION
+    ACTIVATION = args.activation
     resolve_defaults(args, dict(DEFAULTS, **ARCH_DEFAULTS.get(args.arch, {})))
     if args.external_data and args.weights != "random":
         p.error("--external-data needs --weights random")

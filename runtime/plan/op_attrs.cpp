@@ -305,6 +305,21 @@ Expected<BatchNormParams> parseBatchNorm(const Kernel &k) {
   return p;
 }
 
+Expected<BatchNormReluParams> parseBatchNormRelu(const Kernel &k) {
+  AttrReader r(k);
+  BatchNormReluParams p;
+  p.batchNorm.epsilon = r.real("epsilon", 1e-5);
+  p.batchNorm.momentum = r.real("momentum", 0.1);
+  p.batchNorm.sync = r.boolean("sync", false);
+  p.clipMax = r.optReal("clip_max");
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  if (!(p.batchNorm.epsilon >= 0))
+    return Status::error("epsilon must be non-negative");
+  if (p.clipMax && !(std::isfinite(*p.clipMax) && *p.clipMax > 0))
+    return Status::error("clip_max must be positive and finite");
+  return p;
+}
+
 Expected<LayerNormParams> parseLayerNorm(const Kernel &k) {
   AttrReader r(k);
   LayerNormParams p;

@@ -59,6 +59,13 @@ struct BatchNormParams {
   // per-channel sums reduced across them, forward and backward.
   bool sync = false;
 };
+// batch_norm_relu_training and its backward: the batch norm's attributes and, for the ReLU6 form,
+// the clip's maximum (the activation is clip(t, 0, clipMax), its gradient clip_backward's, and
+// there is no residual).
+struct BatchNormReluParams {
+  BatchNormParams batchNorm;
+  std::optional<double> clipMax;
+};
 // layer_norm and layer_norm_backward: normalised dimensions from `axis` on.
 struct LayerNormParams {
   int64_t axis = -1;
@@ -162,6 +169,7 @@ Expected<UpdateLossScaleParams> parseUpdateLossScale(const Kernel &k);
 Expected<IncrementParams> parseIncrement(const Kernel &k);
 Expected<AllReduceParams> parseAllReduce(const Kernel &k);
 Expected<BatchNormParams> parseBatchNorm(const Kernel &k);
+Expected<BatchNormReluParams> parseBatchNormRelu(const Kernel &k);
 Expected<BatchNormApplyParams> parseBatchNormApply(const Kernel &k);
 Expected<LayerNormParams> parseLayerNorm(const Kernel &k);
 Expected<GemmParams> parseGemm(const Kernel &k);

@@ -734,9 +734,11 @@ const OpTable<OpRule> &rules() {
 
       // --- Fused ops: the rules of the ops each replaces.
       {OpId::BatchNormReluTraining, // x, scale, bias [, z] -> y, batch_mean, batch_inv_std.
-       {nullptr, {3, 4, 3, 3}, kFloat, attrs<parseBatchNorm>,
+       {nullptr, {3, 4, 3, 3}, kFloat, attrs<parseBatchNormRelu>,
         [](const KernelView &k) -> Status {
           std::vector<const Tensor *> data{k.in[0], k.out[0]};
+          if (k.in.size() == 4 && k.kernel.attrs().count("clip_max"))
+            return Status::error("clip_max takes no residual");
           if (k.in.size() == 4) {
             CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[3], *k.in[0], "residual"));
             data.push_back(k.in[3]);
@@ -749,8 +751,10 @@ const OpTable<OpRule> &rules() {
         }}},
       {OpId::BatchNormReluTrainingBackward,
        // dy, x, y, scale, bias, batch_mean, batch_inv_std -> dx, dscale, dbias [, dz].
-       {nullptr, {7, 7, 3, 4}, kFloat, attrs<parseBatchNorm>,
+       {nullptr, {7, 7, 3, 4}, kFloat, attrs<parseBatchNormRelu>,
         [](const KernelView &k) -> Status {
+          if (k.out.size() == 4 && k.kernel.attrs().count("clip_max"))
+            return Status::error("clip_max takes no residual gradient");
           std::vector<const Tensor *> data{k.in[0], k.in[1], k.in[2], k.out[0]};
           if (k.out.size() == 4)
             data.push_back(k.out[3]);

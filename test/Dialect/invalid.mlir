@@ -440,6 +440,26 @@ func.func @fused_backward_gradient_type(%dy: tensor<2x4x3x3xf16>, %x: tensor<2x4
 
 // -----
 
+func.func @fused_clip_with_residual(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor<4xf32>, %z: tensor<2x4x3x3xf16>) {
+  // expected-error @+1 {{clip_max takes no residual}}
+  %y, %m, %s = castor.batch_norm_relu_training %x, %g, %b residual(%z) {clip_max = 6.0 : f64}
+      : (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<2x4x3x3xf16>)
+      -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
+func.func @fused_clip_not_positive(%dy: tensor<2x4x3x3xf16>, %x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{clip_max must be positive and finite}}
+  %dx, %dg, %db = castor.batch_norm_relu_training_backward %dy, %x, %x, %g, %g, %g, %g {clip_max = 0.0 : f64}
+      : (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>,
+         tensor<4xf32>) -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>)
+  return
+}
+
+// -----
+
 func.func @transpose_not_permutation(%x: tensor<2x3x4xf32>) {
   // expected-error @+2 {{perm [0, 1, 1] is not a permutation of the input's dimensions}}
   // expected-error @+1 {{failed to infer returned types}}

@@ -6,7 +6,7 @@
 // cuDNN does not take), cuDNN's batch norm (training forward with its backward, and inference,
 // of f16, bf16 and f32 data with f32 statistics, each run with CASTOR_BN_API=ex, =graph and
 // unset: the Ex API, the graph API and the tuner's choice), the fused batch-norm-ReLU forward
-// and backward with and without the residual (the tuner's choice and each way forced: cuDNN's
+// and backward with and without the residual and as ReLU6 (clip_max; the tuner's choice and each way forced: cuDNN's
 // fused kernel, Castor's own fused kernels, the composed group), the
 // loss, gemm and matmul (cuBLASLt: transposes, the bias epilogue, C of Y's shape, broadcast C;
 // strided, shared-B and broadcast batches, whose matrices are not 16-byte aligned; f32, f16,
@@ -485,14 +485,21 @@ std::vector<Case> cases() {
   for (const FusedLayer &l : {FusedLayer{F16, {8, 64, 14, 14}}, FusedLayer{F16, {4, 6, 6, 5}},
                               FusedLayer{plan::BF16, {4, 32, 6, 5}}, FusedLayer{F32, {4, 32, 6, 5}},
                               FusedLayer{plan::F64, {2, 6, 3, 5}}}) {
-    for (bool residual : {false, true}) {
+    // relu, relu with the residual, ReLU6's clip (at 1, so that the upper bound is often reached).
+    for (int form = 0; form < 3; ++form) {
+      const bool residual = form == 1, clip = form == 2;
+      if (clip && l.dt == plan::F64)
+        continue; // the compiler fuses f16 and bf16 groups; the CUDA backend refuses f64 ReLU6 loudly
       const int64_t C = l.xs[1];
-      const std::string t = std::string(residual ? " + z " : " ") + plan::dtypeName(l.dt) + " C=" + std::to_string(C);
+      const std::string t = std::string(residual ? " + z " : clip ? " clip_max=1 " : " ") + plan::dtypeName(l.dt) +
+                            " C=" + std::to_string(C);
       add("batch_norm_relu_training + backward" + t, [&](Case &c) {
         c.perFusedBn = true;
         const plan::DType dt = l.dt, pt = dt == plan::F64 ? plan::F64 : F32; // data, per-channel
         const std::vector<int64_t> xs = l.xs;
-        const std::map<std::string, plan::Attr> eps = {{"epsilon", flt(1e-3)}};
+        std::map<std::string, plan::Attr> eps = {{"epsilon", flt(1e-3)}};
+        if (clip)
+          eps["clip_max"] = flt(1.0);
         const uint32_t x = c.in("x", xs, dt), scale = c.in("scale", {C}, pt), bias = c.in("bias", {C}, pt);
         const uint32_t y = c.out("y", xs, dt), mean = c.out("mean", {C}, pt), invStd = c.out("inv_std", {C}, pt);
         std::vector<uint32_t> fwdIn = {x, scale, bias}, bwdOut = {c.out("dx", xs, dt), c.out("dscale", {C}, pt),

@@ -133,3 +133,66 @@ func.func @broadcast_add(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor<
       -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>)
   return %r, %dx : tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>
 }
+
+// -----
+
+// ReLU6: batch norm + clip at 0 and 6, with its clip_backward (which reads the normalised value):
+// the fused ops with clip_max 6.
+// CHECK-LABEL: func @bn_relu6
+// CHECK: %[[Y:[^,]*]], %[[M:[^,]*]], %[[S:[^ ]*]] = castor.batch_norm_relu_training %arg0, %arg1, %arg2 {clip_max = 6.000000e+00 : f64}
+// CHECK: %[[DX:[^,]*]], %[[DG:[^,]*]], %[[DB:[^ ]*]] = castor.batch_norm_relu_training_backward %arg3, %arg0, %[[Y]], %arg1, %arg2, %[[M]], %[[S]] {clip_max = 6.000000e+00 : f64}
+// CHECK-SAME: -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>)
+// CHECK-NOT: castor.clip
+// CHECK-NOT: castor.batch_norm_training
+// CHECK: return %[[Y]], %[[DX]], %[[DG]], %[[DB]]
+func.func @bn_relu6(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor<4xf32>, %dy: tensor<2x4x3x3xf16>)
+    -> (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>) {
+  %y, %m, %s = castor.batch_norm_training %x, %g, %b
+      : (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>)
+  %r = castor.clip %y {min = 0.0 : f64, max = 6.0 : f64} : tensor<2x4x3x3xf16>
+  %d = castor.clip_backward %dy, %y {min = 0.0 : f64, max = 6.0 : f64} : (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>) -> tensor<2x4x3x3xf16>
+  %dx, %dg, %db = castor.batch_norm_training_backward %d, %x, %g, %m, %s
+      : (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+      -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>)
+  return %r, %dx, %dg, %db : tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
+// A clip whose lower bound is not 0 is not ReLU6: nothing fuses.
+// CHECK-LABEL: func @clip_min_not_zero
+// CHECK: castor.batch_norm_training
+// CHECK: castor.clip
+// CHECK-NOT: castor.batch_norm_relu_training
+func.func @clip_min_not_zero(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor<4xf32>, %dy: tensor<2x4x3x3xf16>)
+    -> (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>) {
+  %y, %m, %s = castor.batch_norm_training %x, %g, %b
+      : (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>)
+  %r = castor.clip %y {min = -1.0 : f64, max = 6.0 : f64} : tensor<2x4x3x3xf16>
+  %d = castor.clip_backward %dy, %y {min = -1.0 : f64, max = 6.0 : f64} : (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>) -> tensor<2x4x3x3xf16>
+  %dx, %dg, %db = castor.batch_norm_training_backward %d, %x, %g, %m, %s
+      : (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+      -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>)
+  return %r, %dx : tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>
+}
+
+// -----
+
+// A clip after a residual add: the clip form takes no residual (its gradient needs the sum), so
+// nothing fuses.
+// CHECK-LABEL: func @add_clip
+// CHECK: castor.batch_norm_training
+// CHECK: castor.clip
+// CHECK-NOT: castor.batch_norm_relu_training
+func.func @add_clip(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor<4xf32>, %z: tensor<2x4x3x3xf16>,
+                    %dy: tensor<2x4x3x3xf16>) -> (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>) {
+  %y, %m, %s = castor.batch_norm_training %x, %g, %b
+      : (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>)
+  %a = castor.add %z, %y : (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>) -> tensor<2x4x3x3xf16>
+  %r = castor.clip %a {min = 0.0 : f64, max = 6.0 : f64} : tensor<2x4x3x3xf16>
+  %d = castor.clip_backward %dy, %a {min = 0.0 : f64, max = 6.0 : f64} : (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>) -> tensor<2x4x3x3xf16>
+  %dx, %dg, %db = castor.batch_norm_training_backward %d, %x, %g, %m, %s
+      : (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+      -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>)
+  return %r, %dx : tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>
+}

@@ -58,6 +58,25 @@ func.func @fused_residual(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor
 
 // -----
 
+// The fused batch norm + ReLU6 (clip_max): not a recompute candidate (batch_norm_apply has no
+// clip), so even cheap keeps its output.
+// CHEAP-LABEL: func @fused_relu6_kept
+// CHEAP-SAME: castor.recomputed_values = 0
+// CHEAP-NOT: castor.recomputed}
+func.func @fused_relu6_kept(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor<4xf32>, %logits: tensor<2x4xf32>,
+                            %labels: tensor<2xi64>, %dy: tensor<2x4x3x3xf16>)
+    -> (tensor<f32>, tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>) {
+  %y, %m, %s = castor.batch_norm_relu_training %x, %g, %b {clip_max = 6.0 : f64}
+      : (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>)
+  %loss = castor.softmax_cross_entropy %logits, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> tensor<f32>
+  %dx, %dg, %db = castor.batch_norm_relu_training_backward %dy, %x, %y, %g, %b, %m, %s {clip_max = 6.0 : f64}
+      : (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>,
+         tensor<4xf32>) -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>)
+  return %loss, %dx, %dg, %db : tensor<f32>, tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>
+}
+
+// -----
+
 // A convolution's output is kept by cheap (compute-bound); the relu after it is recomputed.
 // CHEAP-LABEL: func @conv_kept
 // CHEAP: %[[C:.*]] = castor.conv2d %arg0, %arg1

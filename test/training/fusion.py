@@ -22,11 +22,13 @@ from mlp_runs import read_state  # noqa: E402
 FUSED_OPS = ("batch_norm_relu_training", "batch_norm_relu_training_backward")
 ACCUMULATING = "conv2d_backward_data+accumulate"  # castor-fuse-gradient-add's kernels
 
-# (name, resnet.py arch, precision, batch, steps)
+# (name, resnet.py arch, activation, precision, batch, steps); relu6: every ReLU a Clip(0, 6), whose
+# batch-norm groups fuse with clip_max (those after a residual add stay unfused).
 CASES = [
-    ("tiny_fp16", "tiny", "fp16", 8, 50),
-    ("tiny_bf16", "tiny", "bf16", 8, 50),
-    ("resnet18_fp16", "resnet18", "fp16", 4, 6),
+    ("tiny_fp16", "tiny", "relu", "fp16", 8, 50),
+    ("tiny_bf16", "tiny", "relu", "bf16", 8, 50),
+    ("tiny_relu6_fp16", "tiny", "relu6", "fp16", 8, 50),
+    ("resnet18_fp16", "resnet18", "relu", "fp16", 4, 6),
 ]
 
 
@@ -59,11 +61,11 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     failures = 0
-    for name, arch, precision, batch, steps in CASES:
-        model = os.path.join(args.work, arch + ".onnx")
+    for name, arch, activation, precision, batch, steps in CASES:
+        model = os.path.join(args.work, f"{arch}_{activation}.onnx")
         if not os.path.exists(model):
-            run([sys.executable, os.path.join(args.models, "resnet.py"), "--arch", arch, "--weights", "none",
-                 "--image-size", "32", "--num-classes", "10", "-o", model])
+            run([sys.executable, os.path.join(args.models, "resnet.py"), "--arch", arch, "--activation", activation,
+                 "--weights", "none", "--image-size", "32", "--num-classes", "10", "-o", model])
         states, counts = {}, {}
         for fuse in ("auto", "none"):
             plan = os.path.join(args.work, f"{name}_{fuse}.plan")

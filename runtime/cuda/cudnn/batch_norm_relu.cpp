@@ -22,6 +22,11 @@
 //   ReLU's gradient g into dz (or a scratch area) and the batch norm's backward of g. This is
 //   the reference's definition, rounding for rounding.
 //
+// With clip_max (ReLU6's clip instead of the ReLU; no residual) cuDNN's fused kernel is refused:
+// the own kernels clip and recompute the clip's mask (0 <= t <= clip_max) from x, the composed
+// group runs the clip and, backward, batch_norm_apply's kernel into the scratch area, then
+// clip_backward.
+//
 // The forward decides and records its way in ctx.layerChoices under the saved mean's id; the
 // backward, built later in plan order, follows it (composed when none is recorded): the fused
 // backward needs the reserve space of a fused forward, and a batch norm's Ex backward in the
@@ -219,11 +224,17 @@ std::shared_ptr<Kernel> stepKernel(const Kernel &fused, OpId op) {
   k->set_op(std::string(plan::opName(op)));
   k->set_name(labelOf(fused));
   *k->mutable_attrs() = fused.attrs();
+  k->mutable_attrs()->erase("clip_max"); // the activation's, not the batch norm's
   return k;
 }
 
-// batch_norm_training into y, then y += z, then y = relu(y), in place.
-Expected<RunFn> composedForward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+// The activation's bound: infinite for relu, clip_max for ReLU6's clip.
+float clipMaxOf(const plan::BatchNormReluParams &p) { return p.clipMax ? float(*p.clipMax) : float(kInf); }
+bool isClip(float clipMax) { return clipMax < float(kInf); }
+
+// batch_norm_training into y, then y += z, then y = relu(y) (or ReLU6's clip), in place.
+Expected<RunFn> composedForward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out,
+                                float clipMax) {
   const Tensor *y = out[0], *z = in.size() == 4 ? in[3] : nullptr;
   auto bnKernel = stepKernel(k, OpId::BatchNormTraining);
   auto bn = buildBatchNorm(ctx, *bnKernel, {in[0], in[1], in[2]}, out);
@@ -239,18 +250,24 @@ Expected<RunFn> composedForward(DeviceContext &ctx, const Kernel &k, const Tenso
     if (z)
       CASTOR_RETURN_IF_ERROR(
           cudaStatus(binary(OpId::Add, c->ref(y), c->ref(z), c->ref(y), Broadcast{}, n, c->stream), "add"));
+    if (isClip(clipMax))
+      return cudaStatus(unary(OpId::Clip, c->ref(y), c->ref(y), n, 0.0, clipMax, c->stream), "clip");
     return cudaStatus(unary(OpId::Relu, c->ref(y), c->ref(y), n, -kInf, kInf, c->stream), "relu");
   });
 }
 
 // g = relu_backward(dy, y) into dz, or without dz into a scratch area; then
-// batch_norm_training_backward(g, x, scale, mean, inv_std).
+// batch_norm_training_backward(g, x, scale, mean, inv_std). ReLU6's clip (no dz): the normalised
+// value t recomputed into the scratch area by batch_norm_apply's kernel, g = clip_backward(dy, t)
+// in place. The composed forward's t came from the batch norm's kernel (cuDNN's, or the own one),
+// which may round an element differently: its gradient may then differ where t lies on a bound.
 //
 // The scratch area lies in the shared workspace, behind the batch norm's own workspace (its
 // request is measured apart from what earlier kernels asked for). The batch-norm builder takes
 // g as a tensor: a copy of dx's, registered in ctx.workspaceTensors, so that it reads dx's
 // bytes while the batch norm is built and tuned and the scratch area once the workspace exists.
-Expected<RunFn> composedBackward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+Expected<RunFn> composedBackward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out,
+                                 float clipMax) {
   const Tensor *dy = in[0], *x = in[1], *y = in[2], *dx = out[0];
   std::shared_ptr<Tensor> scratch;
   const Tensor *g = out.size() == 4 ? out[3] : nullptr;
@@ -269,16 +286,48 @@ Expected<RunFn> composedBackward(DeviceContext &ctx, const Kernel &k, const Tens
   if (!bn)
     return bn.status().withContext("the batch norm of " + k.op());
   const size_t scratchAt = roundUp(bnWorkspace, 256);
+  // ReLU6's recomputation needs C floats of coefficients, behind the scratch area.
+  const size_t coefAt = roundUp(scratchAt + (scratch ? dx->bytes() : 0), 256);
   if (scratch) {
     ctx.requestWorkspace(scratchAt + dx->bytes());
     ctx.workspaceTensors[scratch.get()] = scratchAt;
   }
+  const Shape xs = shapeOf(*x);
+  const bool clip = isClip(clipMax);
+  if (clip) {
+    if (!scratch)
+      return Status::error(k.op() + ": clip_max takes no residual gradient");
+    // batch_norm_apply's kernel recomputes t: f32, f16 or bf16 data, f32 per-channel tensors (the
+    // groups the compiler fuses are f16 or bf16).
+    const plan::DType dt = x->dtype();
+    bool takes = dt == plan::F32 || dt == plan::F16 || dt == plan::BF16;
+    for (size_t i = 3; i < 7; ++i)
+      takes = takes && in[i]->dtype() == plan::F32;
+    if (!takes)
+      return Status::error(k.op() + " with clip_max on cuda needs f32, f16 or bf16 data with f32 scale, bias and "
+                                    "statistics (got " + plan::dtypeName(dt) + " data)");
+    ctx.requestWorkspace(coefAt + sizeof(float) * size_t(xs[1]));
+  }
+  // batch_norm_apply's view of x: [A, C, B], channels last B = 1.
+  const bool nhwc = ctx.channelsLast(x);
+  const int64_t A = nhwc ? xs[0] * xs[2] * xs[3] : xs[0], C = xs[1], B = nhwc ? 1 : xs[2] * xs[3];
+  const Tensor *scale = in[3], *bias = in[4], *mean = in[5], *invStd = in[6];
   DeviceContext *c = &ctx; // captured by the RunFn: the context outlives it
   const int64_t n = countOf(*dx);
   RunFn bnRun = std::move(*bn);
   return RunFn([=]() -> Status {
     (void)bnKernel; // lives as long as the batch norm built from it
     (void)scratch;  // and so does g's tensor, which ctx.workspaceTensors names
+    if (clip) {
+      auto f32 = [c](const Tensor *t) { return reinterpret_cast<const float *>(c->ptr(t)); };
+      float *coef = reinterpret_cast<float *>(static_cast<uint8_t *>(c->workspace) + coefAt);
+      CASTOR_RETURN_IF_ERROR(cudaStatus(bnApply(c->ref(x), Ref{}, f32(scale), f32(bias), f32(mean), f32(invStd),
+                                                c->ref(g), A, C, B, false, coef, c->stream),
+                                        "batch_norm_apply (ReLU6's normalised value)"));
+      CASTOR_RETURN_IF_ERROR(cudaStatus(
+          backward(OpId::ClipBackward, c->ref(dy), c->ref(g), c->ref(g), n, 0.0, clipMax, c->stream), "clip_backward"));
+      return bnRun();
+    }
     CASTOR_RETURN_IF_ERROR(cudaStatus(
         backward(OpId::ReluBackward, c->ref(dy), c->ref(y), c->ref(g), n, -kInf, kInf, c->stream), "relu_backward"));
     return bnRun();
@@ -314,7 +363,7 @@ const float *f32(const DeviceContext &c, const Tensor *t) { return reinterpret_c
 float *f32Out(const DeviceContext &c, const Tensor *t) { return reinterpret_cast<float *>(c.ptr(t)); }
 
 Expected<RunFn> ownForward(DeviceContext &ctx, const plan::BatchNormParams &a, const TensorList &in,
-                           const TensorList &out) {
+                           const TensorList &out, float clipMax) {
   const Tensor *x = in[0], *scale = in[1], *bias = in[2], *z = in.size() == 4 ? in[3] : nullptr;
   const Tensor *y = out[0], *mean = out[1], *invStd = out[2];
   const Rows g = rowsOf(*x);
@@ -323,14 +372,17 @@ Expected<RunFn> ownForward(DeviceContext &ctx, const plan::BatchNormParams &a, c
   const double eps = a.epsilon;
   return RunFn([=]() -> Status {
     return cudaStatus(bnReluForward(c->ref(x), z ? c->ref(z) : Ref{}, f32(*c, scale), f32(*c, bias), c->ref(y),
-                                    f32Out(*c, mean), f32Out(*c, invStd), g.rows, g.C, eps, c->workspace, c->stream),
+                                    f32Out(*c, mean), f32Out(*c, invStd), g.rows, g.C, eps, clipMax, c->workspace,
+                                    c->stream),
                       "the own batch-norm-ReLU forward");
   });
 }
 
 // After a forward without residual the own backward recomputes the ReLU's mask from x instead of
-// reading y (kernels/batch_norm_relu.h): y = relu(t) passes where t does.
-Expected<RunFn> ownBackward(DeviceContext &ctx, const TensorList &in, const TensorList &out, bool forwardAddedResidual) {
+// reading y (kernels/batch_norm_relu.h): y = relu(t) passes where t does; ReLU6's where
+// 0 <= t <= clipMax.
+Expected<RunFn> ownBackward(DeviceContext &ctx, const TensorList &in, const TensorList &out, bool forwardAddedResidual,
+                            float clipMax) {
   const Tensor *dy = in[0], *x = in[1], *y = forwardAddedResidual ? in[2] : nullptr, *scale = in[3], *bias = in[4],
                *mean = in[5], *invStd = in[6];
   const Tensor *dx = out[0], *dscale = out[1], *dbias = out[2], *dz = out.size() == 4 ? out[3] : nullptr;
@@ -340,7 +392,8 @@ Expected<RunFn> ownBackward(DeviceContext &ctx, const TensorList &in, const Tens
   return RunFn([=]() -> Status {
     return cudaStatus(bnReluBackward(c->ref(dy), c->ref(x), y ? c->ref(y) : Ref{}, f32(*c, scale), f32(*c, bias),
                                      f32(*c, mean), f32(*c, invStd), c->ref(dx), dz ? c->ref(dz) : Ref{},
-                                     f32Out(*c, dscale), f32Out(*c, dbias), g.rows, g.C, c->workspace, c->stream),
+                                     f32Out(*c, dscale), f32Out(*c, dbias), g.rows, g.C, clipMax, c->workspace,
+                                     c->stream),
                       "the own batch-norm-ReLU backward");
   });
 }
@@ -387,7 +440,7 @@ std::optional<BackwardKernel> backwardOf(const DeviceContext &ctx, const Tensor 
 // the plan reaches it (following the recorded way). What only the losers needed is given back:
 // reserve space (cuDNN's fused kernels keep theirs under the saved inverse std, the Ex batch norm of
 // the composed way under the saved mean), workspace requests, scratch tensors.
-Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::BatchNormParams &a,
+Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::BatchNormParams &a, float clipMax,
                              const TensorList &in, const TensorList &out, const std::optional<FusedLayer> &f,
                              bool own, const BackwardKernel &bwd) {
   struct Built {
@@ -401,18 +454,18 @@ Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::Ba
   auto candidate = [&](const std::string &way) {
     tuning::Candidate cand;
     cand.name = way;
-    cand.build = [c, &k, a, in, out, f, bwd, way, built]() -> Expected<tuning::Executable> {
+    cand.build = [c, &k, a, clipMax, in, out, f, bwd, way, built]() -> Expected<tuning::Executable> {
       c->workspaceBytes = 0;
       auto fwd = way == kFused ? fusedForward(*c, a, in, out, *f)
-                 : way == kOwn ? ownForward(*c, a, in, out)
-                               : composedForward(*c, k, in, out);
+                 : way == kOwn ? ownForward(*c, a, in, out, clipMax)
+                               : composedForward(*c, k, in, out, clipMax);
       const size_t forwardWorkspace = c->workspaceBytes;
       if (!fwd)
         return fwd.status();
       c->workspaceBytes = 0;
       auto back = way == kFused ? fusedBackward(*c, a, bwd.in, bwd.out, *f)
-                  : way == kOwn ? ownBackward(*c, bwd.in, bwd.out, in.size() == 4)
-                                : composedBackward(*c, *bwd.kernel, bwd.in, bwd.out);
+                  : way == kOwn ? ownBackward(*c, bwd.in, bwd.out, in.size() == 4, clipMax)
+                                : composedBackward(*c, *bwd.kernel, bwd.in, bwd.out, clipMax);
       const size_t pairWorkspace = std::max(forwardWorkspace, c->workspaceBytes);
       if (!back)
         return back.status();
@@ -442,7 +495,8 @@ Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::Ba
   candidates.push_back(candidate(kComposed));
   const std::string key = std::string("batch_norm_relu.pair|x:") + plan::dtypeName(in[0]->dtype()) +
                           (ctx.channelsLast(in[0]) ? "|nhwc=" : "|nchw=") + dimsList(shapeOf(*in[0])) +
-                          (in.size() == 4 ? "|add" : "") + (bwd.out.size() == 4 ? "|dz" : "");
+                          (in.size() == 4 ? "|add" : "") + (bwd.out.size() == 4 ? "|dz" : "") +
+                          (isClip(clipMax) ? "|clip_max=" + std::to_string(clipMax) : std::string());
   auto choice = tuning::choose(ctx, key, candidates);
   ctx.workspaceBytes = workspaceBefore;
   for (auto it = ctx.workspaceTensors.begin(); it != ctx.workspaceTensors.end();)
@@ -464,14 +518,17 @@ Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::Ba
 Expected<RunFn> buildForward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
   if (in.size() < 3 || in.size() > 4 || out.size() != 3)
     return Status::error(k.op() + " needs x, scale, bias [, z] and produces y, batch_mean, batch_inv_std");
-  auto a = plan::parseBatchNorm(k);
-  if (!a)
-    return a.status();
+  auto params = plan::parseBatchNormRelu(k);
+  if (!params)
+    return params.status();
+  const plan::BatchNormParams *a = &params->batchNorm;
+  const float clipMax = clipMaxOf(*params);
   if (a->sync)
     return Status::error(k.op() + ": synchronized batch norm (--sync-batch-norm) runs on the cpu backend so far");
   const uint32_t layer = out[1]->id();
   const std::string forced = forcedWay();
-  auto f = fusedLayer(ctx, in[0], forwardPerChannel(in, out), in.size() == 4);
+  auto f = isClip(clipMax) ? Expected<FusedLayer>(Status::error("cuDNN's fused kernel runs relu, not ReLU6's clip"))
+                           : fusedLayer(ctx, in[0], forwardPerChannel(in, out), in.size() == 4);
   // The reserve space stays allocated for the plan's lifetime: a layer whose reserve the plan's
   // workspace limit has no room left for runs another way rather than failing the plan.
   if (f && ctx.besideArenaBudget &&
@@ -492,29 +549,31 @@ Expected<RunFn> buildForward(DeviceContext &ctx, const Kernel &k, const TensorLi
   }
   if (forced == kOwn && own) {
     ctx.layerChoices[layer] = kOwn;
-    return ownForward(ctx, *a, in, out);
+    return ownForward(ctx, *a, in, out, clipMax);
   }
   auto bwd = backwardOf(ctx, out[1]);
   if (forced.empty() && (f || own) && bwd)
-    return tunedForward(ctx, k, *a, in, out, f ? std::optional<FusedLayer>(*f) : std::nullopt, own, *bwd);
+    return tunedForward(ctx, k, *a, clipMax, in, out, f ? std::optional<FusedLayer>(*f) : std::nullopt, own, *bwd);
   ctx.layerChoices[layer] = kComposed;
-  return composedForward(ctx, k, in, out);
+  return composedForward(ctx, k, in, out, clipMax);
 }
 
 Expected<RunFn> buildBackward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
   if (in.size() != 7 || out.size() < 3 || out.size() > 4)
     return Status::error(k.op() + " needs dy, x, y, scale, bias, batch_mean, batch_inv_std and produces dx, dscale, "
                                   "dbias [, dz]");
-  auto a = plan::parseBatchNorm(k);
-  if (!a)
-    return a.status();
+  auto params = plan::parseBatchNormRelu(k);
+  if (!params)
+    return params.status();
+  const plan::BatchNormParams *a = &params->batchNorm;
+  const float clipMax = clipMaxOf(*params);
   if (a->sync)
     return Status::error(k.op() + ": synchronized batch norm (--sync-batch-norm) runs on the cpu backend so far");
   auto choice = ctx.layerChoices.find(in[5]->id());
   if (choice == ctx.layerChoices.end() || choice->second == kComposed)
-    return composedBackward(ctx, k, in, out);
+    return composedBackward(ctx, k, in, out, clipMax);
   if (choice->second == kOwn)
-    return ownBackward(ctx, in, out, forwardAddsResidual(ctx, in[5]));
+    return ownBackward(ctx, in, out, forwardAddsResidual(ctx, in[5]), clipMax);
   // The forward ran cuDNN's fused kernel: so must the backward, with the forward's ops.
   auto f = fusedLayer(ctx, in[1], backwardPerChannel(in, out), choice->second == kFusedAdd);
   if (!f)

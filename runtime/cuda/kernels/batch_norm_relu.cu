@@ -98,6 +98,8 @@ __device__ __forceinline__ void blockPartials(float (&a)[V], float (&b)[V], int 
   }
 }
 
+constexpr float kInfinity = __builtin_huge_valf();
+
 // scale inv_std, from the saved (rounded) inv_std: the backward that recomputes the ReLU's mask
 // gets the forward's coefficient bit for bit.
 __host__ __device__ __forceinline__ float coefOf(float scale, float invStd) {
@@ -177,13 +179,25 @@ __global__ void statsFinishKernel(const void *x, int dt, const float *partial, i
   }
 }
 
+// relu(t) (hi infinite) or clip(t, 0, hi); NaN stays NaN.
+__device__ __forceinline__ float activated(float t, float hi) {
+  return t > 0.f ? (t < hi ? t : hi) : (t != t ? t : 0.f);
+}
+
+// Whether the activation's gradient passes at the normalised value t: t > 0 for relu (hi
+// infinite), 0 <= t <= hi for ReLU6's clip (clip_backward's rule, bounds included).
+__device__ __forceinline__ bool activationPasses(float t, bool clip, float hi) {
+  return clip ? (t >= 0.f && t <= hi) : t > 0.f;
+}
+
 // The element-wise pass over channels-last rows, tiled as the statistics are (Tiling): each
 // thread keeps its pack's per-channel coefficients in registers and walks the rows with U
 // packs in flight, so that the pass streams at memory speed without a division per pack.
-// t = (x - mean) coef + bias rounded to T, then + z (rounded), then relu when Relu.
+// t = (x - mean) coef + bias rounded to T, then + z (rounded), then when Relu relu, or with a
+// finite `hi` ReLU6's clip to [0, hi].
 template <typename T, int V, bool Relu>
 __global__ void applyRowsKernel(const T *x, const T *z, T *y, const float *coef, const float *mean,
-                                const float *bias, int64_t rows, int64_t C, int P, int PB, int RB) {
+                                const float *bias, int64_t rows, int64_t C, int P, int PB, int RB, float hi) {
   constexpr int U = 4;
   const int tp = int(threadIdx.x) % PB, tr = int(threadIdx.x) / PB;
   const int p = int(blockIdx.x) * PB + tp;
@@ -216,7 +230,7 @@ __global__ void applyRowsKernel(const T *x, const T *z, T *y, const float *coef,
         float t = normalized<T>(v[u][j], m[j], a[j], b[j]);
         if (z)
           t = toAcc(fromAcc<T>(t + w[u][j]));
-        v[u][j] = !Relu || t > 0.f ? t : (t != t ? t : 0.f);
+        v[u][j] = !Relu ? t : activated(t, hi);
       }
       store<T, V>(y + row * C + c0, v[u]);
     }
@@ -241,12 +255,13 @@ __global__ void applyStridedKernel(const T *x, const T *z, T *y, const float *co
   }
 }
 
-// Whether the forward's ReLU let element j through: y > 0, or, without y (Recompute, a forward
-// without residual), t > 0 for t recomputed from x as the forward computed it.
+// Whether the forward's activation let element j through: y > 0 (relu), or, without y
+// (Recompute, a forward without residual), activationPasses at t recomputed from x as the forward
+// computed it.
 template <typename T, bool Recompute>
-__device__ __forceinline__ bool passes(float x, float y, float mean, float coef, float bias) {
+__device__ __forceinline__ bool passes(float x, float y, float mean, float coef, float bias, bool clip, float hi) {
   if constexpr (Recompute)
-    return normalized<T>(x, mean, coef, bias) > 0.f;
+    return activationPasses(normalized<T>(x, mean, coef, bias), clip, hi);
   else
     return y > 0.f;
 }
@@ -274,7 +289,7 @@ __device__ __forceinline__ void loadGradRows(const T *dy, const T *x, const T *y
 template <typename T, int V, bool Recompute>
 __global__ void gradSumsKernel(const T *dy, const T *x, const T *y, const float *mean, const float *scale,
                                const float *invStd, const float *bias, int64_t rows, int64_t C, int P, int PB, int RB,
-                               float *partial) {
+                               bool clip, float hi, float *partial) {
   constexpr int U = 2;
   const int t = threadIdx.x, packLocal = t % PB, row0 = t / PB;
   const int64_t pack = int64_t(blockIdx.x) * PB + packLocal, c0 = pack * V;
@@ -297,7 +312,7 @@ __global__ void gradSumsKernel(const T *dy, const T *x, const T *y, const float 
           break;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const float g = passes<T, Recompute>(xv[u][j], yv[u][j], mu[j], a[j], b[j]) ? d[u][j] : 0.f;
+          const float g = passes<T, Recompute>(xv[u][j], yv[u][j], mu[j], a[j], b[j], clip, hi) ? d[u][j] : 0.f;
           sg[j] += g, sgx[j] += g * (xv[u][j] - mu[j]);
         }
       }
@@ -327,7 +342,8 @@ __global__ void gradFinishKernel(const float *partial, int groups, int64_t C, in
 // the forward's coefficient, from which Recompute recomputes the ReLU's mask.
 template <typename T, int V, bool Recompute>
 __global__ void gradApplyKernel(const T *dy, const T *x, const T *y, T *dx, T *dz, const float *coef,
-                                const float *mean, const float *bias, int64_t rows, int64_t C, int P, int PB, int RB) {
+                                const float *mean, const float *bias, int64_t rows, int64_t C, int P, int PB, int RB,
+                                bool clip, float hi) {
   constexpr int U = 2;
   const int tp = int(threadIdx.x) % PB, tr = int(threadIdx.x) / PB;
   const int p = int(blockIdx.x) * PB + tp;
@@ -352,7 +368,7 @@ __global__ void gradApplyKernel(const T *dy, const T *x, const T *y, T *dx, T *d
         break;
 #pragma unroll
       for (int j = 0; j < V; ++j) {
-        const float g = passes<T, Recompute>(xv[u][j], yv[u][j], m[j], A[j], b[j]) ? d[u][j] : 0.f;
+        const float g = passes<T, Recompute>(xv[u][j], yv[u][j], m[j], A[j], b[j], clip, hi) ? d[u][j] : 0.f;
         d[u][j] = g;
         xv[u][j] = A[j] * g + B[j] * (xv[u][j] - m[j]) + D[j];
       }
@@ -407,8 +423,8 @@ size_t bnReluWorkspaceBytes(int64_t rows, int64_t C) {
 }
 
 cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, Ref y, float *mean, float *invStd,
-                          int64_t rows, int64_t C, double eps, void *workspace, cudaStream_t s) {
-  if (x.dt != y.dt || (z.p && z.dt != x.dt))
+                          int64_t rows, int64_t C, double eps, float clipMax, void *workspace, cudaStream_t s) {
+  if (x.dt != y.dt || (z.p && z.dt != x.dt) || (z.p && clipMax < kInfinity))
     return cudaErrorInvalidValue;
   return withDataType(x.dt, C, [&](auto tag, auto vec) {
     using T = typename decltype(tag)::type;
@@ -421,7 +437,7 @@ cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, R
     const Tiling a = elementwiseTiling(applyRowsKernel<T, V, true>, rows, C, V);
     applyRowsKernel<T, V, true><<<a.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), static_cast<const T *>(z.p),
                                                           static_cast<T *>(y.p), w.coef, mean, bias, rows, C, a.P,
-                                                          a.PB, a.RB);
+                                                          a.PB, a.RB, clipMax);
     return cudaGetLastError();
   });
 }
@@ -443,10 +459,12 @@ cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const f
       const int64_t rows = A;
       if (relu) {
         const Tiling t = elementwiseTiling(applyRowsKernel<T, V, true>, rows, C, V);
-        applyRowsKernel<T, V, true><<<t.grid, kBlock, 0, s>>>(xp, zp, yp, coef, mean, bias, rows, C, t.P, t.PB, t.RB);
+        applyRowsKernel<T, V, true><<<t.grid, kBlock, 0, s>>>(xp, zp, yp, coef, mean, bias, rows, C, t.P, t.PB, t.RB,
+                                                              kInfinity);
       } else {
         const Tiling t = elementwiseTiling(applyRowsKernel<T, V, false>, rows, C, V);
-        applyRowsKernel<T, V, false><<<t.grid, kBlock, 0, s>>>(xp, zp, yp, coef, mean, bias, rows, C, t.P, t.PB, t.RB);
+        applyRowsKernel<T, V, false><<<t.grid, kBlock, 0, s>>>(xp, zp, yp, coef, mean, bias, rows, C, t.P, t.PB, t.RB,
+                                                               kInfinity);
       }
     } else if (relu) {
       applyStridedKernel<T, true><<<gridFor(n), kThreads, 0, s>>>(xp, zp, yp, coef, mean, bias, n, C, B);
@@ -459,8 +477,9 @@ cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const f
 
 cudaError_t bnReluBackward(Ref dy, Ref x, Ref y, const float *scale, const float *bias, const float *mean,
                            const float *invStd, Ref dx, Ref dz, float *dscale, float *dbias, int64_t rows, int64_t C,
-                           void *workspace, cudaStream_t s) {
-  if (dy.dt != x.dt || (y.p && y.dt != x.dt) || dx.dt != x.dt || (dz.p && dz.dt != x.dt))
+                           float clipMax, void *workspace, cudaStream_t s) {
+  const bool clip = clipMax < kInfinity;
+  if (dy.dt != x.dt || (y.p && y.dt != x.dt) || dx.dt != x.dt || (dz.p && dz.dt != x.dt) || (clip && y.p))
     return cudaErrorInvalidValue;
   auto run = [&](auto tag, auto vec, auto recompute) -> cudaError_t {
     using T = typename decltype(tag)::type;
@@ -470,12 +489,12 @@ cudaError_t bnReluBackward(Ref dy, Ref x, Ref y, const float *scale, const float
     const Scratch w = scratchOf(workspace, t, C);
     const T *pdy = static_cast<const T *>(dy.p), *px = static_cast<const T *>(x.p), *py = static_cast<const T *>(y.p);
     gradSumsKernel<T, V, R><<<t.grid, kBlock, 0, s>>>(pdy, px, py, mean, scale, invStd, bias, rows, C, t.P, t.PB, t.RB,
-                                                      w.partial);
+                                                      clip, clipMax, w.partial);
     gradFinishKernel<<<mergeGrid(C), kMergeBlock, 0, s>>>(w.partial, int(t.grid.y), C, rows, scale, invStd, dscale,
                                                           dbias, w.coef);
     const Tiling a = elementwiseTiling(gradApplyKernel<T, V, R>, rows, C, V);
     gradApplyKernel<T, V, R><<<a.grid, kBlock, 0, s>>>(pdy, px, py, static_cast<T *>(dx.p), static_cast<T *>(dz.p),
-                                                       w.coef, mean, bias, rows, C, a.P, a.PB, a.RB);
+                                                       w.coef, mean, bias, rows, C, a.P, a.PB, a.RB, clip, clipMax);
     return cudaGetLastError();
   };
   return withDataType(x.dt, C, [&](auto tag, auto vec) {

@@ -17,8 +17,10 @@ size_t bnReluWorkspaceBytes(int64_t rows, int64_t C);
 // x, z (z.p null: no residual), scale, bias -> y, mean, inv_std (1/sqrt(biased var + eps)).
 // t = (x - mean) inv_std scale + bias is rounded to the data dtype before z is added, as the
 // unfused kernels round it; mean and variance by Welford's method in fp32, merged per channel.
+// y = relu(t [+ z]) with an infinite clipMax; with a finite one, ReLU6's clip(t, 0, clipMax)
+// (then no residual).
 cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, Ref y, float *mean, float *invStd,
-                          int64_t rows, int64_t C, double eps, void *workspace, cudaStream_t s);
+                          int64_t rows, int64_t C, double eps, float clipMax, void *workspace, cudaStream_t s);
 
 // batch_norm_apply: x, z (z.p null: no residual), scale, bias, mean, inv_std -> y for x = [A, C, B]
 // (channels last: B = 1), t = (x - mean) scale inv_std + bias rounded to the data dtype, then
@@ -29,9 +31,10 @@ cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const f
 // dy, x, y, scale, bias, mean, inv_std -> dx, dscale, dbias, dz (dz.p null: none). g = dy where
 // y > 0. With y.p null (a forward without residual, run by bnReluForward), where the normalised
 // value t > 0 instead, t recomputed from x, mean, inv_std, scale and bias bit for bit as the
-// forward computed it: the backward then reads two tensors a pass instead of three.
+// forward computed it: the backward then reads two tensors a pass instead of three. With a finite
+// clipMax (ReLU6's forward; y.p must be null), where 0 <= t <= clipMax (clip_backward's rule).
 cudaError_t bnReluBackward(Ref dy, Ref x, Ref y, const float *scale, const float *bias, const float *mean,
                            const float *invStd, Ref dx, Ref dz, float *dscale, float *dbias, int64_t rows, int64_t C,
-                           void *workspace, cudaStream_t s);
+                           float clipMax, void *workspace, cudaStream_t s);
 
 } // namespace castor::cuda

@@ -18,12 +18,13 @@ include "mlir/Interfaces/SideEffectInterfaces.td"
 def Castor_BatchNormReluTrainingOp : Castor_Op<"batch_norm_relu_training",
     [Pure, Castor_KernelOpInterface, InferTypeOpAdaptor,
      DeclareOpInterfaceMethods<Castor_RecomputeOpInterface, ["buildRecompute", "getRecomputeFlopsPerElement"]>]> {
-  let summary = "batch_norm_training, an optional residual add, then relu";
+  let summary = "batch_norm_training, an optional residual add, then relu (or ReLU6)";
   let description = [{
     `relu(batch_norm_training(input, scale, bias).output [+ residual])`, with the batch mean
     and inverse standard deviation as batch_norm_training returns them. The normalised value
     is rounded to the input's element type before the add, as in the unfused ops. `residual`
-    has the input's type.
+    has the input's type. With `clip_max` the activation is `clip` with min 0 and that max
+    (ReLU6 for 6) instead of relu, and there is no residual.
 
     ```mlir
     %y, %mean, %invstd = castor.batch_norm_relu_training %x, %gamma, %beta residual(%z)
@@ -34,12 +35,14 @@ def Castor_BatchNormReluTrainingOp : Castor_Op<"batch_norm_relu_training",
   let arguments = (ins Castor_FloatTensor:$input, Castor_FloatTensor:$scale, Castor_FloatTensor:$bias,
                        Optional<Castor_FloatTensor>:$residual,
                        DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon,
-                       DefaultValuedAttr<F64Attr, "0.1">:$momentum, UnitAttr:$sync);
+                       DefaultValuedAttr<F64Attr, "0.1">:$momentum, UnitAttr:$sync,
+                       OptionalAttr<F64Attr>:$clip_max);
   let results = (outs Castor_FloatTensor:$output, Castor_FloatTensor:$batch_mean,
                       Castor_FloatTensor:$batch_inv_std);
   let assemblyFormat = [{
     $input `,` $scale `,` $bias (`residual` `(` $residual^ `)`)? attr-dict `:` functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 def Castor_BatchNormReluTrainingBackwardOp : Castor_Op<"batch_norm_relu_training_backward",
@@ -49,7 +52,10 @@ def Castor_BatchNormReluTrainingBackwardOp : Castor_Op<"batch_norm_relu_training
     `g = relu_backward(output_grad, output)`, then batch_norm_training_backward of `g`: the
     gradients of input, scale and bias; with the optional fourth result, `g` itself, the
     gradient of the forward's residual. `bias` is not needed by the definition; GPU kernels
-    that recompute the pre-activation read it.
+    that recompute the pre-activation read it. With `clip_max` (a forward with that clip_max),
+    `g = clip_backward(output_grad, t)` with min 0 and max clip_max, where t is the forward's
+    normalised value, recomputed from input, scale, bias and the statistics as batch_norm_apply
+    computes it; there is no fourth result.
 
     ```mlir
     %dx, %dg, %db, %dz = castor.batch_norm_relu_training_backward %dy, %x, %y, %g, %b, %mean, %invstd
@@ -62,7 +68,8 @@ def Castor_BatchNormReluTrainingBackwardOp : Castor_Op<"batch_norm_relu_training
                        Castor_FloatTensor:$scale, Castor_FloatTensor:$bias, Castor_FloatTensor:$batch_mean,
                        Castor_FloatTensor:$batch_inv_std,
                        DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon,
-                       DefaultValuedAttr<F64Attr, "0.1">:$momentum, UnitAttr:$sync);
+                       DefaultValuedAttr<F64Attr, "0.1">:$momentum, UnitAttr:$sync,
+                       OptionalAttr<F64Attr>:$clip_max);
   let results = (outs Castor_FloatTensor:$input_grad, Castor_FloatTensor:$scale_grad,
                       Castor_FloatTensor:$bias_grad, Optional<Castor_FloatTensor>:$residual_grad);
   let assemblyFormat = [{
