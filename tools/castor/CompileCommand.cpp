@@ -99,8 +99,8 @@ cl::opt<std::string> memoryBudget("memory-budget",
                                   cl::sub(compileCommand));
 cl::opt<std::string> workspaceLimit("workspace-limit",
                                     cl::desc("Device memory for library workspaces, part of the planned peak: a "
-                                             "size such as 256MiB, or auto (1/64 of the arena between 128 MiB and "
-                                             "512 MiB); the fused kernels' reserve is added to it"),
+                                             "size such as 256MiB, or auto (1/32 of the arena between 128 MiB and "
+                                             "1 GiB); the fused kernels' reserve is added to it"),
                                     cl::init("auto"), cl::sub(compileCommand));
 cl::opt<std::string> reportDir("report",
                                cl::desc("Directory for the memory report: memory.json, memory.png/.svg (planned "

@@ -44,7 +44,7 @@ uint64_t fusedReserveBytes(func::FuncOp func) {
 
 uint64_t workspaceLimitBytes(func::FuncOp func, uint64_t arenaBytes, uint64_t requestedBytes) {
   constexpr uint64_t kMiB = uint64_t(1) << 20;
-  const uint64_t workspace = requestedBytes ? requestedBytes : std::clamp<uint64_t>(arenaBytes / 64, 128 * kMiB, 512 * kMiB);
+  const uint64_t workspace = requestedBytes ? requestedBytes : std::clamp<uint64_t>(arenaBytes / 32, 128 * kMiB, 1024 * kMiB);
   return workspace + fusedReserveBytes(func);
 }
 

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 #include <utility>
 
 namespace castor::cuda::tuning {
@@ -33,6 +34,21 @@ constexpr int kWarmupRuns = 2;
 constexpr int kTimedRuns = 9; // the median of these
 // A candidate whose first run takes this many times the best median so far is not timed further.
 constexpr float kHopeless = 4.0f;
+
+// CASTOR_TUNING_LOG=1: each candidate of each layer timed, with its median or why it was left
+// out, on stderr (which engine wins where, and what the workspace limit cost).
+bool logCandidates() {
+  static const bool on = [] {
+    const char *v = std::getenv("CASTOR_TUNING_LOG");
+    return v && *v && std::string(v) != "0";
+  }();
+  return on;
+}
+
+void logCandidate(const std::string &signature, const std::string &candidate, const std::string &outcome) {
+  if (logCandidates())
+    std::fprintf(stderr, "castor: tuning %s: %s %s\n", signature.c_str(), candidate.c_str(), outcome.c_str());
+}
 
 size_t envCount(const char *name, size_t fallback) {
   const char *v = std::getenv(name);
@@ -156,11 +172,14 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &signatur
     auto e = c.build();
     if (!e) {
       lastError = c.name + ": " + e.message();
+      logCandidate(signature, c.name, "does not build: " + e.message());
       return;
     }
     if (e->workspaceBytes > ctx.workspaceLimit) {
       lastError = c.name + ": needs a workspace of " + std::to_string(e->workspaceBytes) + " bytes";
       leftOutForWorkspace = true;
+      logCandidate(signature, c.name, "left out: its workspace of " + std::to_string(e->workspaceBytes) +
+                                          " bytes exceeds the limit of " + std::to_string(ctx.workspaceLimit));
       return;
     }
     built.push_back(Built{&c, std::move(*e)});
@@ -205,11 +224,17 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &signatur
     auto ms = timeCandidate(ctx, b.executable, res.workspace, res.events, bestMs);
     if (!ms) {
       lastError = b.candidate->name + ": " + ms.message();
+      logCandidate(signature, b.candidate->name, "fails to run: " + ms.message());
       // A candidate that fails to run must not leave the stream busy or in error.
       CASTOR_CUDA(cudaStreamSynchronize(ctx.stream));
       continue;
     }
     ++timed;
+    if (logCandidates()) {
+      char text[96];
+      std::snprintf(text, sizeof text, "%.4f ms, workspace %zu bytes", double(*ms), b.executable.workspaceBytes);
+      logCandidate(signature, b.candidate->name, text);
+    }
     if (!best || *ms < bestMs) {
       best = &b;
       bestMs = *ms;

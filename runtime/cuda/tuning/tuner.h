@@ -52,7 +52,8 @@ struct Choice {
 // only the deterministic ones): the cached one if the cache names a candidate that builds and
 // fits ctx.workspaceLimit, else the fastest of the candidates (in the order given, the first
 // CASTOR_TUNING_MAX_CANDIDATES that build, default 16, 0 = all), timed on ctx.stream, and
-// recorded in the cache. Candidates whose workspace exceeds ctx.workspaceLimit are skipped. Of
+// recorded in the cache (CASTOR_TUNING_LOG=1: each candidate's median or why it was left out,
+// on stderr). Candidates whose workspace exceeds ctx.workspaceLimit are skipped. Of
 // the candidates that compile at build, only the first CASTOR_TUNING_MAX_COMPILED (default 0)
 // are tried (`compiledAllowance` instead where the caller gives one and the variable is unset: a
 // layer whose fused form exists only as compiled engines); when no other candidate builds, the
