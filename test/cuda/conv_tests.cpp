@@ -5,8 +5,7 @@
 // norm-wise relative error of 1e-2 (f16/bf16) and 1e-4 (f32: no TF32) — run directly and
 // replayed from a captured CUDA graph. Then the tuning cache: the first round times every layer
 // and writes the cache file; a second round, pointed at a copy of that file, must take every
-// layer from it without timing, and still agree with the reference. Last, the 3-channel stem on
-// operands padded with zero channels (cudnn/convolution_padded.cpp).
+// layer from it without timing, and still agree with the reference.
 //
 //   castor_conv_tests [--keep-cache]     (exit status 0 when everything passes)
 //
@@ -294,28 +293,11 @@ public:
       fn = p ? conv::buildLegacy(ctx, *p) : Expected<RunFn>(p.status());
       if (fn && p)
         fn = conv::withBias(ctx, *p, std::move(*fn));
-    } else if (std::strncmp(api, "pad", 3) == 0) {
-      // The first candidate of that padding (cudnn/convolution_padded.cpp) that builds.
-      auto p = conv::parse(ctx, k, in, out);
-      fn = p ? Expected<RunFn>(Status::error(std::string("no ") + api + " candidate builds")) : Expected<RunFn>(p.status());
-      for (tuning::Candidate &c : p ? conv::paddedCandidates(ctx, *p) : std::vector<tuning::Candidate>{}) {
-        if (c.name.rfind(std::string(api) + ":", 0) != 0)
-          continue;
-        auto e = c.build();
-        if (!e)
-          continue;
-        ctx.requestWorkspace(e->workspaceBytes);
-        DeviceContext *cp = &ctx;
-        auto runPadded = e->run;
-        fn = RunFn([cp, runPadded]() { return runPadded(cp->workspace); });
-        break;
-      }
     } else {
       fn = buildConvolution(ctx, k, in, out);
     }
     const auto after = tuning::counts();
     std::string how = std::strcmp(api, "legacy") == 0   ? "legacy"
-                      : std::strncmp(api, "pad", 3) == 0 ? api
                       : after.fallback > before.fallback ? "FELL BACK to legacy"
                       : after.timed > before.timed       ? "timed"
                       : after.fromCache > before.fromCache ? "from cache"
@@ -489,24 +471,6 @@ int main(int argc, char **argv) {
     std::printf("FAIL second round: %d layers timed, %d from cache, %d fallbacks (expected 0, %d, %d)\n",
                 after.timed - before.timed, after.fromCache - before.fromCache, after.fallback - before.fallback,
                 expected, fellBack);
-    ++failures;
-  }
-
-  // Zero-padded channels: the first candidate of each padding, on the layers that take it (the
-  // 3-channel stem's forward and filter gradient, channels-last f16 and bf16), against the
-  // reference; a layer that takes padding but builds no such candidate fails.
-  std::printf("== zero-padded channels (cudnn/convolution_padded.cpp)\n");
-  int paddedCases = 0;
-  for (const Case &cs : all)
-    if (cs.g.C % 8 != 0 && cs.g.groups == 1 && cs.nhwc && cs.dtype != plan::F32 && !cs.bias && !cs.accumulate &&
-        cs.pass != conv::Pass::BackwardData)
-      for (const char *api : {"pad4", "pad8"}) {
-        h.run(cs, api, rng);
-        ++paddedCases;
-      }
-  if (paddedCases != 8) {
-    std::printf("FAIL expected 8 padded cases (the stem's forward and filter gradient, f16 and bf16, two paddings), "
-                "ran %d\n", paddedCases);
     ++failures;
   }
 

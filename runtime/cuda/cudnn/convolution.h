@@ -5,9 +5,7 @@
 #include "cuda/executor/device_context.h"
 #include "cuda/tuning/tuner.h"
 
-#include <functional>
 #include <string>
-#include <vector>
 
 namespace castor::cuda::conv {
 
@@ -55,25 +53,6 @@ RunFn runChoice(DeviceContext &ctx, tuning::Choice choice);
 // The engines of the data gradient with p.accumulate added in the convolution's epilogue
 // (dgrad -> pointwise add in one cuDNN graph), as tuner candidates; empty where cuDNN has none.
 std::vector<tuning::Candidate> accumulatingCandidates(DeviceContext &ctx, const Problem &p);
-// Where a candidate's operands lie when it runs (x, w and y in forward terms, as Problem's).
-struct OperandPointers {
-  void *x = nullptr, *w = nullptr, *y = nullptr;
-};
-using OperandsFn = std::function<OperandPointers()>;
-// The graph API's engines for `p` as tuner candidates named `prefix` + the engine's tag, each run
-// reading and writing its operands where `operands` says at that moment (none where cuDNN has no
-// engine); p's tensors are not read.
-std::vector<tuning::Candidate> engineCandidatesAt(DeviceContext &ctx, const Problem &p, const std::string &prefix,
-                                                  OperandsFn operands);
-// `candidates` (p's own engines, in the heuristics' order) with, where p's input channels are not a
-// multiple of 8, the engines of p on operands padded with zero channels (cudnn/convolution_padded.cpp),
-// interleaved so that the first of each are within the tuner's candidate limit.
-std::vector<tuning::Candidate> withPaddedCandidates(DeviceContext &ctx, const Problem &p,
-                                                    std::vector<tuning::Candidate> candidates);
-// Those padded candidates alone (none where p takes no padding): channels-last f16/bf16 forward or
-// filter gradient, no groups, input channels not a multiple of 8.
-std::vector<tuning::Candidate> paddedCandidates(DeviceContext &ctx, const Problem &p);
-
 // cuDNN's legacy convolution API, its heuristic's algorithm (cudnn/convolution_legacy.cpp); the only path
 // for f64 and the fallback of the graph API.
 Expected<RunFn> buildLegacy(DeviceContext &ctx, const Problem &p);

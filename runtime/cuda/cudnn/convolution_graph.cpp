@@ -129,24 +129,6 @@ std::vector<tuning::Candidate> candidatesOf(DeviceContext &ctx, const Problem &p
 
 } // namespace
 
-std::vector<tuning::Candidate> engineCandidatesAt(DeviceContext &ctx, const Problem &p, const std::string &prefix,
-                                                  OperandsFn operands) {
-  try {
-    auto g = makeGraph(ctx, p);
-    if (!g)
-      return {};
-    return frontend::engineCandidates(
-        ctx, *g, prefix,
-        [operands]() {
-          const OperandPointers o = operands();
-          return std::unordered_map<int64_t, void *>{{kUidX, o.x}, {kUidW, o.w}, {kUidY, o.y}};
-        },
-        signature(p));
-  } catch (const std::exception &) {
-    return {};
-  }
-}
-
 std::vector<tuning::Candidate> accumulatingCandidates(DeviceContext &ctx, const Problem &p) {
   if (p.pass != Pass::BackwardData || !p.accumulate || (p.dtype != plan::F16 && p.dtype != plan::BF16))
     return {};
@@ -182,7 +164,7 @@ Expected<tuning::Choice> chooseFrontend(DeviceContext &ctx, const Problem &p) {
     auto g = makeGraph(ctx, p);
     if (!g)
       return g.status();
-    candidates = withPaddedCandidates(ctx, p, candidatesOf(ctx, p, *g));
+    candidates = candidatesOf(ctx, p, *g);
   } catch (const std::exception &ex) {
     return Status::error(std::string("cuDNN graph: ") + ex.what());
   }
