@@ -68,12 +68,15 @@ if [ -x "$castor" ]; then
   # one GPU runs it as the plan without them; several replicas run it through NCCL.
   "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision fp16 --optimizer adamw \
     --lr 1e-4 --data-parallel -o "$carry/plans/tiny_fp16_adamw_dp.plan" >/dev/null
-  # The tiny model with ReLU6 activations (Clip(0, 6)): its batch-norm groups fuse with clip_max.
+  # The tiny model with ReLU6 activations (Clip(0, 6)): its batch-norm groups fuse with clip_max;
+  # with --recompute cheap their outputs come back as batch_norm_apply with clip_max.
   python3 "$root/models/resnet.py" --arch tiny --activation relu6 --weights none --image-size 32 --num-classes 10 \
     -o "$carry/plans/tiny_relu6.onnx" >/dev/null
   for p in fp16 bf16; do
     "$castor" compile "$carry/plans/tiny_relu6.onnx" --init kaiming --batch 16 --train --precision "$p" \
       --optimizer adamw --lr 1e-4 --emit-gradients -o "$carry/plans/tiny_relu6_${p}_adamw.plan" >/dev/null
+    "$castor" compile "$carry/plans/tiny_relu6.onnx" --init kaiming --batch 16 --train --precision "$p" \
+      --optimizer adamw --lr 1e-4 --emit-gradients --recompute cheap -o "$carry/plans/tiny_relu6_${p}_adamw_cheap.plan" >/dev/null
   done
   # Gradients as outputs (compared directly), SGD with momentum, gradient clipping.
   "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision fp32 \

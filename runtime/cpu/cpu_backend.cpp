@@ -717,7 +717,8 @@ Expected<RunFn> buildBatchNormTraining(const KernelContext &c) {
 }
 
 // x, scale, bias, mean, inv_std [, z] -> y: batch_norm_training's output from its statistics,
-// then the residual add and relu as batch_norm_relu_training composes them (each rounded).
+// then the residual add and relu (or ReLU6's clip) as batch_norm_relu_training composes them
+// (each rounded).
 Expected<RunFn> buildBatchNormApply(const KernelContext &c) {
   auto p = plan::parseBatchNormApply(c.kernel);
   if (!p)
@@ -727,6 +728,8 @@ Expected<RunFn> buildBatchNormApply(const KernelContext &c) {
   const Tensor *y = c.out[0];
   Shape xs = shapeOf(*in[0]);
   const bool relu = p->relu;
+  const std::optional<Clip> clip =
+      p->clipMax ? std::optional<Clip>(Clip{0.0, *p->clipMax}) : std::nullopt; // as the clip op
   const plan::DType dtype = y->dtype();
   return RunFn([=]() {
     Values X = b->read(*in[0]), gamma = b->read(*in[1]), beta = b->read(*in[2]), mean = b->read(*in[3]),
@@ -741,7 +744,7 @@ Expected<RunFn> buildBatchNormApply(const KernelContext &c) {
         double t = roundToDtype((X[i] - mean[ch]) * invStd[ch] * gamma[ch] + beta[ch], dtype);
         if (!Z.empty())
           t = roundToDtype(t + Z[i], dtype);
-        X[i] = relu ? (t > 0 ? t : (t != t ? t : 0.0)) : t;
+        X[i] = clip ? (*clip)(t) : relu ? (t > 0 ? t : (t != t ? t : 0.0)) : t;
       }
     });
     b->write(*y, X);

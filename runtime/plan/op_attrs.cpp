@@ -335,7 +335,12 @@ Expected<BatchNormApplyParams> parseBatchNormApply(const Kernel &k) {
   AttrReader r(k);
   BatchNormApplyParams p;
   p.relu = r.boolean("relu", false);
+  p.clipMax = r.optReal("clip_max");
   CASTOR_RETURN_IF_ERROR(r.finish());
+  if (p.clipMax && !(std::isfinite(*p.clipMax) && *p.clipMax > 0))
+    return Status::error("clip_max must be positive and finite");
+  if (p.clipMax && !p.relu)
+    return Status::error("clip_max needs relu: it bounds the activation from above");
   return p;
 }
 

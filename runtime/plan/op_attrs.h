@@ -71,8 +71,10 @@ struct LayerNormParams {
   int64_t axis = -1;
   double epsilon = 1e-5;
 };
+// batch_norm_apply: relu, or with clipMax (relu set, no residual) ReLU6's clip(t, 0, clipMax).
 struct BatchNormApplyParams {
   bool relu = false;
+  std::optional<double> clipMax;
 };
 struct GemmParams {
   bool transA = false, transB = false;

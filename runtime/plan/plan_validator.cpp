@@ -722,6 +722,8 @@ const OpTable<OpRule> &rules() {
        {nullptr, {5, 6, 1, 1}, kFloat, attrs<parseBatchNormApply>,
         [](const KernelView &k) -> Status {
           std::vector<const Tensor *> data{k.in[0], k.out[0]};
+          if (k.in.size() == 6 && k.kernel.attrs().count("clip_max"))
+            return Status::error("clip_max takes no residual");
           if (k.in.size() == 6) {
             CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[5], *k.in[0], "residual"));
             data.push_back(k.in[5]);

@@ -419,6 +419,25 @@ func.func @apply_statistics_shape(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b
 
 // -----
 
+func.func @apply_clip_without_relu(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{clip_max needs relu}}
+  %y = castor.batch_norm_apply %x, %g, %g, %g, %g {clip_max = 6.0 : f64}
+      : (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x3x3xf16>
+  return
+}
+
+// -----
+
+func.func @apply_clip_with_residual(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>) {
+  // expected-error @+1 {{clip_max takes no residual}}
+  %y = castor.batch_norm_apply %x, %g, %g, %g, %g residual(%x) {relu = true, clip_max = 6.0 : f64}
+      : (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x4x3x3xf16>)
+      -> tensor<2x4x3x3xf16>
+  return
+}
+
+// -----
+
 func.func @fused_residual_type(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor<4xf32>, %z: tensor<2x4x3x3xf32>) {
   // expected-error @+2 {{residual must have the input's type}}
   // expected-error @+1 {{failed to infer returned types}}

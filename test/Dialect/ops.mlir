@@ -158,7 +158,8 @@ func.func @sources() -> (tensor<2xf32>, tensor<3xi64>, tensor<4xf32>) {
 
 // CHECK-LABEL: func @batch_norm_apply
 func.func @batch_norm_apply(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor<4xf32>, %m: tensor<4xf32>,
-                            %s: tensor<4xf32>, %z: tensor<2x4x3x3xf16>) -> (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>) {
+                            %s: tensor<4xf32>, %z: tensor<2x4x3x3xf16>)
+    -> (tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>) {
   // CHECK: castor.batch_norm_apply %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} :
   %y = castor.batch_norm_apply %x, %g, %b, %m, %s
       : (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x3x3xf16>
@@ -166,7 +167,10 @@ func.func @batch_norm_apply(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tens
   %r = castor.batch_norm_apply %x, %g, %b, %m, %s residual(%z) {relu = true}
       : (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<2x4x3x3xf16>)
       -> tensor<2x4x3x3xf16>
-  return %y, %r : tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>
+  // CHECK: castor.batch_norm_apply %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {clip_max = 6.000000e+00 : f64, relu = true}
+  %c = castor.batch_norm_apply %x, %g, %b, %m, %s {relu = true, clip_max = 6.0 : f64}
+      : (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> tensor<2x4x3x3xf16>
+  return %y, %r, %c : tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>, tensor<2x4x3x3xf16>
 }
 
 // -----

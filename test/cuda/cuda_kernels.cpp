@@ -442,22 +442,27 @@ std::vector<Case> cases() {
     }
   }
   // batch_norm_apply (what castor-recompute emits): a batch norm's output again from its
-  // statistics, with and without the residual and relu; C = 32 runs the packed channels-last
-  // kernel in nhwc, C = 6 its one-channel packs.
+  // statistics, plain, with the residual and relu, and with ReLU6's clip (clip_max 1, so that
+  // both bounds bite); C = 32 runs the packed channels-last kernel in nhwc, C = 6 its one-channel
+  // packs.
+  enum class Apply { Plain, ResidualRelu, Clip };
   for (plan::DType dt : {F16, plan::BF16, F32}) {
     for (int64_t C : {32, 6}) {
-      for (bool residual : {false, true}) {
-        const std::string t = std::string(residual ? " + z + relu " : " ") + plan::dtypeName(dt) +
-                              " C=" + std::to_string(C);
-        add("batch_norm_apply" + t, [&, dt, C, residual](Case &c) {
+      for (Apply form : {Apply::Plain, Apply::ResidualRelu, Apply::Clip}) {
+        const char *label = form == Apply::ResidualRelu ? " + z + relu " : form == Apply::Clip ? " clip_max=1 " : " ";
+        const std::string t = label + std::string(plan::dtypeName(dt)) + " C=" + std::to_string(C);
+        add("batch_norm_apply" + t, [&, dt, C, form](Case &c) {
           const std::vector<int64_t> xs = {4, C, 6, 5};
           const uint32_t istd = c.in("inv_std", {C});
           c.inputs[istd] = std::vector<double>(size_t(C), 1.3);
           std::vector<uint32_t> in = {c.in("x", xs, dt), c.in("scale", {C}), c.in("bias", {C}), c.in("mean", {C}),
                                       istd};
-          if (residual)
+          if (form == Apply::ResidualRelu)
             in.push_back(c.in("z", xs, dt));
-          c.kernel("batch_norm_apply", in, {c.out("y", xs, dt)}, {{"relu", plan::boolAttr(residual)}});
+          std::map<std::string, plan::Attr> attrs = {{"relu", plan::boolAttr(form != Apply::Plain)}};
+          if (form == Apply::Clip)
+            attrs["clip_max"] = flt(1.0);
+          c.kernel("batch_norm_apply", in, {c.out("y", xs, dt)}, attrs);
         });
       }
     }

@@ -58,13 +58,16 @@ func.func @fused_residual(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor
 
 // -----
 
-// The fused batch norm + ReLU6 (clip_max): not a recompute candidate (batch_norm_apply has no
-// clip), so even cheap keeps its output.
-// CHEAP-LABEL: func @fused_relu6_kept
-// CHEAP-SAME: castor.recomputed_values = 0
-// CHEAP-NOT: castor.recomputed}
-func.func @fused_relu6_kept(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor<4xf32>, %logits: tensor<2x4xf32>,
-                            %labels: tensor<2xi64>, %dy: tensor<2x4x3x3xf16>)
+// The fused batch norm + ReLU6 (clip_max): its output again from the statistics with the same
+// clip.
+// CHEAP-LABEL: func @fused_relu6
+// CHEAP-SAME: castor.recomputed_values = 1
+// CHEAP: %[[Y:[^,]*]], %[[M:[^,]*]], %[[S:[^ ]*]] = castor.batch_norm_relu_training %arg0, %arg1, %arg2 {clip_max = 6.000000e+00 : f64}
+// CHEAP: castor.softmax_cross_entropy
+// CHEAP: %[[Y2:.*]] = castor.batch_norm_apply %arg0, %arg1, %arg2, %[[M]], %[[S]] {castor.recomputed, clip_max = 6.000000e+00 : f64, relu = true}
+// CHEAP: castor.batch_norm_relu_training_backward %arg5, %arg0, %[[Y2]], %arg1, %arg2, %[[M]], %[[S]] {clip_max = 6.000000e+00 : f64}
+func.func @fused_relu6(%x: tensor<2x4x3x3xf16>, %g: tensor<4xf32>, %b: tensor<4xf32>, %logits: tensor<2x4xf32>,
+                       %labels: tensor<2xi64>, %dy: tensor<2x4x3x3xf16>)
     -> (tensor<f32>, tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>) {
   %y, %m, %s = castor.batch_norm_relu_training %x, %g, %b {clip_max = 6.0 : f64}
       : (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x3x3xf16>, tensor<4xf32>, tensor<4xf32>)

@@ -21,11 +21,13 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from mlp_runs import read_state  # noqa: E402
 
 ADAMW = ["--optimizer", "adamw", "--lr", "1e-3"]
-# (name, resnet.py arch and image size, batch, steps, compile flags, auto's budget: "convs" just below cheap's
-# planned peak, which on these models only recomputing convolutions too meets; "between" halfway
-# between the peaks of none and cheap)
+# (name, resnet.py arch, image size and activation, batch, steps, compile flags, auto's budget:
+# "convs" just below cheap's planned peak, which on these models only recomputing convolutions too
+# meets; "between" halfway between the peaks of none and cheap). relu6: the fused batch norms take
+# clip_max, and cheap must recompute their outputs too.
 CASES = [
     ("tiny_fp16", ("tiny", 32), 8, 20, ["--precision", "fp16"] + ADAMW, "convs"),
+    ("tiny_relu6_fp16", ("tiny", 32, "relu6"), 8, 20, ["--precision", "fp16"] + ADAMW, "convs"),
     ("tiny_fp16_nofuse", ("tiny", 32), 8, 20, ["--precision", "fp16", "--fuse", "none"] + ADAMW, "convs"),
     ("tiny_bf16_accumulate", ("tiny", 32), 4, 10, ["--precision", "bf16", "--accumulate", "2"] + ADAMW, "convs"),
     ("tiny_fp32_sgd", ("tiny", 32), 8, 10, ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"], "between"),
@@ -50,11 +52,11 @@ def main():
     castor, castor_run = os.path.join(args.bin, "castor"), os.path.join(args.bin, "castor-run")
     failures = 0
     for name, arch, batch, steps, flags, budget_kind in CASES:
-        arch, size = arch
-        model = os.path.join(args.work, f"{arch}_{size}.onnx")
+        arch, size, activation = arch if len(arch) == 3 else arch + ("relu",)
+        model = os.path.join(args.work, f"{arch}_{size}_{activation}.onnx")
         if not os.path.exists(model):
-            run([sys.executable, os.path.join(args.models, "resnet.py"), "--arch", arch, "--weights", "none",
-                 "--image-size", str(size), "--num-classes", "10", "-o", model])
+            run([sys.executable, os.path.join(args.models, "resnet.py"), "--arch", arch, "--activation", activation,
+                 "--weights", "none", "--image-size", str(size), "--num-classes", "10", "-o", model])
         reports = {}
         compile_flags = ["--init", "kaiming", "--batch", str(batch), "--train"] + flags
         # none, then cheap, then auto with the case's budget.
@@ -84,6 +86,11 @@ def main():
             recomputed = [s for s in r["saved"] if s["status"] == "recomputed"]
             if not recomputed:
                 problems.append(f"{policy} recomputed nothing")
+            # A fused group's value is named after the group's nodes ("... + /relu/Clip"), and
+            # comes back as a batch_norm_apply.
+            if activation == "relu6" and not any(s["op"] == "batch_norm_apply" and "Clip" in s["name"]
+                                                 for s in recomputed):
+                problems.append(f"{policy} recomputed no fused batch norm + ReLU6")
             if r["arena_bytes"] >= reports["none"]["arena_bytes"]:
                 problems.append(f"{policy} arena {r['arena_bytes']} not below {reports['none']['arena_bytes']}")
             if not os.path.exists(os.path.join(args.work, f"{name}_{policy}_report", "memory.png")):

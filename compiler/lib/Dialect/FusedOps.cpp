@@ -5,7 +5,6 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
-#include <cmath>
 
 using namespace mlir;
 using namespace castor;
@@ -26,31 +25,16 @@ LogicalResult BatchNormReluTrainingOp::inferReturnTypes(MLIRContext *, std::opti
   return appendInferred(loc, perChannel, statType, inferred);
 }
 
-namespace {
-// ReLU6 and its kin: a clip at 0 and a positive, finite maximum, without a residual.
-LogicalResult verifyClipMax(Operation *op, FloatAttr clipMaxAttr, bool residual) {
-  if (!clipMaxAttr)
-    return success();
-  const double clipMax = clipMaxAttr.getValueAsDouble();
-  if (!(clipMax > 0) || !std::isfinite(clipMax))
-    return op->emitOpError("clip_max must be positive and finite");
-  if (residual)
-    return op->emitOpError("clip_max takes no residual");
-  return success();
-}
-} // namespace
-
 LogicalResult BatchNormReluTrainingOp::verify() { return verifyClipMax(*this, getClipMaxAttr(), bool(getResidual())); }
 
 // Recomputation (RecomputeOpInterface): the output again from the batch statistics, as one
-// batch_norm_apply. The ReLU6 form is not offered (null): batch_norm_apply has no clip, and the
-// recompute pass takes one op per recomputed value.
+// batch_norm_apply with the same activation (relu, or ReLU6's clip).
 Value BatchNormReluTrainingOp::buildRecompute(OpBuilder &b, unsigned resultIndex, ValueRange operands) {
-  if (resultIndex != 0 || getClipMaxAttr())
+  if (resultIndex != 0)
     return {};
   Value residual = getResidual() ? operands[3] : Value();
   return b.create<BatchNormApplyOp>(getLoc(), getOutput().getType(), operands[0], operands[1], operands[2],
-                                    getBatchMean(), getBatchInvStd(), residual, b.getBoolAttr(true));
+                                    getBatchMean(), getBatchInvStd(), residual, b.getBoolAttr(true), getClipMaxAttr());
 }
 int64_t BatchNormReluTrainingOp::getRecomputeFlopsPerElement() { return getResidual() ? 6 : 5; }
 

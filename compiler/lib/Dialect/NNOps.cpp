@@ -99,7 +99,7 @@ Value BatchNormTrainingOp::buildRecompute(OpBuilder &b, unsigned resultIndex, Va
   if (resultIndex != 0)
     return {};
   return b.create<BatchNormApplyOp>(getLoc(), getOutput().getType(), operands[0], operands[1], operands[2],
-                                    getBatchMean(), getBatchInvStd(), Value(), b.getBoolAttr(false));
+                                    getBatchMean(), getBatchInvStd(), Value(), b.getBoolAttr(false), FloatAttr());
 }
 int64_t BatchNormTrainingOp::getRecomputeFlopsPerElement() { return 4; }
 // A multiply-add per filter tap of an output element.
@@ -108,7 +108,14 @@ int64_t Conv2dOp::getRecomputeFlopsPerElement() {
   return 2 * w.getDimSize(1) * w.getDimSize(2) * w.getDimSize(3) + (getBias() ? 1 : 0);
 }
 bool Conv2dOp::isCheapToRecompute() { return false; }
-int64_t BatchNormApplyOp::getRecomputeFlopsPerElement() { return 4 + (getResidual() ? 1 : 0) + (getRelu() ? 1 : 0); }
+int64_t BatchNormApplyOp::getRecomputeFlopsPerElement() {
+  return 4 + (getResidual() ? 1 : 0) + (getRelu() ? 1 : 0) + (getClipMaxAttr() ? 1 : 0);
+}
+LogicalResult BatchNormApplyOp::verify() {
+  if (getClipMaxAttr() && !getRelu())
+    return emitOpError("clip_max needs relu: it bounds the activation from above");
+  return verifyClipMax(*this, getClipMaxAttr(), bool(getResidual()));
+}
 
 LogicalResult BatchNormInferenceOp::inferReturnTypes(MLIRContext *, std::optional<Location> loc, Adaptor op,
                                                      SmallVectorImpl<Type> &inferred) {

@@ -1,5 +1,9 @@
 #include "castor/Dialect/ShapeInference.h"
 
+#include "mlir/IR/Operation.h"
+
+#include <cmath>
+
 using namespace mlir;
 
 namespace castor {
@@ -63,6 +67,17 @@ FailureOr<SmallVector<Value>> batchNormData(std::optional<Location> loc, Value i
     data.push_back(residual);
   }
   return data;
+}
+
+LogicalResult verifyClipMax(Operation *op, FloatAttr clipMaxAttr, bool residual) {
+  if (!clipMaxAttr)
+    return success();
+  const double clipMax = clipMaxAttr.getValueAsDouble();
+  if (!(clipMax > 0) || !std::isfinite(clipMax))
+    return op->emitOpError("clip_max must be positive and finite");
+  if (residual)
+    return op->emitOpError("clip_max takes no residual");
+  return success();
 }
 
 } // namespace castor

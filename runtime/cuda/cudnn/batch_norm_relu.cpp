@@ -322,7 +322,7 @@ Expected<RunFn> composedBackward(DeviceContext &ctx, const Kernel &k, const Tens
       auto f32 = [c](const Tensor *t) { return reinterpret_cast<const float *>(c->ptr(t)); };
       float *coef = reinterpret_cast<float *>(static_cast<uint8_t *>(c->workspace) + coefAt);
       CASTOR_RETURN_IF_ERROR(cudaStatus(bnApply(c->ref(x), Ref{}, f32(scale), f32(bias), f32(mean), f32(invStd),
-                                                c->ref(g), A, C, B, false, coef, c->stream),
+                                                c->ref(g), A, C, B, /*relu=*/false, float(kInf), coef, c->stream),
                                         "batch_norm_apply (ReLU6's normalised value)"));
       CASTOR_RETURN_IF_ERROR(cudaStatus(
           backward(OpId::ClipBackward, c->ref(dy), c->ref(g), c->ref(g), n, 0.0, clipMax, c->stream), "clip_backward"));

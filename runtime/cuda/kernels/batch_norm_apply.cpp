@@ -1,8 +1,11 @@
 // batch_norm_apply on the own kernel (batch_norm_relu.cu's element-wise pass): a batch norm's
-// output again from its statistics, with the residual add and relu when the op has them.
+// output again from its statistics, with the residual add and relu (or ReLU6's clip) when the op
+// has them.
 #include "cuda/kernels/batch_norm_relu.h"
 #include "cuda/kernels/builders.h"
 #include "plan/op_attrs.h"
+
+#include <limits>
 
 namespace castor::cuda::own {
 
@@ -27,13 +30,14 @@ Expected<RunFn> buildBatchNormApply(DeviceContext &ctx, const Kernel &k, const T
   const auto i = in;
   const Tensor *y = out[0];
   const bool relu = p->relu;
+  const float clipMax = p->clipMax ? float(*p->clipMax) : std::numeric_limits<float>::infinity();
   auto f32 = [c](const Tensor *t) { return reinterpret_cast<const float *>(c->ptr(t)); };
   return launch([=]() {
     Ref zr;
     if (z)
       zr = c->ref(z);
     return bnApply(c->ref(i[0]), zr, f32(i[1]), f32(i[2]), f32(i[3]), f32(i[4]), c->ref(y), g.A, g.C, g.B, relu,
-                   coefs, s);
+                   clipMax, coefs, s);
   });
 }
 

@@ -242,16 +242,17 @@ __global__ void coefKernel(const float *scale, const float *invStd, float *coef,
   CASTOR_GRID_LOOP(c, C) { coef[c] = scale[c] * invStd[c]; }
 }
 
-// batch_norm_apply on channels-first data [A, C, B], element by element.
+// batch_norm_apply on channels-first data [A, C, B], element by element; with Relu the
+// activation is relu (hi infinite) or clip(t, 0, hi).
 template <typename T, bool Relu>
 __global__ void applyStridedKernel(const T *x, const T *z, T *y, const float *coef, const float *mean,
-                                   const float *bias, int64_t n, int64_t C, int64_t B) {
+                                   const float *bias, int64_t n, int64_t C, int64_t B, float hi) {
   CASTOR_GRID_LOOP(i, n) {
     const int64_t c = (i / B) % C;
     float t = toAcc(fromAcc<T>((toAcc(x[i]) - mean[c]) * coef[c] + bias[c]));
     if (z)
       t = toAcc(fromAcc<T>(t + toAcc(z[i])));
-    y[i] = fromAcc<T>(!Relu || t > 0.f ? t : (t != t ? t : 0.f));
+    y[i] = fromAcc<T>(Relu ? activated(t, hi) : t);
   }
 }
 
@@ -443,8 +444,8 @@ cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, R
 }
 
 cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const float *mean, const float *invStd,
-                    Ref y, int64_t A, int64_t C, int64_t B, bool relu, float *coef, cudaStream_t s) {
-  if (x.dt != y.dt || (z.p && z.dt != x.dt))
+                    Ref y, int64_t A, int64_t C, int64_t B, bool relu, float clipMax, float *coef, cudaStream_t s) {
+  if (x.dt != y.dt || (z.p && z.dt != x.dt) || (z.p && clipMax < kInfinity))
     return cudaErrorInvalidValue;
   const int64_t n = A * C * B;
   if (n <= 0)
@@ -460,16 +461,17 @@ cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const f
       if (relu) {
         const Tiling t = elementwiseTiling(applyRowsKernel<T, V, true>, rows, C, V);
         applyRowsKernel<T, V, true><<<t.grid, kBlock, 0, s>>>(xp, zp, yp, coef, mean, bias, rows, C, t.P, t.PB, t.RB,
-                                                              kInfinity);
+                                                              clipMax);
       } else {
         const Tiling t = elementwiseTiling(applyRowsKernel<T, V, false>, rows, C, V);
         applyRowsKernel<T, V, false><<<t.grid, kBlock, 0, s>>>(xp, zp, yp, coef, mean, bias, rows, C, t.P, t.PB, t.RB,
                                                                kInfinity);
       }
     } else if (relu) {
-      applyStridedKernel<T, true><<<gridFor(n), kThreads, 0, s>>>(xp, zp, yp, coef, mean, bias, n, C, B);
+      applyStridedKernel<T, true><<<gridFor(n), kThreads, 0, s>>>(xp, zp, yp, coef, mean, bias, n, C, B, clipMax);
     } else {
-      applyStridedKernel<T, false><<<gridFor(n), kThreads, 0, s>>>(xp, zp, yp, coef, mean, bias, n, C, B);
+      applyStridedKernel<T, false><<<gridFor(n), kThreads, 0, s>>>(xp, zp, yp, coef, mean, bias, n, C, B,
+                                                                   kInfinity);
     }
     return cudaGetLastError();
   });

@@ -24,9 +24,10 @@ cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, R
 
 // batch_norm_apply: x, z (z.p null: no residual), scale, bias, mean, inv_std -> y for x = [A, C, B]
 // (channels last: B = 1), t = (x - mean) scale inv_std + bias rounded to the data dtype, then
-// + z (rounded), then relu when `relu`. `coef` is C floats of device scratch.
+// + z (rounded), then when `relu` relu (an infinite clipMax) or ReLU6's clip(t, 0, clipMax) (no
+// z). `coef` is C floats of device scratch.
 cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const float *mean, const float *invStd,
-                    Ref y, int64_t A, int64_t C, int64_t B, bool relu, float *coef, cudaStream_t s);
+                    Ref y, int64_t A, int64_t C, int64_t B, bool relu, float clipMax, float *coef, cudaStream_t s);
 
 // dy, x, y, scale, bias, mean, inv_std -> dx, dscale, dbias, dz (dz.p null: none). g = dy where
 // y > 0. With y.p null (a forward without residual, run by bnReluForward), where the normalised

@@ -96,9 +96,10 @@ def Castor_BatchNormApplyOp : Castor_Op<"batch_norm_apply", [Pure, Castor_Kernel
   let summary = "batch normalisation with given batch statistics, then an optional residual add and relu";
   let description = [{
     `(input - batch_mean) * batch_inv_std * scale + bias`, rounded to the input's element type,
-    then `+ residual` (rounded again) when given, then `max(., 0)` when `relu` is set: the
-    output of batch_norm_training (or batch_norm_relu_training) computed again from the
-    statistics that op returned, bit for bit. The recompute pass emits it in the backward so
+    then `+ residual` (rounded again) when given, then `max(., 0)` when `relu` is set, or
+    `clip(., 0, clip_max)` with `clip_max` (ReLU6; `relu` set, no residual): the output of
+    batch_norm_training (or batch_norm_relu_training) computed again from the statistics that
+    op returned, bit for bit. The recompute pass emits it in the backward so
     that the forward's normalised value need not stay alive. Types follow
     batch_norm_training's rule.
 
@@ -111,12 +112,13 @@ def Castor_BatchNormApplyOp : Castor_Op<"batch_norm_apply", [Pure, Castor_Kernel
   let arguments = (ins Castor_FloatTensor:$input, Castor_FloatTensor:$scale, Castor_FloatTensor:$bias,
                        Castor_FloatTensor:$batch_mean, Castor_FloatTensor:$batch_inv_std,
                        Optional<Castor_FloatTensor>:$residual,
-                       DefaultValuedAttr<BoolAttr, "false">:$relu);
+                       DefaultValuedAttr<BoolAttr, "false">:$relu, OptionalAttr<F64Attr>:$clip_max);
   let results = (outs Castor_FloatTensor:$output);
   let assemblyFormat = [{
     $input `,` $scale `,` $bias `,` $batch_mean `,` $batch_inv_std (`residual` `(` $residual^ `)`)? attr-dict
     `:` functional-type(operands, results)
   }];
+  let hasVerifier = 1;
 }
 
 def Castor_BatchNormInferenceOp : Castor_Op<"batch_norm_inference", [Pure, Castor_KernelOpInterface, DeclareOpInterfaceMethods<Castor_PrecisionOpInterface, ["getPrecisionClass"]>, DeclareOpInterfaceMethods<Castor_AutodiffOpInterface>, InferTypeOpAdaptor]> {

@@ -39,4 +39,8 @@ mlir::LogicalResult requireSameElementType(std::optional<mlir::Location> loc, ml
 mlir::FailureOr<llvm::SmallVector<mlir::Value>> batchNormData(std::optional<mlir::Location> loc, mlir::Value input,
                                                               mlir::Value residual);
 
+// A batch norm's ReLU6-type activation, clip(t, 0, clip_max) (no attribute: none): clip_max
+// positive and finite, and no residual add before it.
+mlir::LogicalResult verifyClipMax(mlir::Operation *op, mlir::FloatAttr clipMaxAttr, bool residual);
+
 } // namespace castor
