@@ -305,6 +305,16 @@ Expected<BatchNormParams> parseBatchNorm(const Kernel &k) {
   return p;
 }
 
+namespace {
+// A batch norm's ReLU6-type clip(t, 0, clip_max): absent, or positive and finite (the
+// compiler's verifyClipMax rule).
+Status checkClipMax(const std::optional<double> &clipMax) {
+  if (clipMax && !(std::isfinite(*clipMax) && *clipMax > 0))
+    return Status::error("clip_max must be positive and finite");
+  return Status::ok();
+}
+} // namespace
+
 Expected<BatchNormReluParams> parseBatchNormRelu(const Kernel &k) {
   AttrReader r(k);
   BatchNormReluParams p;
@@ -315,8 +325,7 @@ Expected<BatchNormReluParams> parseBatchNormRelu(const Kernel &k) {
   CASTOR_RETURN_IF_ERROR(r.finish());
   if (!(p.batchNorm.epsilon >= 0))
     return Status::error("epsilon must be non-negative");
-  if (p.clipMax && !(std::isfinite(*p.clipMax) && *p.clipMax > 0))
-    return Status::error("clip_max must be positive and finite");
+  CASTOR_RETURN_IF_ERROR(checkClipMax(p.clipMax));
   return p;
 }
 
@@ -337,8 +346,7 @@ Expected<BatchNormApplyParams> parseBatchNormApply(const Kernel &k) {
   p.relu = r.boolean("relu", false);
   p.clipMax = r.optReal("clip_max");
   CASTOR_RETURN_IF_ERROR(r.finish());
-  if (p.clipMax && !(std::isfinite(*p.clipMax) && *p.clipMax > 0))
-    return Status::error("clip_max must be positive and finite");
+  CASTOR_RETURN_IF_ERROR(checkClipMax(p.clipMax));
   if (p.clipMax && !p.relu)
     return Status::error("clip_max needs relu: it bounds the activation from above");
   return p;
