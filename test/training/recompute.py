@@ -24,7 +24,9 @@ ADAMW = ["--optimizer", "adamw", "--lr", "1e-3"]
 # (name, resnet.py arch, image size and activation, batch, steps, compile flags, auto's budget:
 # "convs" just below cheap's planned peak, which on these models only recomputing convolutions too
 # meets; "between" halfway between the peaks of none and cheap). relu6: the fused batch norms take
-# clip_max, and cheap must recompute their outputs too.
+# clip_max, and cheap must recompute their outputs too. ("torchvision", NAME, "relu6"): the
+# training-mode export test/fixtures/torchvision/NAME_train.onnx (224x224) instead of a resnet.py
+# model: MobileNetV2, whose ReLU6 groups follow depthwise convolutions.
 CASES = [
     ("tiny_fp16", ("tiny", 32), 8, 20, ["--precision", "fp16"] + ADAMW, "convs"),
     ("tiny_relu6_fp16", ("tiny", 32, "relu6"), 8, 20, ["--precision", "fp16"] + ADAMW, "convs"),
@@ -32,7 +34,9 @@ CASES = [
     ("tiny_bf16_accumulate", ("tiny", 32), 4, 10, ["--precision", "bf16", "--accumulate", "2"] + ADAMW, "convs"),
     ("tiny_fp32_sgd", ("tiny", 32), 8, 10, ["--optimizer", "sgd", "--lr", "0.05", "--momentum", "0.9"], "between"),
     ("resnet18_fp16", ("resnet18", 64), 16, 2, ["--precision", "fp16"] + ADAMW, "convs"),
+    ("mobilenet_v2_fp16", ("torchvision", "mobilenet_v2", "relu6"), 2, 2, ["--precision", "fp16"] + ADAMW, "convs"),
 ]
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "torchvision")
 
 
 def run(cmd):
@@ -54,7 +58,9 @@ def main():
     for name, arch, batch, steps, flags, budget_kind in CASES:
         arch, size, activation = arch if len(arch) == 3 else arch + ("relu",)
         model = os.path.join(args.work, f"{arch}_{size}_{activation}.onnx")
-        if not os.path.exists(model):
+        if arch == "torchvision":
+            model = os.path.join(FIXTURES, f"{size}_train.onnx")
+        elif not os.path.exists(model):
             run([sys.executable, os.path.join(args.models, "resnet.py"), "--arch", arch, "--activation", activation,
                  "--weights", "none", "--image-size", str(size), "--num-classes", "10", "-o", model])
         reports = {}
