@@ -23,13 +23,17 @@ FUSED_OPS = ("batch_norm_relu_training", "batch_norm_relu_training_backward")
 ACCUMULATING = "conv2d_backward_data+accumulate"  # castor-fuse-gradient-add's kernels
 
 # (name, resnet.py arch, activation, precision, batch, steps); relu6: every ReLU a Clip(0, 6), whose
-# batch-norm groups fuse with clip_max (those after a residual add stay unfused).
+# batch-norm groups fuse with clip_max (those after a residual add stay unfused). Arch
+# "torchvision:NAME": the training-mode export test/fixtures/torchvision/NAME_train.onnx (224x224)
+# as it is: MobileNetV2's ReLU6 after depthwise convolutions, its inverted residuals.
 CASES = [
     ("tiny_fp16", "tiny", "relu", "fp16", 8, 50),
     ("tiny_bf16", "tiny", "relu", "bf16", 8, 50),
     ("tiny_relu6_fp16", "tiny", "relu6", "fp16", 8, 50),
     ("resnet18_fp16", "resnet18", "relu", "fp16", 4, 6),
+    ("mobilenet_v2_fp16", "torchvision:mobilenet_v2", "relu6", "fp16", 2, 3),
 ]
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "torchvision")
 
 
 def run(cmd):
@@ -63,7 +67,9 @@ def main():
     failures = 0
     for name, arch, activation, precision, batch, steps in CASES:
         model = os.path.join(args.work, f"{arch}_{activation}.onnx")
-        if not os.path.exists(model):
+        if arch.startswith("torchvision:"):
+            model = os.path.join(FIXTURES, arch.split(":", 1)[1] + "_train.onnx")
+        elif not os.path.exists(model):
             run([sys.executable, os.path.join(args.models, "resnet.py"), "--arch", arch, "--activation", activation,
                  "--weights", "none", "--image-size", "32", "--num-classes", "10", "-o", model])
         states, counts = {}, {}
