@@ -5,7 +5,8 @@
 // norm-wise relative error of 1e-2 (f16/bf16) and 1e-4 (f32: no TF32) — run directly and
 // replayed from a captured CUDA graph. Then the tuning cache: the first round times every layer
 // and writes the cache file; a second round, pointed at a copy of that file, must take every
-// layer from it without timing, and still agree with the reference.
+// layer from it without timing, and still agree with the reference. A third round, on an empty
+// cache, builds the cases while their runtime-compiled engines compile ahead on worker threads.
 //
 //   castor_conv_tests [--keep-cache]     (exit status 0 when everything passes)
 //
@@ -13,6 +14,7 @@
 
 #include "cuda/cudnn/builders.h"
 #include "cuda/cudnn/convolution.h"
+#include "cuda/tuning/compile_ahead.h"
 #include "cuda/tuning/tuner.h"
 #include "cuda/tuning/tuning_cache.h"
 
@@ -26,6 +28,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 #include <unistd.h>
@@ -198,18 +201,26 @@ public:
     cudaStreamDestroy(ctx.stream);
   }
 
-  // Builds and runs one case through `api` ("graph" or "legacy"); true when it agrees.
-  bool run(const Case &cs, const char *api, std::mt19937 &rng) {
+  // The case's kernel and operands (x, w, y, bias, accumulated gradient) in one arena of
+  // `arenaBytes`, 256-byte aligned like a plan's; sets the context's layout for the case.
+  struct Layer {
+    plan::Kernel k;
+    std::vector<plan::Tensor> tensors = std::vector<plan::Tensor>(5);
+    TensorList in, out;
+    uint64_t arenaBytes = 0;
+    Shape ys;
+  };
+  void makeLayer(const Case &cs, Layer &layer) {
     const Geometry &g = cs.g;
     const int64_t P = (g.H + 2 * g.pad - g.dilation * (g.R - 1) - 1) / g.stride + 1;
     const int64_t Q = (g.W + 2 * g.pad - g.dilation * (g.S - 1) - 1) / g.stride + 1;
     const Shape xs{g.N, g.C, g.H, g.W}, ws{g.K, g.C / g.groups, g.R, g.S}, ys{g.N, g.K, P, Q}, bs{g.K};
+    layer.ys = ys;
     ctx.channelsLastEnabled = cs.nhwc;
-
-    // Tensors in one arena, 256-byte aligned like a plan's.
-    plan::Kernel k;
-    std::vector<plan::Tensor> tensors(5);
-    uint64_t offset = 0;
+    plan::Kernel &k = layer.k;
+    std::vector<plan::Tensor> &tensors = layer.tensors;
+    TensorList &in = layer.in, &out = layer.out;
+    uint64_t &offset = layer.arenaBytes;
     const Shape *shapes[5] = {&xs, &ws, &ys, &bs, &xs};
     for (uint32_t i = 0; i < 5; ++i) {
       plan::Tensor &t = tensors[i];
@@ -223,7 +234,6 @@ public:
       offset += (t.bytes() + 255) / 256 * 256;
     }
     const plan::Tensor *x = &tensors[0], *w = &tensors[1], *y = &tensors[2], *b = &tensors[3], *acc = &tensors[4];
-    TensorList in, out;
     if (cs.pass == conv::Pass::Forward) {
       k.set_op("conv2d");
       in = {x, w};
@@ -246,6 +256,26 @@ public:
     (*k.mutable_attrs())["dilations"] = plan::intsAttr({g.dilation, g.dilation});
     (*k.mutable_attrs())["groups"] = plan::intAttr(g.groups);
     k.set_name(g.name);
+  }
+
+  // The compilations the case's build would start (an accumulating data gradient's), as jobs.
+  std::vector<tuning::CompileJob> compileJobs(const Case &cs) {
+    Layer layer;
+    makeLayer(cs, layer);
+    return compileAheadConvolution(ctx, layer.k, layer.in, layer.out);
+  }
+
+  // Builds and runs one case through `api` ("graph" or "legacy"); true when it agrees.
+  bool run(const Case &cs, const char *api, std::mt19937 &rng) {
+    const Geometry &g = cs.g;
+    Layer layer;
+    makeLayer(cs, layer);
+    const plan::Kernel &k = layer.k;
+    std::vector<plan::Tensor> &tensors = layer.tensors;
+    const TensorList &in = layer.in, &out = layer.out;
+    const uint64_t offset = layer.arenaBytes;
+    const Shape &ys = layer.ys;
+    const plan::Tensor *x = &tensors[0], *w = &tensors[1], *y = &tensors[2], *b = &tensors[3], *acc = &tensors[4];
 
     // Inputs: uniform in [-1, 1], rounded to the dtype; the output filled with NaN bytes.
     std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
@@ -471,6 +501,51 @@ int main(int argc, char **argv) {
     std::printf("FAIL second round: %d layers timed, %d from cache, %d fallbacks (expected 0, %d, %d)\n",
                 after.timed - before.timed, after.fromCache - before.fromCache, after.fallback - before.fallback,
                 expected, fellBack);
+    ++failures;
+  }
+
+  // Third round, on an empty cache: the compilations the builds would start, handed to a
+  // CompileAhead (tuning/compile_ahead.h) whose workers compile them while the cases are built
+  // and timed; each build waits for its layer's jobs, so the builds compile nothing themselves,
+  // still agree with the reference, and the jobs leave the compiled plans the first round's
+  // builds left.
+  const fs::path dir3 = root / "ahead";
+  fs::create_directories(dir3);
+  setenv("CASTOR_TUNING_CACHE", dir3.c_str(), 1);
+  std::vector<tuning::CompileJob> jobs;
+  for (const Case &cs : all)
+    for (auto &job : h.compileJobs(cs))
+      jobs.push_back(std::move(job));
+  const size_t jobCount = jobs.size();
+  const auto before3 = tuning::counts();
+  tuning::CompileAheadReport report;
+  {
+    tuning::CompileAhead ahead(std::move(jobs));
+    for (const Case &cs : all)
+      h.run(cs, "graph", rng);
+    report = ahead.finish();
+  }
+  const auto after3 = tuning::counts();
+  std::printf("%s\n", tuning::tuningSummary().c_str());
+  auto planFiles = [](const fs::path &dir) {
+    std::set<std::string> names;
+    if (fs::exists(dir))
+      for (const auto &e : fs::directory_iterator(dir))
+        if (e.path().extension() == ".bin")
+          names.insert(e.path().filename().string());
+    return names;
+  };
+  const std::set<std::string> ahead = planFiles(dir3 / plans1.filename());
+  std::printf("== compiled ahead: %zu jobs (%zu ran on %zu threads) in %.2f s, %zu plans on disk (the first round's "
+              "builds left %zu)\n",
+              jobCount, report.jobs, report.threads, report.seconds, ahead.size(), compiledPlans);
+  if (ahead != planFiles(plans1) || ahead.empty() || report.jobs == 0) {
+    std::printf("FAIL the compilations run ahead should leave the first round's compiled plans\n");
+    ++failures;
+  }
+  if (after3.compiled != before3.compiled) {
+    std::printf("FAIL third round: %d engines compiled by the builds beside the compilations ahead (expected 0)\n",
+                after3.compiled - before3.compiled);
     ++failures;
   }
 

@@ -119,6 +119,15 @@ int bench(const BenchOptions &o) {
   auto secondsSinceStart = [&]() {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   };
+  // Where the load's seconds go: "plan", "backend", "session" (the backend's load: tuning and
+  // compilation included; then the weights' initialization) and "inputs" (the synthetic batch).
+  std::string loadPhases;
+  double lastMark = 0;
+  auto markPhase = [&](const char *phase) {
+    const double now = secondsSinceStart();
+    loadPhases += fmt::format("{}\"{}\": {:.2f}", loadPhases.empty() ? "" : ", ", phase, now - lastMark);
+    lastMark = now;
+  };
   auto read = plan::readPlanFile(o.plan);
   if (!read)
     return benchFail(read.message());
@@ -137,11 +146,13 @@ int bench(const BenchOptions &o) {
   if (classes <= 0)
     classes = 10;
 
+  markPhase("plan");
   BackendOptions options;
   options.deterministic = o.deterministic;
   auto backend = createBackend(o.device, options);
   if (!backend)
     return benchFail(backend.message());
+  markPhase("backend");
   SessionOptions so;
   so.seed = o.seed;
   auto paired = plan::weightsFileFor(p, o.plan, "");
@@ -152,6 +163,7 @@ int bench(const BenchOptions &o) {
   if (!created)
     return benchFail(created.message());
   Session &s = **created;
+  markPhase("session");
 
   std::vector<double> imageValues;
   std::vector<int64_t> labelValues;
@@ -165,6 +177,7 @@ int bench(const BenchOptions &o) {
     return benchFail(st.message());
 
   Backend &b = s.backend();
+  markPhase("inputs");
   const double loadSeconds = secondsSinceStart();
   const ChoiceReport choices = reportChoices(s.plan(), b);
   const bool deterministic = runsDeterministic(o, b);
@@ -231,11 +244,11 @@ int bench(const BenchOptions &o) {
                "\"min_ms\": {:.3f}, \"max_ms\": {:.3f}, \"img_per_s\": {:.1f}, \"peak_bytes\": {}, "
                "\"peak_gib\": {:.3f}, \"kernel_ms\": {{{}}}, \"op_ms\": {{{}}}, \"kernel_total_ms\": {:.3f}, "
                "\"allocated_bytes\": {{{}}}, \"predicted_peak_bytes\": {}, \"loss_first\": {}, "
-               "\"loss_last\": {}, \"deterministic\": {}, \"load_s\": {:.2f}, \"first_step_s\": {:.2f}, {}}}\n",
+               "\"loss_last\": {}, \"deterministic\": {}, \"load_s\": {:.2f}, \"load_phases_s\": {{{}}}, \"first_step_s\": {:.2f}, {}}}\n",
                o.plan, b.name(), batch, o.steps, median, sorted.front(), sorted.back(), imgPerS, peak, gib, cats, ops,
                kernelTotal, allocations, predicted, std::isfinite(*firstLoss) ? fmt::format("{:.6g}", *firstLoss) : "null",
                std::isfinite(*lastLoss) ? fmt::format("{:.6g}", *lastLoss) : "null", deterministic, loadSeconds,
-               firstStepSeconds, choicesJson(choices));
+               loadPhases, firstStepSeconds, choicesJson(choices));
     return 0;
   }
   fmt::print("{} on {}: batch {}, {} timed steps after {} warm-up\n", o.plan, b.name(), batch, o.steps, o.warmup);

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "cuda/executor/device_context.h"
+#include "cuda/tuning/compile_ahead.h"
 
 namespace castor::cuda {
 
@@ -9,6 +10,10 @@ namespace castor::cuda {
 // tuned per layer signature (convolution.cpp).
 Expected<RunFn> buildConvolution(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
                                  const TensorList &out);
+// The runtime-compiled engines buildConvolution would compile for the kernel (an accumulating
+// data gradient's on an empty tuning cache), as jobs to run ahead (tuning/compile_ahead.h).
+std::vector<tuning::CompileJob> compileAheadConvolution(const DeviceContext &ctx, const plan::Kernel &k,
+                                                       const TensorList &in, const TensorList &out);
 // batch_norm_training, batch_norm_training_backward, batch_norm_inference: the Ex API and the
 // graph API tuned against each other, the own kernels where cuDNN takes no engine
 // (batch_norm.cpp).

@@ -229,6 +229,16 @@ Expected<RunFn> buildAccumulating(DeviceContext &ctx, const Problem &p) {
 
 } // namespace conv
 
+std::vector<tuning::CompileJob> compileAheadConvolution(const DeviceContext &ctx, const plan::Kernel &k,
+                                                       const TensorList &in, const TensorList &out) {
+  auto p = conv::parse(ctx, k, in, out);
+  // Only an accumulating data gradient's build compiles engines; a cached choice compiles at most
+  // the one it names.
+  if (!p || !p->accumulate || conv::legacyForced() || tuning::hasCachedChoice(ctx, conv::signature(*p)))
+    return {};
+  return conv::accumulatingCompileJobs(ctx, *p, tuning::compiledCandidateLimit(conv::kCompiledFusedCandidates));
+}
+
 Expected<RunFn> buildConvolution(DeviceContext &ctx, const plan::Kernel &k, const TensorList &in,
                                  const TensorList &out) {
   auto p = conv::parse(ctx, k, in, out);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "cuda/executor/device_context.h"
+#include "cuda/tuning/compile_ahead.h"
 #include "cuda/tuning/tuner.h"
 
 #include <string>
@@ -53,6 +54,9 @@ RunFn runChoice(DeviceContext &ctx, tuning::Choice choice);
 // The engines of the data gradient with p.accumulate added in the convolution's epilogue
 // (dgrad -> pointwise add in one cuDNN graph), as tuner candidates; empty where cuDNN has none.
 std::vector<tuning::Candidate> accumulatingCandidates(DeviceContext &ctx, const Problem &p);
+// The compilations accumulatingCandidates' first `count` runtime-compiled engines would start,
+// as jobs to run ahead on worker threads (tuning/compile_ahead.h).
+std::vector<tuning::CompileJob> accumulatingCompileJobs(const DeviceContext &ctx, const Problem &p, size_t count);
 // cuDNN's legacy convolution API, its heuristic's algorithm (cudnn/convolution_legacy.cpp); the only path
 // for f64 and the fallback of the graph API.
 Expected<RunFn> buildLegacy(DeviceContext &ctx, const Problem &p);

@@ -54,10 +54,20 @@ bool reducedPrecisionReductionAllowed() {
   return !(v && std::strcmp(v, "0") == 0);
 }
 
-// The layer's graph, lowered to cuDNN and with its engine configurations queried (none built).
-// With `accumulating`, the data gradient's graph adds p.accumulate in its epilogue (in FLOAT,
-// rounded once into dx).
-Expected<std::shared_ptr<ConvGraph>> makeGraph(DeviceContext &ctx, const Problem &p, bool accumulating = false) {
+// What of the device context decides a layer's graph and its engine filters: copied, so that a
+// compile-ahead worker reads nothing the loading thread may change.
+struct GraphSettings {
+  bool deterministic = false;
+  size_t workspaceLimit = 0;
+};
+
+GraphSettings settingsOf(const DeviceContext &ctx) { return GraphSettings{ctx.deterministic, ctx.workspaceLimit}; }
+
+// The layer's graph, lowered to cuDNN with `handle` (ctx's, or a compile-ahead worker's) and
+// with its engine configurations queried (none built). With `accumulating`, the data gradient's
+// graph adds p.accumulate in its epilogue (in FLOAT, rounded once into dx).
+Expected<std::shared_ptr<ConvGraph>> makeGraph(const GraphSettings &ctx, cudnnHandle_t handle, const Problem &p,
+                                               bool accumulating = false) {
   auto g = std::make_shared<ConvGraph>();
   const fe::DataType_t type = feType(p.dtype);
   g->set_io_data_type(type)
@@ -95,7 +105,7 @@ Expected<std::shared_ptr<ConvGraph>> makeGraph(DeviceContext &ctx, const Problem
     DW->set_output(true).set_uid(kUidW).set_dim(p.ws).set_stride(strides(p.ws, p.wNhwc)).set_data_type(type);
   }
   CASTOR_RETURN_IF_ERROR(feStatus(g->validate(), "validate"));
-  CASTOR_RETURN_IF_ERROR(feStatus(g->build_operation_graph(ctx.cudnn), "build_operation_graph"));
+  CASTOR_RETURN_IF_ERROR(feStatus(g->build_operation_graph(handle), "build_operation_graph"));
   CASTOR_RETURN_IF_ERROR(
       feStatus(g->create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}), "create_execution_plans"));
   // Filters apply to the configurations just queried (so they come after the query).
@@ -133,13 +143,22 @@ std::vector<tuning::Candidate> accumulatingCandidates(DeviceContext &ctx, const 
   if (p.pass != Pass::BackwardData || !p.accumulate || (p.dtype != plan::F16 && p.dtype != plan::BF16))
     return {};
   try {
-    auto g = makeGraph(ctx, p, /*accumulating=*/true);
+    auto g = makeGraph(settingsOf(ctx), ctx.cudnn, p, /*accumulating=*/true);
     if (!g)
       return {};
     return candidatesOf(ctx, p, *g, "cudnn+add:");
   } catch (const std::exception &) {
     return {}; // no engine fuses the add: the group runs unfused
   }
+}
+
+std::vector<tuning::CompileJob> accumulatingCompileJobs(const DeviceContext &ctx, const Problem &p, size_t count) {
+  if (p.pass != Pass::BackwardData || !p.accumulate || (p.dtype != plan::F16 && p.dtype != plan::BF16))
+    return {};
+  // The graph is made from copies: the problem's dims and layouts (its tensors are not read).
+  const GraphSettings settings = settingsOf(ctx);
+  return frontend::compileAheadJobs(tuning::cachePath(ctx), signature(p), "cudnn+add:", count,
+                                    [settings, p](cudnnHandle_t handle) { return makeGraph(settings, handle, p, true); });
 }
 
 RunFn runChoice(DeviceContext &ctx, tuning::Choice choice) {
@@ -161,7 +180,7 @@ Expected<tuning::Choice> chooseFrontend(DeviceContext &ctx, const Problem &p) {
     return Status::error("the cuDNN graph API path runs f16, bf16 and f32 convolutions");
   std::vector<tuning::Candidate> candidates;
   try {
-    auto g = makeGraph(ctx, p);
+    auto g = makeGraph(settingsOf(ctx), ctx.cudnn, p);
     if (!g)
       return g.status();
     candidates = candidatesOf(ctx, p, *g);

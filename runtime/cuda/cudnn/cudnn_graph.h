@@ -4,6 +4,7 @@
 // are large.
 #pragma once
 
+#include "cuda/tuning/compile_ahead.h"
 #include "cuda/tuning/compiled_plans.h"
 #include "cuda/tuning/tuning_cache.h"
 #include "cuda/tuning/tuner.h"
@@ -117,6 +118,40 @@ inline Status buildToFile(PlanGraph &g, int64_t index, const tuning::CompiledPla
   return Status::ok();
 }
 
+// The graph of a layer, made with a given cuDNN handle (its plans created and filtered).
+using GraphMaker = std::function<Expected<std::shared_ptr<PlanGraph>>(cudnnHandle_t)>;
+
+// Jobs for a tuning::CompileAhead: the first `count` configurations that compile at build of the
+// graph `make` returns, each built on a worker and kept in its plan file (the one
+// engineCandidates gives the candidate `prefix` + tag of `layerKey`), unless that file exists.
+// None when the disk cache is off (`cacheFile` ""): the plan would have nowhere to go.
+inline std::vector<tuning::CompileJob> compileAheadJobs(const std::string &cacheFile, const std::string &layerKey,
+                                                        const std::string &prefix, size_t count, GraphMaker make) {
+  std::vector<tuning::CompileJob> jobs;
+  if (cacheFile.empty())
+    return jobs;
+  for (size_t j = 0; j < count; ++j)
+    jobs.push_back({layerKey + "\t" + prefix + "#" + std::to_string(j), layerKey, [=](cudnnHandle_t handle) {
+                      try {
+                        auto g = make(handle);
+                        if (!g)
+                          return;
+                        size_t compiled = 0;
+                        for (const EngineConfig &config : engineConfigs(**g)) {
+                          if (!config.compilesAtBuild || compiled++ != j)
+                            continue;
+                          auto file = tuning::compiledPlanFile(cacheFile, layerKey, prefix + config.tag);
+                          if (file && !tuning::loadCompiledPlan(*file))
+                            (void)buildToFile(**g, config.index, *file);
+                          return;
+                        }
+                      } catch (const std::exception &) {
+                        // the layer's own build compiles it
+                      }
+                    }});
+  return jobs;
+}
+
 // Every engine configuration of `g` (whose plans have been created and filtered), in the
 // heuristics' order, as a tuner candidate named `prefix` + the engine's tag; each run executes
 // the plan on ctx's cuDNN handle with the variant pack `pack` gives. With the layer's tuning key,
@@ -136,8 +171,11 @@ inline std::vector<tuning::Candidate> engineCandidates(DeviceContext &ctx, const
     std::optional<tuning::CompiledPlanFile> file;
     if (candidate.compilesAtBuild && !layerKey.empty())
       file = tuning::compiledPlanFile(tuning::cachePath(ctx), layerKey, candidate.name);
-    candidate.build = [c, g, i, pack, file, compiles = config.compilesAtBuild]() -> Expected<tuning::Executable> {
+    candidate.build = [c, g, i, pack, file, layerKey,
+                       compiles = config.compilesAtBuild]() -> Expected<tuning::Executable> {
       try {
+        if (file) // compiled ahead in the background, perhaps still compiling
+          tuning::awaitCompileAhead(layerKey);
         if (auto bytes = file ? tuning::loadCompiledPlan(*file) : std::nullopt) {
           // A file cuDNN cannot read back (damaged, or of another build) costs the compilation
           // below, which writes it anew.

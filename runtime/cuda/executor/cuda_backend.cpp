@@ -29,6 +29,7 @@
 #include "cuda/kernels/layout.h"
 #include "cuda/kernels/pixels.h"
 
+#include "cuda/tuning/compile_ahead.h"
 #include "cuda/tuning/tuner.h"
 #include "cuda/tuning/tuning_cache.h"
 #include "cuda/executor/device_context.h"
@@ -68,6 +69,24 @@ std::string gib(uint64_t bytes) {
   std::snprintf(buf, sizeof buf, "%.2f GiB", double(bytes) / double(uint64_t(1) << 30));
   return buf;
 }
+
+// Where a load's time goes ("device 0.31 s, memory 0.02 s, ..."), for the cold start's report.
+class LoadPhases {
+public:
+  void mark(const char *phase) {
+    const auto now = std::chrono::steady_clock::now();
+    char text[64];
+    std::snprintf(text, sizeof text, "%s%s %.2f s", text_.empty() ? "" : ", ", phase,
+                  std::chrono::duration<double>(now - last_).count());
+    text_ += text;
+    last_ = now;
+  }
+  std::string summary() const { return text_; }
+
+private:
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+  std::string text_;
+};
 
 class CudaBackend final : public Backend {
 public:
@@ -124,6 +143,7 @@ public:
       return Status::error("the cuda backend loads one plan per backend object");
     plan_ = p;
     CASTOR_RETURN_IF_ERROR(plant_.bind(plan_));
+    LoadPhases phases;
     int devices = 0;
     cudaError_t e = cudaGetDeviceCount(&devices);
     if (e != cudaSuccess || devices == 0)
@@ -168,6 +188,7 @@ public:
     CASTOR_CUDA(cudaEventCreateWithFlags(&inputsReady_, cudaEventDisableTiming));
     CASTOR_CUDA(cudaEventCreateWithFlags(&imagesDecoded_, cudaEventDisableTiming));
     CASTOR_CUDA(cudaEventCreateWithFlags(&inputsConsumed_, cudaEventDisableTiming));
+    phases.mark("device");
     for (const Tensor &t : plan_.tensors())
       if (t.kind() == Tensor::INPUT) {
         void *buffer = nullptr, *pinned = nullptr;
@@ -183,6 +204,7 @@ public:
     CASTOR_CUDA(allocate(&ctx_.scratch, 64 * sizeof(double)));
     if (stagingBytes > 0)
       CASTOR_CUDA(allocate(&staging_, stagingBytes));
+    phases.mark("memory");
     CASTOR_CUDNN(cudnnCreate(&ctx_.cudnn));
     CASTOR_CUDNN(cudnnSetStream(ctx_.cudnn, ctx_.stream));
     CASTOR_CUBLAS(cublasCreate(&ctx_.cublas));
@@ -209,6 +231,8 @@ public:
                            "its engines anew and may choose others, so another run may differ in its bits\n");
     ctx_.plan = &plan_;
     ctx_.tensorsById = &tensors_;
+    phases.mark("libraries");
+    startCompileAhead();
     for (int i = 0; i < plan_.kernels_size(); ++i) {
       const Kernel &k = plan_.kernels(i);
       const std::string where = plan::describeKernel(plan_, i) + " on cuda";
@@ -242,6 +266,8 @@ public:
         return join();
       };
     }
+    const std::string ahead = finishCompileAhead();
+    phases.mark("kernels");
     noteChoices();
     if (ctx_.workspaceBytes > 0)
       CASTOR_CUDA(allocate(&ctx_.workspace, ctx_.workspaceBytes));
@@ -259,9 +285,11 @@ public:
       }
     }
     CASTOR_CUDA(cudaStreamSynchronize(ctx_.stream));
+    phases.mark("rest");
     if (std::string tuning = cuda::tuning::tuningSummary(); !tuning.empty())
-      std::fprintf(stderr, "castor-run: cuda %s%s\n", tuning.c_str(),
+      std::fprintf(stderr, "castor-run: cuda %s%s%s\n", tuning.c_str(), ahead.c_str(),
                    ctx_.deterministic ? "; deterministic engines and reductions" : "");
+    std::fprintf(stderr, "castor-run: cuda load %s\n", phases.summary().c_str());
     return Status::ok();
   }
 
@@ -487,6 +515,39 @@ private:
     return Status::ok();
   }
 
+  // The runtime compilations the kernels' builds would start (cuDNN's runtime-compiled engines
+  // on an empty tuning cache), started on worker threads (tuning/compile_ahead.h) before the
+  // kernels are built, so that they compile while the layers before theirs are built and timed,
+  // and their builds read the plans back.
+  void startCompileAhead() {
+    std::vector<cuda::tuning::CompileJob> jobs;
+    for (const Kernel &k : plan_.kernels()) {
+      const auto op = plan::opFromName(k.op());
+      const cuda::CompileAheadFn *jobsOf = op ? cuda::cudaCompileAhead().find(*op) : nullptr;
+      cuda::TensorList in, out;
+      if (!jobsOf || !operandsOf(k, in, out))
+        continue; // the kernel's build reports what is wrong
+      for (auto &job : (*jobsOf)(ctx_, k, in, out))
+        jobs.push_back(std::move(job));
+    }
+    if (!jobs.empty())
+      compileAhead_ = std::make_unique<cuda::tuning::CompileAhead>(std::move(jobs));
+  }
+
+  // "; 24 engines compiled ahead on 16 threads in 1.20 s" once the kernels are built, or "".
+  std::string finishCompileAhead() {
+    if (!compileAhead_)
+      return "";
+    const auto report = compileAhead_->finish();
+    compileAhead_.reset();
+    if (report.jobs == 0)
+      return "";
+    char text[128];
+    std::snprintf(text, sizeof text, "; %zu engines compiled ahead on %zu threads in %.2f s", report.jobs,
+                  report.threads, report.seconds);
+    return text;
+  }
+
   // What kernelChoices reports, once every kernel is built: the tuner's choices, and for the
   // fused batch-norm-ReLU kernels the way their forward's builder recorded in ctx_.layerChoices
   // under the saved mean (the forward's output 1, the backward's input 5).
@@ -701,6 +762,7 @@ private:
   bool poison_, syncEach_, useGraph_;
   NonFinitePlant plant_;
   mutable std::unique_ptr<cuda::BackgroundImageDecoder> decoder_;
+  std::unique_ptr<cuda::tuning::CompileAhead> compileAhead_; // while the kernels are built
   mutable Status decoderError_; // ok until making the decoder failed
   LayoutChoice layout_ = LayoutChoice::Auto;
   plan::Plan plan_;

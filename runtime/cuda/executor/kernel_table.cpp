@@ -84,6 +84,13 @@ const plan::OpTable<Builder> &cudaKernels() {
   return table;
 }
 
+const plan::OpTable<CompileAheadFn> &cudaCompileAhead() {
+  static const plan::OpTable<CompileAheadFn> table = {
+      {OpId::Conv2dBackwardData, compileAheadConvolution},
+  };
+  return table;
+}
+
 } // namespace castor::cuda
 
 namespace castor {

@@ -30,10 +30,16 @@ struct ScopedMicros {
 std::mutex pathMutex;
 std::string lastCachePath; // for the summary
 
-constexpr int kWarmupRuns = 2;
-constexpr int kTimedRuns = 9; // the median of these
-// A candidate whose first run takes this many times the best median so far is not timed further.
-constexpr float kHopeless = 4.0f;
+// Timing runs in two rounds, so that a layer's slower candidates cost a few runs each: every
+// candidate runs kWarmupRuns times untimed, then kScreenRuns times timed (a candidate whose first
+// timed run takes kHopeless times the best screen so far stops there); the candidates whose
+// fastest screened run is within kContender of the best one's are timed kTimedRuns times more,
+// and the median of those decides.
+constexpr int kWarmupRuns = 1;
+constexpr int kScreenRuns = 3;
+constexpr int kTimedRuns = 7;
+constexpr float kHopeless = 2.0f;
+constexpr float kContender = 1.10f;
 
 // CASTOR_TUNING_LOG=1: each candidate of each layer timed, with its median or why it was left
 // out, on stderr (which engine wins where, and what the workspace limit cost).
@@ -74,34 +80,46 @@ struct Built {
   Executable executable;
 };
 
-// The median time per run of `e` in ms, or an error when it fails to run. `best` is the best
-// median so far (0 when none): a candidate far slower on its first run is not timed further.
-Expected<float> timeCandidate(DeviceContext &ctx, const Executable &e, void *workspace,
-                              std::vector<cudaEvent_t> &ev, float best) {
-  for (int i = 0; i < kWarmupRuns; ++i)
-    CASTOR_RETURN_IF_ERROR(e.run(workspace));
-  CASTOR_CUDA(cudaStreamSynchronize(ctx.stream));
-  // One run first: hopeless candidates stop here.
+// Runs `e` `runs` times back to back, an event between each two; the time of each run in ms.
+Expected<std::vector<float>> timedRuns(DeviceContext &ctx, const Executable &e, void *workspace,
+                                       std::vector<cudaEvent_t> &ev, int runs) {
   CASTOR_CUDA(cudaEventRecord(ev[0], ctx.stream));
-  CASTOR_RETURN_IF_ERROR(e.run(workspace));
-  CASTOR_CUDA(cudaEventRecord(ev[1], ctx.stream));
-  CASTOR_CUDA(cudaEventSynchronize(ev[1]));
-  float first = 0;
-  CASTOR_CUDA(cudaEventElapsedTime(&first, ev[0], ev[1]));
-  if (best > 0 && first > kHopeless * best)
-    return first;
-  // Back-to-back runs, an event between each two.
-  CASTOR_CUDA(cudaEventRecord(ev[0], ctx.stream));
-  for (int i = 0; i < kTimedRuns; ++i) {
+  for (int i = 0; i < runs; ++i) {
     CASTOR_RETURN_IF_ERROR(e.run(workspace));
     CASTOR_CUDA(cudaEventRecord(ev[size_t(i) + 1], ctx.stream));
   }
-  CASTOR_CUDA(cudaEventSynchronize(ev[kTimedRuns]));
-  std::vector<float> times(kTimedRuns);
-  for (int i = 0; i < kTimedRuns; ++i)
+  CASTOR_CUDA(cudaEventSynchronize(ev[size_t(runs)]));
+  std::vector<float> times(static_cast<size_t>(runs));
+  for (int i = 0; i < runs; ++i)
     CASTOR_CUDA(cudaEventElapsedTime(&times[size_t(i)], ev[size_t(i)], ev[size_t(i) + 1]));
-  std::nth_element(times.begin(), times.begin() + kTimedRuns / 2, times.end());
-  return times[kTimedRuns / 2];
+  return times;
+}
+
+// The screen of `e`: its fastest of kScreenRuns timed runs in ms (after kWarmupRuns), or an error
+// when it fails to run. `best` is the best screen so far (0 when none): a candidate whose first
+// timed run takes kHopeless times that is not run further (its one run is its screen).
+Expected<float> screenCandidate(DeviceContext &ctx, const Executable &e, void *workspace,
+                                std::vector<cudaEvent_t> &ev, float best) {
+  for (int i = 0; i < kWarmupRuns; ++i)
+    CASTOR_RETURN_IF_ERROR(e.run(workspace));
+  auto first = timedRuns(ctx, e, workspace, ev, 1);
+  if (!first)
+    return first.status();
+  if (best > 0 && (*first)[0] > kHopeless * best)
+    return (*first)[0];
+  auto more = timedRuns(ctx, e, workspace, ev, kScreenRuns - 1);
+  if (!more)
+    return more.status();
+  return std::min((*first)[0], *std::min_element(more->begin(), more->end()));
+}
+
+// The median of kTimedRuns runs of `e` in ms.
+Expected<float> medianOfRuns(DeviceContext &ctx, const Executable &e, void *workspace, std::vector<cudaEvent_t> &ev) {
+  auto times = timedRuns(ctx, e, workspace, ev, kTimedRuns);
+  if (!times)
+    return times.status();
+  std::nth_element(times->begin(), times->begin() + kTimedRuns / 2, times->end());
+  return (*times)[kTimedRuns / 2];
 }
 
 size_t powerOfTwoAtMost(size_t n) {
@@ -162,8 +180,7 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &signatur
   // Build the candidates, in the order given; those that compile at build only within their own
   // budget, or when nothing else builds.
   const size_t limit = envCount("CASTOR_TUNING_MAX_CANDIDATES", 16); // 0: all
-  const size_t compiledLimit =
-      std::getenv("CASTOR_TUNING_MAX_COMPILED") ? envCount("CASTOR_TUNING_MAX_COMPILED", 0) : compiledAllowance;
+  const size_t compiledLimit = compiledCandidateLimit(compiledAllowance);
   std::vector<Built> built;
   std::string lastError;
   bool leftOutForWorkspace = false;
@@ -214,14 +231,15 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &signatur
     workspaceBytes = std::max(workspaceBytes, b.executable.workspaceBytes);
   if (workspaceBytes > 0)
     CASTOR_CUDA(cudaMalloc(&res.workspace, workspaceBytes));
-  res.events.resize(kTimedRuns + 1, nullptr);
+  res.events.resize(size_t(std::max(kTimedRuns, kScreenRuns)) + 1, nullptr);
   for (cudaEvent_t &e : res.events)
     CASTOR_CUDA(cudaEventCreate(&e));
-  const Built *best = nullptr;
-  float bestMs = 0;
-  int timed = 0;
-  for (const Built &b : built) {
-    auto ms = timeCandidate(ctx, b.executable, res.workspace, res.events, bestMs);
+  // Round one: every candidate screened.
+  std::vector<float> screens(built.size(), -1.0f); // -1: fails to run
+  float bestScreen = 0;
+  for (size_t i = 0; i < built.size(); ++i) {
+    const Built &b = built[i];
+    auto ms = screenCandidate(ctx, b.executable, res.workspace, res.events, bestScreen);
     if (!ms) {
       lastError = b.candidate->name + ": " + ms.message();
       logCandidate(signature, b.candidate->name, "fails to run: " + ms.message());
@@ -229,12 +247,36 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &signatur
       CASTOR_CUDA(cudaStreamSynchronize(ctx.stream));
       continue;
     }
+    screens[i] = *ms;
+    if (bestScreen == 0 || *ms < bestScreen)
+      bestScreen = *ms;
+  }
+  // Round two: the contenders timed again; the fastest median wins.
+  const Built *best = nullptr;
+  float bestMs = 0;
+  int timed = 0;
+  for (size_t i = 0; i < built.size(); ++i) {
+    if (screens[i] < 0)
+      continue;
     ++timed;
-    if (logCandidates()) {
-      char text[96];
-      std::snprintf(text, sizeof text, "%.4f ms, workspace %zu bytes", double(*ms), b.executable.workspaceBytes);
+    const Built &b = built[i];
+    char text[128];
+    if (screens[i] > kContender * bestScreen) {
+      std::snprintf(text, sizeof text, "screened %.4f ms, workspace %zu bytes", double(screens[i]),
+                    b.executable.workspaceBytes);
       logCandidate(signature, b.candidate->name, text);
+      continue;
     }
+    auto ms = medianOfRuns(ctx, b.executable, res.workspace, res.events);
+    if (!ms) {
+      lastError = b.candidate->name + ": " + ms.message();
+      logCandidate(signature, b.candidate->name, "fails to run: " + ms.message());
+      CASTOR_CUDA(cudaStreamSynchronize(ctx.stream));
+      continue;
+    }
+    std::snprintf(text, sizeof text, "%.4f ms (screened %.4f), workspace %zu bytes", double(*ms), double(screens[i]),
+                  b.executable.workspaceBytes);
+    logCandidate(signature, b.candidate->name, text);
     if (!best || *ms < bestMs) {
       best = &b;
       bestMs = *ms;
@@ -260,6 +302,15 @@ Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const s
   if (choice)
     ctx.noteTunedChoice(choice->name); // under the kernel being built (the backend's report)
   return choice;
+}
+
+size_t compiledCandidateLimit(size_t compiledAllowance) {
+  return std::getenv("CASTOR_TUNING_MAX_COMPILED") ? envCount("CASTOR_TUNING_MAX_COMPILED", 0) : compiledAllowance;
+}
+
+bool hasCachedChoice(const DeviceContext &ctx, const std::string &signature) {
+  const auto [layerKey, limitedKey] = cacheKeys(ctx, signature);
+  return lookup(ctx, layerKey).has_value() || lookup(ctx, limitedKey).has_value();
 }
 
 Counts counts() {

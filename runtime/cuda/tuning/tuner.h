@@ -64,6 +64,13 @@ struct Choice {
 Expected<Choice> choose(DeviceContext &ctx, const std::string &layerKey, const std::vector<Candidate> &candidates,
                         size_t compiledAllowance = 0);
 
+// How many of a layer's candidates that compile at build the tuner tries (see choose):
+// CASTOR_TUNING_MAX_COMPILED where set, else `compiledAllowance`.
+size_t compiledCandidateLimit(size_t compiledAllowance);
+// Whether the tuning cache holds a choice for the layer `signature` (choose's keys): its load
+// then builds that candidate alone.
+bool hasCachedChoice(const DeviceContext &ctx, const std::string &signature);
+
 // Counts since the process started.
 struct Counts {
   int timed = 0;     // layers whose candidates were timed
