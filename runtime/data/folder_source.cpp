@@ -3,7 +3,7 @@
 #include "data/epoch_order.h"
 #include "data/image_augment.h"
 #include "data/image_decode.h"
-#include "data/parallel.h"
+#include "host/parallel.h"
 #include "data/random_streams.h"
 #include "data/shape_text.h"
 
@@ -304,7 +304,7 @@ FolderSource::Batch FolderSource::make(int64_t epoch, int64_t cursor) {
       errors[size_t(i)] = std::move(st);
     }
   };
-  const int threads = std::max(1, options_.threads > 0 ? options_.threads : dataThreads());
+  const int threads = std::max(1, options_.threads > 0 ? options_.threads : host::hostThreads());
   std::vector<std::thread> pool;
   for (int t = 1; t < std::min<int64_t>(threads, n_); ++t)
     pool.emplace_back(work);

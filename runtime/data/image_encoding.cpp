@@ -15,7 +15,7 @@ void encodeValuesParallel(plan::DType dtype, const std::vector<double> &values, 
   const size_t size = plan::dtypeSize(dtype);
   out.resize(values.size() * size);
   // A conversion is a few instructions per value: only large chunks pay for a thread.
-  parallelChunks(
+  host::parallelChunks(
       values.size(), size_t(1) << 18,
       [&](size_t begin, size_t end) {
         weights::encodeValues(dtype, values.data() + begin, end - begin, out.data() + begin * size);

@@ -2,7 +2,7 @@
 // bytes as they are (no f64 copy and second conversion of every value).
 #pragma once
 
-#include "data/parallel.h"
+#include "host/parallel.h"
 #include "plan/plan.h"
 
 #include <cstdint>
@@ -15,6 +15,6 @@ namespace castor::data {
 plan::DType hostImageDType(plan::DType planDType);
 // weights::encodeValues(dtype, values) into `out` (resized), on several threads.
 void encodeValuesParallel(plan::DType dtype, const std::vector<double> &values, std::vector<uint8_t> &out,
-                          int threads = dataThreads());
+                          int threads = host::hostThreads());
 
 } // namespace castor::data

@@ -31,7 +31,7 @@ void syntheticBatch(uint64_t seed, int64_t step, int64_t batch, int64_t perImage
   // Values 4b .. 4b+3 come from Philox block b alone, so any split into chunks of blocks gives the
   // same bits.
   const size_t blocks = (images.size() + 3) / 4;
-  parallelChunks(
+  host::parallelChunks(
       blocks, size_t(1) << 12,
       [&](size_t begin, size_t end) {
         float quad[4];

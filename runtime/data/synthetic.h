@@ -3,7 +3,7 @@
 // synthetic_source.h.)
 #pragma once
 
-#include "data/parallel.h"
+#include "host/parallel.h"
 
 #include <cstdint>
 #include <vector>
@@ -15,6 +15,6 @@ namespace castor::data {
 // Philox(counter {b, s}, key (seed, images tag)): one Philox block and two logarithms per four
 // values, so that a ResNet-50 batch takes less host time than the GPU's step.
 void syntheticBatch(uint64_t seed, int64_t step, int64_t batch, int64_t perImage, int64_t classes,
-                    std::vector<double> &images, std::vector<int64_t> &labels, int threads = dataThreads());
+                    std::vector<double> &images, std::vector<int64_t> &labels, int threads = host::hostThreads());
 
 } // namespace castor::data

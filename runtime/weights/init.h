@@ -24,13 +24,15 @@ namespace castor::weights {
 
 uint64_t parameterNameHash(const std::string &name);
 
-// The first `count` values of a parameter; refuses init FILE (those come from a weights file).
+// The first `count` values of a parameter (made on the host's cores, the same bits as on one);
+// refuses init FILE (those come from a weights file).
 Expected<std::vector<double>> initialValues(const plan::Parameter &parameter, int64_t count, uint64_t seed);
 
 // Element conversion between double and a dtype's little-endian bytes (f16/bf16 rounded to
-// nearest even; i64 truncated toward zero).
+// nearest even; i64 truncated toward zero), on the host's cores.
 std::vector<uint8_t> encodeValues(plan::DType dtype, const std::vector<double> &values);
-// The same into `out` (count * dtypeSize(dtype) bytes), so that a large buffer can be filled in parts.
+// The same into `out` (count * dtypeSize(dtype) bytes) on the caller's thread, so that a large
+// buffer can be filled in parts.
 void encodeValues(plan::DType dtype, const double *values, size_t count, uint8_t *out);
 std::vector<double> decodeValues(plan::DType dtype, const std::vector<uint8_t> &bytes);
 

@@ -2,7 +2,7 @@
 // threaded dtype conversion must give exactly the bits of the serial code they replace.
 #include "castor/pixel_input.h"
 #include "data/image_encoding.h"
-#include "data/parallel.h"
+#include "host/parallel.h"
 #include "data/synthetic.h"
 
 #include "weights/init.h"
@@ -58,7 +58,7 @@ TEST_CASE("parallelChunks covers every index exactly once", "[host-data]") {
       // Counted on the workers, checked afterwards: Catch's assertions are not thread-safe.
       std::vector<std::atomic<int>> hits(count);
       std::atomic<int> chunks{0}, reversed{0};
-      parallelChunks(
+      host::parallelChunks(
           count, 1000,
           [&](size_t begin, size_t end) {
             reversed += begin > end ? 1 : 0;
@@ -85,7 +85,7 @@ TEST_CASE("threaded synthetic batches equal the serial definition", "[host-data]
     std::vector<double> want;
     std::vector<int64_t> wantLabels;
     serialBatch(c.seed, c.step, c.batch, c.perImage, c.classes, want, wantLabels);
-    for (int threads : {1, 2, 3, 7, dataThreads()}) {
+    for (int threads : {1, 2, 3, 7, host::hostThreads()}) {
       INFO("seed " << c.seed << " step " << c.step << ", " << threads << " threads");
       std::vector<double> got;
       std::vector<int64_t> labels;

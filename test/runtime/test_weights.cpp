@@ -6,6 +6,7 @@
 #include "weights/philox.h"
 #include "weights/safetensors.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -76,6 +77,30 @@ TEST_CASE("seeded initialization depends only on seed, name and index", "[weight
   CHECK(initialValues(p, 3, 0)->at(2) == 0.0);
   p.set_init(plan::Parameter::FILE);
   CHECK_FALSE(initialValues(p, 3, 0).isOk());
+}
+
+TEST_CASE("initialization and encoding on the host's cores give the bits of one core", "[weights]") {
+  // Counts above the per-thread chunk (64 Ki values): a count splits into other chunks than a
+  // longer one, so equal prefixes mean no value depends on where its chunk begins.
+  plan::Parameter p;
+  p.set_name("layer4.2.conv3.weight");
+  p.set_fan_in(512);
+  p.set_fan_out(2048);
+  for (auto init : {plan::Parameter::KAIMING_NORMAL, plan::Parameter::LINEAR_UNIFORM}) {
+    p.set_init(init);
+    auto whole = initialValues(p, 1000003, 11);
+    REQUIRE(whole.isOk());
+    for (int64_t count : {int64_t(5), int64_t(65537), int64_t(300007)}) {
+      auto part = initialValues(p, count, 11);
+      REQUIRE(part.isOk());
+      CHECK(std::equal(part->begin(), part->end(), whole->begin()));
+    }
+    for (plan::DType dtype : {plan::F16, plan::BF16, plan::F32}) {
+      std::vector<uint8_t> serial(whole->size() * plan::dtypeSize(dtype));
+      encodeValues(dtype, whole->data(), whole->size(), serial.data()); // on the caller's thread
+      CHECK(encodeValues(dtype, *whole) == serial);
+    }
+  }
 }
 
 TEST_CASE("name hash is FNV-1a 64", "[weights]") {

@@ -1,12 +1,12 @@
-#include "data/parallel.h"
+#include "host/parallel.h"
 
 #include <algorithm>
 #include <thread>
 #include <vector>
 
-namespace castor::data {
+namespace castor::host {
 
-int dataThreads() {
+int hostThreads() {
   static const int n = std::clamp(int(std::thread::hardware_concurrency()), 1, 32);
   return n;
 }
@@ -22,4 +22,4 @@ void parallelChunks(size_t count, size_t minChunk, const std::function<void(size
     t.join();
 }
 
-} // namespace castor::data
+} // namespace castor::host
