@@ -12,6 +12,7 @@
 
 #include "castor/backend.h"
 #include "core/session.h"
+#include "data/image_encoding.h"
 #include "data/synthetic.h"
 #include "plan/op_attrs.h"
 #include "plan/plan_io.h"
@@ -168,7 +169,9 @@ int bench(const BenchOptions &o) {
   std::vector<double> imageValues;
   std::vector<int64_t> labelValues;
   data::syntheticBatch(o.seed, 0, batch, perImage, classes, imageValues, labelValues);
-  HostTensor in{"images", plan::F64, imageShape, weights::encodeValues(plan::F64, imageValues)};
+  // In the images input's dtype already, so that the session uploads it as it is.
+  HostTensor in{"images", data::hostImageDType(bound->images->dtype()), imageShape, {}};
+  data::encodeValuesParallel(in.dtype, imageValues, in.data);
   HostTensor lb{"labels", plan::I64, {batch}, std::vector<uint8_t>(labelValues.size() * 8)};
   std::memcpy(lb.data.data(), labelValues.data(), lb.data.size());
   if (Status st = s.setInput("images", in); !st)
