@@ -75,6 +75,28 @@ template <typename T, int V> __device__ __forceinline__ void store(T *p, const f
   *reinterpret_cast<Pack<T, V> *>(p) = q;
 }
 
+// A thread's walk over its rows: row0 of each of its block's passes over the grid's row groups,
+// U rows at a time into a fresh Buffer (the U rows' registers). load(buffer, u, row) runs for the
+// U rows first, so that their loads are in flight together, then use(buffer, u, row) for each;
+// rows from `rows` on are skipped.
+template <int U, typename Buffer, typename Load, typename Use>
+__device__ __forceinline__ void walkRows(int64_t rows, int RB, int row0, Load &&load, Use &&use) {
+  const int64_t step = int64_t(gridDim.y) * RB;
+  for (int64_t r = int64_t(blockIdx.y) * RB + row0; r < rows; r += U * step) {
+    Buffer buffer;
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (r + u * step < rows)
+        load(buffer, u, r + u * step);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      if (r + u * step >= rows)
+        break;
+      use(buffer, u, r + u * step);
+    }
+  }
+}
+
 // Sums over the block's rows of the V channels of each thread's pack: a[j], b[j] in, the block's
 // totals out in the threads of row 0 (whose `first` is true), written to partial [2][groups][C].
 template <int V>
@@ -122,24 +144,18 @@ __global__ void statsKernel(const T *x, int64_t rows, int64_t C, int P, int PB, 
   float s[V] = {}, q[V] = {}, shift[V] = {};
   if (active) {
     load<T, V>(x + c0, shift);
-    const int64_t step = int64_t(gridDim.y) * RB;
-    for (int64_t r = int64_t(blockIdx.y) * RB + row0; r < rows; r += U * step) {
+    struct Rows {
       float v[U][V];
+    };
+    walkRows<U, Rows>(
+        rows, RB, row0, [&](Rows &b, int u, int64_t row) { load<T, V>(x + row * C + c0, b.v[u]); },
+        [&](Rows &b, int u, int64_t) {
 #pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (r + u * step < rows)
-          load<T, V>(x + (r + u * step) * C + c0, v[u]);
-#pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (r + u * step >= rows)
-          break;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const float d = v[u][j] - shift[j];
-          s[j] += d, q[j] += d * d;
-        }
-      }
-    }
+          for (int j = 0; j < V; ++j) {
+            const float d = b.v[u][j] - shift[j];
+            s[j] += d, q[j] += d * d;
+          }
+        });
   }
   blockPartials<V>(s, q, PB, RB, c0, active, C, partial);
 }
@@ -208,33 +224,26 @@ __global__ void applyRowsKernel(const T *x, const T *z, T *y, const float *coef,
 #pragma unroll
   for (int j = 0; j < V; ++j)
     a[j] = coef[c0 + j], m[j] = mean[c0 + j], b[j] = bias[c0 + j];
-  const int64_t step = int64_t(gridDim.y) * RB;
-  for (int64_t r = int64_t(blockIdx.y) * RB + tr; r < rows; r += U * step) {
+  struct Rows {
     float v[U][V], w[U][V];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t row = r + u * step;
-      if (row < rows) {
-        load<T, V>(x + row * C + c0, v[u]);
+  };
+  walkRows<U, Rows>(
+      rows, RB, tr,
+      [&](Rows &r, int u, int64_t row) {
+        load<T, V>(x + row * C + c0, r.v[u]);
         if (z)
-          load<T, V>(z + row * C + c0, w[u]);
-      }
-    }
+          load<T, V>(z + row * C + c0, r.w[u]);
+      },
+      [&](Rows &r, int u, int64_t row) {
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t row = r + u * step;
-      if (row >= rows)
-        break;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        float t = normalized<T>(v[u][j], m[j], a[j], b[j]);
-        if (z)
-          t = toAcc(fromAcc<T>(t + w[u][j]));
-        v[u][j] = !Relu ? t : activated(t, hi);
-      }
-      store<T, V>(y + row * C + c0, v[u]);
-    }
-  }
+        for (int j = 0; j < V; ++j) {
+          float t = normalized<T>(r.v[u][j], m[j], a[j], b[j]);
+          if (z)
+            t = toAcc(fromAcc<T>(t + r.w[u][j]));
+          r.v[u][j] = !Relu ? t : activated(t, hi);
+        }
+        store<T, V>(y + row * C + c0, r.v[u]);
+      });
 }
 
 // coef = scale inv_std per channel (batch_norm_apply).
@@ -267,23 +276,17 @@ __device__ __forceinline__ bool passes(float x, float y, float mean, float coef,
     return y > 0.f;
 }
 
-// The backward passes' loads of U rows r, r + step, ... (those below `rows`) at channel c0: dy, x
-// and, unless the mask is recomputed, y.
-template <typename T, int V, int U, bool Recompute>
-__device__ __forceinline__ void loadGradRows(const T *dy, const T *x, const T *y, int64_t r, int64_t step,
-                                             int64_t rows, int64_t C, int64_t c0, float (&d)[U][V],
-                                             float (&xv)[U][V], float (&yv)[U][V]) {
-#pragma unroll
-  for (int u = 0; u < U; ++u) {
-    const int64_t i = (r + u * step) * C + c0;
-    if (r + u * step < rows) {
-      load<T, V>(dy + i, d[u]);
-      load<T, V>(x + i, xv[u]);
-      if constexpr (!Recompute)
-        load<T, V>(y + i, yv[u]);
-    }
+// The backward passes' registers for U rows (walkRows' Buffer): dy, x and, unless the mask is
+// recomputed, y, loaded a pack at element i.
+template <typename T, int V, int U, bool Recompute> struct GradRows {
+  float d[U][V], x[U][V], y[U][V] = {};
+  __device__ __forceinline__ void load(const T *dyp, const T *xp, const T *yp, int u, int64_t i) {
+    castor::cuda::load<T, V>(dyp + i, d[u]);
+    castor::cuda::load<T, V>(xp + i, x[u]);
+    if constexpr (!Recompute)
+      castor::cuda::load<T, V>(yp + i, y[u]);
   }
-}
+};
 
 // Per (row group, channel): sum of g and of g (x - mean), g = dy where the ReLU passed. U rows'
 // loads in flight a thread.
@@ -303,21 +306,17 @@ __global__ void gradSumsKernel(const T *dy, const T *x, const T *y, const float 
       if constexpr (Recompute)
         a[j] = coefOf(scale[c0 + j], invStd[c0 + j]), b[j] = bias[c0 + j];
     }
-    const int64_t step = int64_t(gridDim.y) * RB;
-    for (int64_t r = int64_t(blockIdx.y) * RB + row0; r < rows; r += U * step) {
-      float d[U][V], xv[U][V], yv[U][V] = {};
-      loadGradRows<T, V, U, Recompute>(dy, x, y, r, step, rows, C, c0, d, xv, yv);
+    using Rows = GradRows<T, V, U, Recompute>;
+    walkRows<U, Rows>(
+        rows, RB, row0, [&](Rows &r, int u, int64_t row) { r.load(dy, x, y, u, row * C + c0); },
+        [&](Rows &r, int u, int64_t) {
 #pragma unroll
-      for (int u = 0; u < U; ++u) {
-        if (r + u * step >= rows)
-          break;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          const float g = passes<T, Recompute>(xv[u][j], yv[u][j], mu[j], a[j], b[j], clip, hi) ? d[u][j] : 0.f;
-          sg[j] += g, sgx[j] += g * (xv[u][j] - mu[j]);
-        }
-      }
-    }
+          for (int j = 0; j < V; ++j) {
+            const float g =
+                passes<T, Recompute>(r.x[u][j], r.y[u][j], mu[j], a[j], b[j], clip, hi) ? r.d[u][j] : 0.f;
+            sg[j] += g, sgx[j] += g * (r.x[u][j] - mu[j]);
+          }
+        });
   }
   blockPartials<V>(sg, sgx, PB, RB, c0, active, C, partial);
 }
@@ -358,26 +357,21 @@ __global__ void gradApplyKernel(const T *dy, const T *x, const T *y, T *dx, T *d
     if constexpr (Recompute)
       b[j] = bias[c0 + j];
   }
-  const int64_t step = int64_t(gridDim.y) * RB;
-  for (int64_t r = int64_t(blockIdx.y) * RB + tr; r < rows; r += U * step) {
-    float d[U][V], xv[U][V], yv[U][V] = {};
-    loadGradRows<T, V, U, Recompute>(dy, x, y, r, step, rows, C, c0, d, xv, yv);
+  using Rows = GradRows<T, V, U, Recompute>;
+  walkRows<U, Rows>(
+      rows, RB, tr, [&](Rows &r, int u, int64_t row) { r.load(dy, x, y, u, row * C + c0); },
+      [&](Rows &r, int u, int64_t row) {
+        const int64_t i = row * C + c0;
 #pragma unroll
-    for (int u = 0; u < U; ++u) {
-      const int64_t i = (r + u * step) * C + c0;
-      if (r + u * step >= rows)
-        break;
-#pragma unroll
-      for (int j = 0; j < V; ++j) {
-        const float g = passes<T, Recompute>(xv[u][j], yv[u][j], m[j], A[j], b[j], clip, hi) ? d[u][j] : 0.f;
-        d[u][j] = g;
-        xv[u][j] = A[j] * g + B[j] * (xv[u][j] - m[j]) + D[j];
-      }
-      store<T, V>(dx + i, xv[u]);
-      if (dz)
-        store<T, V>(dz + i, d[u]);
-    }
-  }
+        for (int j = 0; j < V; ++j) {
+          const float g = passes<T, Recompute>(r.x[u][j], r.y[u][j], m[j], A[j], b[j], clip, hi) ? r.d[u][j] : 0.f;
+          r.d[u][j] = g;
+          r.x[u][j] = A[j] * g + B[j] * (r.x[u][j] - m[j]) + D[j];
+        }
+        store<T, V>(dx + i, r.x[u]);
+        if (dz)
+          store<T, V>(dz + i, r.d[u]);
+      });
 }
 
 // partial [2][groups][C], then coef [3][C].
