@@ -25,7 +25,7 @@ struct Step {
 Attrs batchNormAttrs(const Kernel &fused) {
   Attrs attrs;
   for (const auto &[name, value] : fused.attrs())
-    if (name != "clip_max")
+    if (!plan::isBatchNormReluActivationAttr(name))
       attrs.emplace_back(name, value);
   return attrs;
 }

@@ -315,6 +315,8 @@ Status checkClipMax(const std::optional<double> &clipMax) {
 }
 } // namespace
 
+bool isBatchNormReluActivationAttr(const std::string &name) { return name == "clip_max"; }
+
 Expected<BatchNormReluParams> parseBatchNormRelu(const Kernel &k) {
   AttrReader r(k);
   BatchNormReluParams p;

@@ -172,6 +172,9 @@ Expected<IncrementParams> parseIncrement(const Kernel &k);
 Expected<AllReduceParams> parseAllReduce(const Kernel &k);
 Expected<BatchNormParams> parseBatchNorm(const Kernel &k);
 Expected<BatchNormReluParams> parseBatchNormRelu(const Kernel &k);
+// Whether `name` is an attribute of a fused batch-norm-ReLU kernel's activation (clip_max), not of
+// its batch norm: the batch-norm step of a composed fused kernel takes every other one.
+bool isBatchNormReluActivationAttr(const std::string &name);
 Expected<BatchNormApplyParams> parseBatchNormApply(const Kernel &k);
 Expected<LayerNormParams> parseLayerNorm(const Kernel &k);
 Expected<GemmParams> parseGemm(const Kernel &k);

@@ -223,8 +223,9 @@ std::shared_ptr<Kernel> stepKernel(const Kernel &fused, OpId op) {
   auto k = std::make_shared<Kernel>();
   k->set_op(std::string(plan::opName(op)));
   k->set_name(labelOf(fused));
-  *k->mutable_attrs() = fused.attrs();
-  k->mutable_attrs()->erase("clip_max"); // the activation's, not the batch norm's
+  for (const auto &[name, value] : fused.attrs())
+    if (!plan::isBatchNormReluActivationAttr(name)) // the activation's, not the batch norm's
+      (*k->mutable_attrs())[name] = value;
   return k;
 }
 
