@@ -51,8 +51,9 @@ struct Choice {
 // cached under `layerKey|deterministic` when ctx.deterministic, since its candidates are then
 // only the deterministic ones): the cached one if the cache names a candidate that builds and
 // fits ctx.workspaceLimit, else the fastest of the candidates (in the order given, the first
-// CASTOR_TUNING_MAX_CANDIDATES that build, default 16, 0 = all), timed on ctx.stream, and
-// recorded in the cache (CASTOR_TUNING_LOG=1: each candidate's median or why it was left out,
+// CASTOR_TUNING_MAX_CANDIDATES that build, default 16, 0 = all), timed on ctx.stream (every one
+// screened in a few runs, those near the best timed again: tuner.cpp), and
+// recorded in the cache (CASTOR_TUNING_LOG=1: each candidate's screen or median, or why it was left out,
 // on stderr). Candidates whose workspace exceeds ctx.workspaceLimit are skipped. Of
 // the candidates that compile at build, only the first CASTOR_TUNING_MAX_COMPILED (default 0)
 // are tried (`compiledAllowance` instead where the caller gives one and the variable is unset: a
