@@ -42,7 +42,7 @@ Status Trainer::feed(int64_t globalStep) {
   case data::ImageForm::Values:
     CASTOR_RETURN_IF_ERROR(source_.next(step, imageValues_, labelValues_));
     handedOut();
-    data::encodeValuesParallel(images_.dtype, imageValues_, images_.data);
+    weights::encodeValues(images_.dtype, imageValues_, images_.data);
     CASTOR_RETURN_IF_ERROR(session_.setInput("images", images_));
     break;
   case data::ImageForm::Pixels:

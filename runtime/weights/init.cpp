@@ -78,12 +78,20 @@ Expected<std::vector<double>> initialValues(const plan::Parameter &p, int64_t co
 }
 
 std::vector<uint8_t> encodeValues(plan::DType dtype, const std::vector<double> &values) {
-  std::vector<uint8_t> out(values.size() * plan::dtypeSize(dtype));
-  const size_t size = plan::dtypeSize(dtype);
-  host::parallelChunks(values.size(), kMinChunk, [&](size_t begin, size_t end) {
-    encodeValues(dtype, values.data() + begin, end - begin, out.data() + begin * size);
-  });
+  std::vector<uint8_t> out;
+  encodeValues(dtype, values, out);
   return out;
+}
+
+void encodeValues(plan::DType dtype, const std::vector<double> &values, std::vector<uint8_t> &out, int threads) {
+  const size_t size = plan::dtypeSize(dtype);
+  out.resize(values.size() * size);
+  host::parallelChunks(
+      values.size(), kMinChunk,
+      [&](size_t begin, size_t end) {
+        encodeValues(dtype, values.data() + begin, end - begin, out.data() + begin * size);
+      },
+      threads);
 }
 
 void encodeValues(plan::DType dtype, const double *values, size_t count, uint8_t *p) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "castor/status.h"
+#include "host/parallel.h"
 #include "plan/plan.h"
 
 #include <cstdint>
@@ -31,6 +32,10 @@ Expected<std::vector<double>> initialValues(const plan::Parameter &parameter, in
 // Element conversion between double and a dtype's little-endian bytes (f16/bf16 rounded to
 // nearest even; i64 truncated toward zero), on the host's cores.
 std::vector<uint8_t> encodeValues(plan::DType dtype, const std::vector<double> &values);
+// The same into `out`, resized (its storage reused from one batch to the next), on up to
+// `threads` threads.
+void encodeValues(plan::DType dtype, const std::vector<double> &values, std::vector<uint8_t> &out,
+                  int threads = host::hostThreads());
 // The same into `out` (count * dtypeSize(dtype) bytes) on the caller's thread, so that a large
 // buffer can be filled in parts.
 void encodeValues(plan::DType dtype, const double *values, size_t count, uint8_t *out);

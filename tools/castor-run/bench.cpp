@@ -171,7 +171,7 @@ int bench(const BenchOptions &o) {
   data::syntheticBatch(o.seed, 0, batch, perImage, classes, imageValues, labelValues);
   // In the images input's dtype already, so that the session uploads it as it is.
   HostTensor in{"images", data::hostImageDType(bound->images->dtype()), imageShape, {}};
-  data::encodeValuesParallel(in.dtype, imageValues, in.data);
+  weights::encodeValues(in.dtype, imageValues, in.data);
   HostTensor lb{"labels", plan::I64, {batch}, std::vector<uint8_t>(labelValues.size() * 8)};
   std::memcpy(lb.data.data(), labelValues.data(), lb.data.size());
   if (Status st = s.setInput("images", in); !st)
