@@ -487,11 +487,16 @@ public:
     if (s)
       s = cuda::cudaStatus(cudaStreamSynchronize(ctx_.stream), "profiling the plan on cuda");
     std::map<std::string, double> byCategory;
+    // CASTOR_PROFILE_KERNELS=1 also lists every kernel's time on stderr, in plan order.
+    const bool eachKernel = envIs("CASTOR_PROFILE_KERNELS", "1");
     for (size_t i = 0; i < kernels_.size() && s; ++i) {
       float ms = 0;
       s = cuda::cudaStatus(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]), "kernel timing");
       byCategory[std::string(plan::categoryName(categories_[i]))] += ms;
       byCategory["op:" + plan_.kernels(int(i)).op()] += ms;
+      if (s && eachKernel)
+        std::fprintf(stderr, "castor-run: kernel %zu %.4f ms %s\n", i, double(ms),
+                     plan::describeKernel(plan_, int(i)).c_str());
     }
     for (cudaEvent_t e : events)
       cudaEventDestroy(e);
