@@ -79,7 +79,8 @@ cl::opt<std::string> fuse("fuse",
                                    "transposed weight, Add of the bias) into one gemm (castor-fuse-linear), the "
                                    "exported erf chain of GELU into one op (castor-fuse-gelu), attention "
                                    "(castor-fuse-attention) and the sum of an input's gradients into its "
-                                   "convolution's data gradient (castor-fuse-gradient-add); none: no fusion"),
+                                   "convolution's data gradient (castor-fuse-gradient-add), and the step's casts placed "
+                                   "together so that the GPU casts them in one launch (castor-schedule-casts); none: no fusion"),
                           cl::init("auto"), cl::sub(compileCommand));
 cl::opt<std::string> batchNorm(
     "batch-norm",
@@ -344,6 +345,8 @@ int runCompile() {
   }
   auto &funcPm = pm.nest<mlir::func::FuncOp>();
   funcPm.addPass(createCastorCastCleanup());
+  if (fuse == "auto")
+    funcPm.addPass(createCastorScheduleCasts(CastorScheduleCastsOptions{recomputePolicy == "none"}));
   if (train)
     funcPm.addPass(createCastorRecompute(
         CastorRecomputeOptions{recomputePolicy, memoryBudget, int64_t(workspaceBytes), /*alignment=*/256}));

@@ -285,6 +285,28 @@ def CastorFuseGradientAdd : Pass<"castor-fuse-gradient-add"> {
   let dependentDialects = ["::castor::CastorDialect"];
 }
 
+def CastorScheduleCasts : Pass<"castor-schedule-casts", "mlir::func::FuncOp"> {
+  let summary = "Places the step's casts next to each other so that a backend casts them in one launch";
+  let description = [{
+    Runs after fusion and cast cleanup. In a training step (a function with a loss), the casts
+    of its arguments whose results the backward also reads (the low-precision copies of the
+    weights) move to the start of the step, in their order: their results live into the
+    backward anyway. Every widening cast of a computed value (the f32 copies of the
+    gradients) moves down to just before its first reader, so that the gradients' casts sit
+    together before the optimizer's first reader, or before their bucket's all_reduce. Values
+    and dependences are unchanged; the GPU backend runs consecutive casts of one dtype pair
+    as one multi-tensor launch. Runs after castor-recompute: moving a widening cast down only
+    shortens what the step holds, while moving the casts of arguments up holds them longer in
+    the forward, so a step that recomputes (planned against a memory budget) keeps those where
+    they are (`hoist-parameter-casts=false`).
+  }];
+  let options = [
+    Option<"hoistParameterCasts", "hoist-parameter-casts", "bool", /*default=*/"true",
+           "move the casts of the step's arguments that the backward reads to the start">,
+  ];
+  let dependentDialects = ["::castor::CastorDialect"];
+}
+
 def CastorRecompute : Pass<"castor-recompute", "mlir::func::FuncOp"> {
   let summary = "Recomputes values in the backward instead of keeping them from the forward";
   let description = [{
