@@ -20,6 +20,30 @@ PoolGeometry poolGeometry(const plan::Pool2dParams &p, const Shape &xs, const Sh
   return g;
 }
 
+bool samePool(const plan::Pool2dParams &a, const plan::Pool2dParams &b) {
+  return a.shape.kernel == b.shape.kernel && a.shape.strides == b.shape.strides && a.shape.pads == b.shape.pads &&
+         a.shape.dilations == b.shape.dilations && a.shape.ceilMode == b.shape.ceilMode;
+}
+
+// Whether the plan holds a kernel `op` that pools `x` as `p` does (x: the forward's input, the
+// backward's second). A training step's max pooling then records its winning taps in the forward,
+// in a buffer kept for the plan under x, and its backward only gathers from them: both builders
+// decide from the plan alone, so they agree; x outlives the backward, so nothing else writes
+// under its key in between. Without a plan (a kernel built alone) each runs on its own.
+bool planPools(const DeviceContext &ctx, OpId op, const Tensor *x, const plan::Pool2dParams &p) {
+  if (!ctx.plan)
+    return false;
+  for (const Kernel &j : ctx.plan->kernels()) {
+    const int xAt = op == OpId::MaxPool2d ? 0 : 1;
+    if (opOf(j) != op || j.inputs_size() <= xAt || j.inputs(xAt) != x->id())
+      continue;
+    auto q = plan::parsePool2d(j);
+    if (q && samePool(*q, p))
+      return true;
+  }
+  return false;
+}
+
 } // namespace
 
 // max_pool2d, avg_pool2d
@@ -39,6 +63,13 @@ Expected<RunFn> buildPool(DeviceContext &ctx, const Kernel &k, const TensorList 
     return layoutError(op, "input and output in different layouts");
   const PoolGeometry g = poolGeometry(*p, shapeOf(*x), shapeOf(*y), ctx.channelsLast(x));
   const bool isMax = opOf(k) == OpId::MaxPool2d;
+  if (isMax && maxPoolTapsFit(g) && planPools(ctx, OpId::MaxPool2dBackward, x, *p)) {
+    auto taps = scratchFor(ctx, kTagPoolTaps, x, size_t(countOf(*y)));
+    if (!taps)
+      return taps.status();
+    uint8_t *t = static_cast<uint8_t *>(*taps);
+    return launch([=]() { return maxPool2dRecordingTaps(c->ref(x), c->ref(y), t, g, s); });
+  }
   return launch([=]() { return pool2d(isMax, c->ref(x), c->ref(y), g, s); });
 }
 
@@ -59,6 +90,13 @@ Expected<RunFn> buildPoolBackward(DeviceContext &ctx, const Kernel &k, const Ten
   if (ctx.channelsLast(dy) != ctx.channelsLast(dx) || (x && ctx.channelsLast(x) != ctx.channelsLast(dx)))
     return layoutError(op, "operands in different layouts");
   const PoolGeometry g = poolGeometry(*p, shapeOf(*dx), shapeOf(*dy), ctx.channelsLast(dx));
+  if (isMax && maxPoolTapsFit(g) && planPools(ctx, OpId::MaxPool2d, x, *p)) {
+    auto taps = scratchFor(ctx, kTagPoolTaps, x, size_t(countOf(*dy)));
+    if (!taps)
+      return taps.status();
+    const uint8_t *t = static_cast<const uint8_t *>(*taps);
+    return launch([=]() { return maxPool2dBackwardFromTaps(c->ref(dy), t, c->ref(dx), g, s); });
+  }
   if (isMax && maxPoolTapsFit(g)) {
     auto taps = scratchFor(ctx, kTagPoolTaps, dx, size_t(countOf(*dy)));
     if (!taps)

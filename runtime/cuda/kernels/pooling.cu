@@ -4,6 +4,8 @@
 // each window's winning tap in one byte per output, so the gather compares bytes instead of
 // re-reading every covering window (up to 4 windows of 9 taps per element of ResNet's stem).
 // Channels-last threads walk C fastest, so a warp reads consecutive channels of one position.
+// In a training step the forward records the taps as it pools (maxPool2dRecordingTaps), and the
+// backward then only gathers (maxPool2dBackwardFromTaps).
 #include "cuda/kernels/device_common.cuh"
 #include "cuda/kernels/pooling.h"
 
@@ -207,7 +209,10 @@ __device__ __forceinline__ void scanWindow(const Geometry<I> &g, I h0, I w0, Loa
   }
 }
 
-template <typename I, typename IoT> __global__ void maxPoolTapsKernel(IoT x, uint8_t *taps, Geometry<I> g) {
+// The winning taps of max pooling and, with writeY, its forward y (the window's first maximum,
+// as poolKernel finds it).
+template <typename I, typename IoT>
+__global__ void maxPoolTapsKernel(IoT x, IoT y, bool writeY, uint8_t *taps, Geometry<I> g) {
   using A = typename IoT::Acc;
   const I total = g.N * g.C * g.P * g.Q;
   CASTOR_GRID_LOOP_I(I, o, total) {
@@ -220,6 +225,8 @@ template <typename I, typename IoT> __global__ void maxPoolTapsKernel(IoT x, uin
         g, op * g.sh - g.padTop, oq * g.sw - g.padLeft,
         [&](I h, I w, A(&v)[1]) { v[0] = x.ld(int64_t(xp.base + h * xp.hs + w * xp.ws)); }, best, tap);
     taps[o] = tap[0];
+    if (writeY)
+      y.st(int64_t(o), best[0]);
   }
 }
 
@@ -253,29 +260,72 @@ __global__ void maxPoolGatherKernel(IoT dy, const uint8_t *taps, IoT dx, Geometr
   }
 }
 
+// Division by a divisor fixed for the launch as a multiply-high and a shift: a division by a
+// runtime value costs tens of instructions, and the index splits were most of the vector
+// kernels' work. Exact for dividends in [0, 2^31) with mul = ceil(2^(31+l) / d), l = ceil(log2 d)
+// (the vector kernels run only when every index fits in 32 bits).
+struct FastDiv {
+  uint32_t d = 1, mul = 0, shr = 0;
+  FastDiv() = default;
+  explicit FastDiv(int64_t divisor) : d(uint32_t(divisor)) {
+    if (d <= 1)
+      return;
+    uint32_t l = 0;
+    while ((uint64_t(1) << l) < d)
+      ++l;
+    mul = uint32_t(((uint64_t(1) << (31 + l)) + d - 1) / d);
+    shr = l - 1;
+  }
+  __device__ __forceinline__ int32_t div(int32_t n) const {
+    return d == 1 ? n : int32_t(__umulhi(uint32_t(n), mul) >> shr);
+  }
+  // n / d, and n % d in rem.
+  __device__ __forceinline__ int32_t divmod(int32_t n, int32_t &rem) const {
+    const int32_t q = div(n);
+    rem = n - q * int32_t(d);
+    return q;
+  }
+};
+
+// The vector kernels' geometry: the divisors of their index splits and of the covering windows.
+struct VectorGeometry {
+  Geometry<int32_t> g;
+  FastDiv channels;       // C / V
+  FastDiv rows, cols;     // the tensor the thread index walks: P, Q (forward) or H, W (gather)
+  FastDiv strideH, strideW;
+  VectorGeometry(const PoolGeometry &pg, int V, bool overInput)
+      : g(pg), channels(pg.C / V), rows(overInput ? pg.H : pg.P), cols(overInput ? pg.W : pg.Q), strideH(pg.sh),
+        strideW(pg.sw) {}
+};
+
 // Channels-last with C a multiple of the vector width: one thread per V channels of one position.
-// The index arithmetic (integer division dominates the scalar kernels) is then shared by V
-// elements, and every access is one 16-byte load or store. Same results, bit for bit, as the
-// scalar kernels (same taps, same summation order).
-template <int V>
-__device__ __forceinline__ void splitVector(int32_t i, int32_t CV, int32_t rows, int32_t cols, int32_t &n,
-                                            int32_t &cv, int32_t &h, int32_t &w) {
-  cv = i % CV;
-  i /= CV;
-  w = i % cols;
-  i /= cols;
-  h = i % rows;
-  n = i / rows;
+// The index arithmetic is then shared by V elements, and every access is one 16-byte load or
+// store. Same results, bit for bit, as the scalar kernels (same taps, same summation order).
+__device__ __forceinline__ void splitVector(const VectorGeometry &v, int32_t i, int32_t &n, int32_t &cv, int32_t &h,
+                                            int32_t &w) {
+  i = v.channels.divmod(i, cv);
+  i = v.cols.divmod(i, w);
+  n = v.rows.divmod(i, h);
 }
 
-// The forward (kTaps false: y) or the winning taps (kTaps true) of max pooling, V channels each.
-template <typename T, int V, bool kTaps>
-__global__ void maxPoolVectorKernel(const T *x, T *y, uint8_t *taps, Geometry<int32_t> g) {
+// coveringWindows with the stride's division by multiply-high.
+__device__ __forceinline__ void coveringWindowsFast(int32_t at, int32_t pad, int32_t k, const FastDiv &stride,
+                                                    int32_t dil, int32_t outSize, int32_t &lo, int32_t &hi) {
+  const int32_t top = at + pad;
+  const int32_t bottom = top - (k - 1) * dil;
+  lo = bottom <= 0 ? 0 : stride.div(bottom + int32_t(stride.d) - 1);
+  hi = min(stride.div(top), outSize - 1);
+}
+
+// Max pooling's forward (kY: y) and its winning taps (kTaps), V channels each.
+template <typename T, int V, bool kY, bool kTaps>
+__global__ void maxPoolVectorKernel(const T *x, T *y, uint8_t *taps, VectorGeometry vg) {
   using P = Pack<T, V>;
+  const Geometry<int32_t> &g = vg.g;
   const int32_t CV = g.C / V, total = g.N * g.P * g.Q * CV;
   CASTOR_GRID_LOOP_I(int32_t, i, total) {
     int32_t n, cv, op, oq;
-    splitVector<V>(i, CV, g.P, g.Q, n, cv, op, oq);
+    splitVector(vg, i, n, cv, op, oq);
     Acc<T> best[V];
     uint8_t tap[V];
     scanWindow<V>(
@@ -293,7 +343,8 @@ __global__ void maxPoolVectorKernel(const T *x, T *y, uint8_t *taps, Geometry<in
       for (int k = 0; k < V; ++k)
         t.v[k] = tap[k];
       reinterpret_cast<Pack<uint8_t, V> *>(taps)[i] = t;
-    } else {
+    }
+    if constexpr (kY) {
       P out;
 #pragma unroll
       for (int k = 0; k < V; ++k)
@@ -304,15 +355,16 @@ __global__ void maxPoolVectorKernel(const T *x, T *y, uint8_t *taps, Geometry<in
 }
 
 template <typename T, int V>
-__global__ void maxPoolGatherVectorKernel(const T *dy, const uint8_t *taps, T *dx, Geometry<int32_t> g) {
+__global__ void maxPoolGatherVectorKernel(const T *dy, const uint8_t *taps, T *dx, VectorGeometry vg) {
   using P = Pack<T, V>;
+  const Geometry<int32_t> &g = vg.g;
   const int32_t CV = g.C / V, total = g.N * g.H * g.W * CV;
   CASTOR_GRID_LOOP_I(int32_t, i, total) {
     int32_t n, cv, h, w;
-    splitVector<V>(i, CV, g.H, g.W, n, cv, h, w);
+    splitVector(vg, i, n, cv, h, w);
     int32_t opLo, opHi, oqLo, oqHi;
-    coveringWindows<int32_t>(h, g.padTop, g.kh, g.sh, g.dh, g.P, opLo, opHi);
-    coveringWindows<int32_t>(w, g.padLeft, g.kw, g.sw, g.dw, g.Q, oqLo, oqHi);
+    coveringWindowsFast(h, g.padTop, g.kh, vg.strideH, g.dh, g.P, opLo, opHi);
+    coveringWindowsFast(w, g.padLeft, g.kw, vg.strideW, g.dw, g.Q, oqLo, oqHi);
     Acc<T> acc[V];
 #pragma unroll
     for (int k = 0; k < V; ++k)
@@ -381,8 +433,8 @@ cudaError_t pool2d(bool isMax, Ref x, Ref y, const PoolGeometry &g, cudaStream_t
     if constexpr (!std::is_same_v<T, Any>)
       if (isMax && vectorPath<T>(g, {x.p, y.p})) {
         constexpr int V = kVec<T>;
-        maxPoolVectorKernel<T, V, false><<<gridFor(n / V), kThreads, 0, s>>>(
-            static_cast<const T *>(x.p), static_cast<T *>(y.p), nullptr, Geometry<int32_t>(g));
+        maxPoolVectorKernel<T, V, true, false><<<gridFor(n / V), kThreads, 0, s>>>(
+            static_cast<const T *>(x.p), static_cast<T *>(y.p), nullptr, VectorGeometry(g, V, false));
         return cudaGetLastError();
       }
     if (fits32(g))
@@ -411,35 +463,78 @@ cudaError_t pool2dBackward(bool isMax, Ref dy, Ref x, Ref dx, const PoolGeometry
 
 bool maxPoolTapsFit(const PoolGeometry &g) { return g.kh * g.kw < kNoTap; }
 
+cudaError_t maxPool2dRecordingTaps(Ref x, Ref y, uint8_t *taps, const PoolGeometry &g, cudaStream_t s) {
+  const int64_t outputs = g.N * g.C * g.P * g.Q;
+  if (outputs <= 0)
+    return cudaSuccess;
+  if (!maxPoolTapsFit(g))
+    return cudaErrorInvalidValue;
+  return withSharedType({x, y}, [&](auto tag) -> cudaError_t {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, Any>)
+      if (vectorPath<T>(g, {x.p, y.p})) {
+        constexpr int V = kVec<T>;
+        maxPoolVectorKernel<T, V, true, true><<<gridFor(outputs / V), kThreads, 0, s>>>(
+            static_cast<const T *>(x.p), static_cast<T *>(y.p), taps, VectorGeometry(g, V, false));
+        return cudaGetLastError();
+      }
+    if (fits32(g))
+      maxPoolTapsKernel<<<gridFor(outputs), kThreads, 0, s>>>(io<T>(x), io<T>(y), true, taps, Geometry<int32_t>(g));
+    else
+      maxPoolTapsKernel<<<gridFor(outputs), kThreads, 0, s>>>(io<T>(x), io<T>(y), true, taps, Geometry<int64_t>(g));
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t maxPool2dBackwardFromTaps(Ref dy, const uint8_t *taps, Ref dx, const PoolGeometry &g, cudaStream_t s) {
+  const int64_t n = g.N * g.C * g.H * g.W;
+  if (n <= 0)
+    return cudaSuccess;
+  if (!maxPoolTapsFit(g))
+    return cudaErrorInvalidValue;
+  return withSharedType({dy, dx}, [&](auto tag) -> cudaError_t {
+    using T = typename decltype(tag)::type;
+    if constexpr (!std::is_same_v<T, Any>)
+      if (vectorPath<T>(g, {dy.p, dx.p})) {
+        constexpr int V = kVec<T>;
+        maxPoolGatherVectorKernel<T, V><<<gridFor(n / V), kThreads, 0, s>>>(
+            static_cast<const T *>(dy.p), taps, static_cast<T *>(dx.p), VectorGeometry(g, V, true));
+        return cudaGetLastError();
+      }
+    if (fits32(g))
+      maxPoolGatherKernel<<<gridFor(n), kThreads, 0, s>>>(io<T>(dy), taps, io<T>(dx), Geometry<int32_t>(g));
+    else
+      maxPoolGatherKernel<<<gridFor(n), kThreads, 0, s>>>(io<T>(dy), taps, io<T>(dx), Geometry<int64_t>(g));
+    return cudaGetLastError();
+  });
+}
+
 cudaError_t maxPool2dBackward(Ref dy, Ref x, Ref dx, uint8_t *taps, const PoolGeometry &g, cudaStream_t s) {
   const int64_t n = g.N * g.C * g.H * g.W, outputs = g.N * g.C * g.P * g.Q;
   if (n <= 0)
     return cudaSuccess;
   if (!maxPoolTapsFit(g))
     return cudaErrorInvalidValue;
-  return withSharedType({dy, x, dx}, [&](auto tag) -> cudaError_t {
+  const cudaError_t recorded = withSharedType({dy, x, dx}, [&](auto tag) -> cudaError_t {
     using T = typename decltype(tag)::type;
+    if (outputs <= 0)
+      return cudaSuccess;
     if constexpr (!std::is_same_v<T, Any>)
       if (vectorPath<T>(g, {dy.p, x.p, dx.p})) {
         constexpr int V = kVec<T>;
-        if (outputs > 0)
-          maxPoolVectorKernel<T, V, true><<<gridFor(outputs / V), kThreads, 0, s>>>(
-              static_cast<const T *>(x.p), nullptr, taps, Geometry<int32_t>(g));
-        maxPoolGatherVectorKernel<T, V><<<gridFor(n / V), kThreads, 0, s>>>(
-            static_cast<const T *>(dy.p), taps, static_cast<T *>(dx.p), Geometry<int32_t>(g));
+        maxPoolVectorKernel<T, V, false, true><<<gridFor(outputs / V), kThreads, 0, s>>>(
+            static_cast<const T *>(x.p), nullptr, taps, VectorGeometry(g, V, false));
         return cudaGetLastError();
       }
-    if (fits32(g)) {
-      if (outputs > 0)
-        maxPoolTapsKernel<<<gridFor(outputs), kThreads, 0, s>>>(io<T>(x), taps, Geometry<int32_t>(g));
-      maxPoolGatherKernel<<<gridFor(n), kThreads, 0, s>>>(io<T>(dy), taps, io<T>(dx), Geometry<int32_t>(g));
-    } else {
-      if (outputs > 0)
-        maxPoolTapsKernel<<<gridFor(outputs), kThreads, 0, s>>>(io<T>(x), taps, Geometry<int64_t>(g));
-      maxPoolGatherKernel<<<gridFor(n), kThreads, 0, s>>>(io<T>(dy), taps, io<T>(dx), Geometry<int64_t>(g));
-    }
+    if (fits32(g))
+      maxPoolTapsKernel<<<gridFor(outputs), kThreads, 0, s>>>(io<T>(x), io<T>(x), false, taps, Geometry<int32_t>(g));
+    else
+      maxPoolTapsKernel<<<gridFor(outputs), kThreads, 0, s>>>(io<T>(x), io<T>(x), false, taps, Geometry<int64_t>(g));
     return cudaGetLastError();
   });
+  if (recorded != cudaSuccess)
+    return recorded;
+  return maxPool2dBackwardFromTaps(dy, taps, dx, g, s);
 }
 
 } // namespace castor::cuda

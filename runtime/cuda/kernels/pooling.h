@@ -18,5 +18,9 @@ cudaError_t pool2dBackward(bool isMax, Ref dy, Ref x, Ref dx, const PoolGeometry
 // output (N*C*P*Q). Only for windows of fewer than 255 taps (maxPoolTapsFit).
 bool maxPoolTapsFit(const PoolGeometry &g);
 cudaError_t maxPool2dBackward(Ref dy, Ref x, Ref dx, uint8_t *taps, const PoolGeometry &g, cudaStream_t s);
+// The same in two halves: the forward y that also records the taps, and the backward that reads
+// them (a training step's pair; the taps come out as maxPool2dBackward's own, bit for bit).
+cudaError_t maxPool2dRecordingTaps(Ref x, Ref y, uint8_t *taps, const PoolGeometry &g, cudaStream_t s);
+cudaError_t maxPool2dBackwardFromTaps(Ref dy, const uint8_t *taps, Ref dx, const PoolGeometry &g, cudaStream_t s);
 
 } // namespace castor::cuda
