@@ -4,11 +4,14 @@
 #include "cuda/kernels/builders.h"
 #include "cuda/kernels/elementwise.h"
 #include "cuda/kernels/layout.h"
+#include "cuda/kernels/optimizer.h"
 
 #include "castor/shape_rules.h"
 #include "plan/op_attrs.h"
 
 #include <algorithm>
+#include <unordered_set>
+#include <optional>
 
 namespace castor::cuda::own {
 namespace {
@@ -85,6 +88,62 @@ Expected<std::pair<double, double>> unaryParams(const Kernel &k, OpId op) {
   return std::pair{-inf, inf};
 }
 
+// Whether a cast x -> y is a conversion in storage order (what castAll does), between floats.
+bool plainFloatCast(const DeviceContext &ctx, const Tensor *x, const Tensor *y) {
+  auto isFloat = [](plan::DType t) { return t == plan::F32 || t == plan::F16 || t == plan::BF16 || t == plan::F64; };
+  const bool rx = reordered(ctx, x), ry = reordered(ctx, y);
+  return isFloat(x->dtype()) && isFloat(y->dtype()) && x->dtype() != y->dtype() && countOf(*x) == countOf(*y) &&
+         ((!rx && !ry) || (rx && ry && shapeOf(*x) == shapeOf(*y)));
+}
+
+// A run of consecutive casts of one dtype pair (castor-schedule-casts places the weights' and the
+// gradients' casts together) as one multi-tensor launch, built by the first of them; the others
+// run nothing. A cast joins only if it reads nothing an earlier one of the run writes. Null when
+// the kernel casts alone.
+Expected<std::optional<RunFn>> buildCastGroup(DeviceContext &ctx, const Kernel &k, const Tensor *x, const Tensor *y) {
+  if (!plainFloatCast(ctx, x, y))
+    return std::optional<RunFn>();
+  std::unordered_set<uint32_t> written;
+  const std::vector<int> group = consecutiveRun(ctx, [&](const Kernel &j) {
+    if (j.op() != k.op() || j.inputs_size() != 1 || j.outputs_size() != 1 || written.count(j.inputs(0)))
+      return false;
+    const std::vector<const Tensor *> ts = operandsOf(ctx, j);
+    if (!ts[0] || !ts[1] || ts[0]->dtype() != x->dtype() || ts[1]->dtype() != y->dtype() ||
+        !plainFloatCast(ctx, ts[0], ts[1]))
+      return false;
+    written.insert(j.outputs(0));
+    return true;
+  });
+  if (group.size() < 2)
+    return std::optional<RunFn>();
+  DeviceContext *c = &ctx;
+  std::vector<const Tensor *> sources, destinations;
+  std::vector<TensorEntry> sizes;
+  for (int j : group) {
+    const std::vector<const Tensor *> ts = operandsOf(ctx, ctx.plan->kernels(j));
+    sources.push_back(ts[0]);
+    destinations.push_back(ts[1]);
+    sizes.push_back(TensorEntry{nullptr, countOf(*ts[0]), int32_t(x->dtype()), 0});
+  }
+  auto buffer = scratchFor(ctx, kTagMulti, y, castTableBytes(sizes));
+  if (!buffer)
+    return buffer.status();
+  for (size_t g = 1; g < group.size(); ++g)
+    ctx.coveredKernels.insert(group[g]);
+  // The table holds arena pointers, which are fixed once the arena is allocated (before the
+  // kernels are built): upload it now.
+  std::vector<TensorEntry> from, to;
+  for (size_t g = 0; g < sources.size(); ++g) {
+    from.push_back(TensorEntry{c->ptr(sources[g]), countOf(*sources[g]), int32_t(sources[g]->dtype()), 0});
+    to.push_back(TensorEntry{c->ptr(destinations[g]), countOf(*destinations[g]), int32_t(destinations[g]->dtype()), 0});
+  }
+  MultiTensorTable table;
+  CASTOR_CUDA(uploadCastTable(from, to, *buffer, &table));
+  const cudaStream_t s = ctx.stream;
+  const int fromDt = int(x->dtype()), toDt = int(y->dtype());
+  return std::optional<RunFn>(launch([table, fromDt, toDt, s]() { return castAll(table, fromDt, toDt, s); }));
+}
+
 } // namespace
 
 // relu, sigmoid, clip, hard_sigmoid, hard_swish, erf, gelu
@@ -150,6 +209,15 @@ Expected<RunFn> buildCopyOrCast(DeviceContext &ctx, const Kernel &k, const Tenso
     CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
   }
   CASTOR_RETURN_IF_ERROR(need(1, 1));
+  if (opOf(k) == OpId::Cast) {
+    if (isCovered(ctx))
+      return coveredKernel();
+    auto group = buildCastGroup(ctx, k, in[0], out[0]);
+    if (!group)
+      return group.status();
+    if (*group)
+      return std::move(**group);
+  }
   return buildCopy(ctx, op, in[0], out[0]);
 }
 

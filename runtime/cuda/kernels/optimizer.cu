@@ -14,6 +14,9 @@ namespace {
 using namespace detail;
 
 constexpr int64_t kChunk = 65536; // elements per chunk of the multi-tensor kernels (a multiple of 8)
+// The casts' chunks: a block's chunk is 8 elements a thread, so that a run of small tensors (a few
+// thousand elements each) still spreads over the multiprocessors.
+constexpr int64_t kCastChunk = 2048;
 
 struct ChunkEntry {
   int32_t tensor;
@@ -334,6 +337,34 @@ __global__ void unscaleAllKernel(const TensorEntry *tensors, const ChunkEntry *c
     stAny(found, 0, 1.0);
 }
 
+// Casts, table entry t to entry count + t, all of one dtype pair (Tin -> Tout): element for
+// element convertKernel's conversion, 4 elements a thread where both sides are aligned for it.
+template <typename Tin, typename Tout>
+__global__ void castAllKernel(const TensorEntry *tensors, int count, const ChunkEntry *chunks, int chunkCount) {
+  constexpr int V = 4;
+  using A = std::conditional_t<std::is_same_v<Acc<Tin>, double> || std::is_same_v<Acc<Tout>, double>, double, float>;
+  for (int k = blockIdx.x; k < chunkCount; k += gridDim.x) {
+    const ChunkEntry ch = chunks[k];
+    const Tin *x = static_cast<const Tin *>(tensors[ch.tensor].p) + ch.start;
+    Tout *y = static_cast<Tout *>(tensors[count + ch.tensor].p) + ch.start;
+    int64_t start = 0;
+    if (reinterpret_cast<uintptr_t>(x) % (V * sizeof(Tin)) == 0 && reinterpret_cast<uintptr_t>(y) % (V * sizeof(Tout)) == 0) {
+      const int64_t nv = ch.count / V;
+      for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
+        const Pack<Tin, V> px = reinterpret_cast<const Pack<Tin, V> *>(x)[i];
+        Pack<Tout, V> r;
+#pragma unroll
+        for (int j = 0; j < V; ++j)
+          r.v[j] = fromAcc<Tout>(A(toAcc(px.v[j])));
+        reinterpret_cast<Pack<Tout, V> *>(y)[i] = r;
+      }
+      start = nv * V;
+    }
+    for (int64_t i = start + threadIdx.x; i < ch.count; i += blockDim.x)
+      y[i] = fromAcc<Tout>(A(toAcc(x[i])));
+  }
+}
+
 // This thread's sum of squares over its share of one chunk.
 template <typename T> __device__ double sumSquaresRange(const T *p, int64_t count) {
   constexpr int V = kVec<T>;
@@ -444,11 +475,11 @@ __global__ void clipApplyAllKernel(const TensorEntry *tensors, const ChunkEntry 
 
 size_t align16(size_t n) { return (n + 15) / 16 * 16; }
 
-std::vector<ChunkEntry> chunkList(const std::vector<TensorEntry> &tensors) {
+std::vector<ChunkEntry> chunkList(const std::vector<TensorEntry> &tensors, int64_t chunk = kChunk) {
   std::vector<ChunkEntry> chunks;
   for (size_t t = 0; t < tensors.size(); ++t)
-    for (int64_t start = 0; start < tensors[t].n; start += kChunk)
-      chunks.push_back(ChunkEntry{int32_t(t), int32_t(std::min(kChunk, tensors[t].n - start)), start});
+    for (int64_t start = 0; start < tensors[t].n; start += chunk)
+      chunks.push_back(ChunkEntry{int32_t(t), int32_t(std::min(chunk, tensors[t].n - start)), start});
   return chunks;
 }
 
@@ -583,6 +614,48 @@ cudaError_t uploadMultiTensor(const std::vector<TensorEntry> &tensors, void *dev
   table->tensorCount = int(tensors.size());
   table->chunkCount = int(chunks.size());
   return cudaSuccess;
+}
+
+size_t castTableBytes(const std::vector<TensorEntry> &sources) {
+  return align16(2 * sources.size() * sizeof(TensorEntry)) + chunkList(sources, kCastChunk).size() * sizeof(ChunkEntry);
+}
+
+cudaError_t uploadCastTable(const std::vector<TensorEntry> &sources, const std::vector<TensorEntry> &destinations,
+                            void *device, MultiTensorTable *table) {
+  if (sources.size() != destinations.size())
+    return cudaErrorInvalidValue;
+  std::vector<TensorEntry> entries(sources);
+  entries.insert(entries.end(), destinations.begin(), destinations.end());
+  const std::vector<ChunkEntry> chunks = chunkList(sources, kCastChunk);
+  size_t chunkAt = 0;
+  cudaError_t e = uploadTable(entries.data(), entries.size() * sizeof(TensorEntry), chunks, 0, device, &chunkAt);
+  if (e != cudaSuccess)
+    return e;
+  auto *base = static_cast<unsigned char *>(device);
+  table->tensors = reinterpret_cast<const TensorEntry *>(base);
+  table->chunks = base + chunkAt;
+  table->partials = nullptr;
+  table->tensorCount = int(sources.size());
+  table->chunkCount = int(chunks.size());
+  return cudaSuccess;
+}
+
+cudaError_t castAll(const MultiTensorTable &t, int fromDt, int toDt, cudaStream_t s) {
+  if (t.chunkCount == 0)
+    return cudaSuccess;
+  return withFloatType(fromDt, [&](auto tin) -> cudaError_t {
+    return withFloatType(toDt, [&](auto tout) -> cudaError_t {
+      using Tin = typename decltype(tin)::type;
+      using Tout = typename decltype(tout)::type;
+      if constexpr (std::is_same_v<Tin, Any> || std::is_same_v<Tout, Any>) {
+        return cudaErrorInvalidValue;
+      } else {
+        castAllKernel<Tin, Tout><<<chunkGrid(t.chunkCount), kThreads, 0, s>>>(
+            t.tensors, t.tensorCount, static_cast<const ChunkEntry *>(t.chunks), t.chunkCount);
+        return cudaGetLastError();
+      }
+    });
+  });
 }
 
 size_t adamwTableBytes(const std::vector<AdamwTensors> &tensors) {

@@ -40,6 +40,15 @@ size_t multiTensorBytes(const std::vector<TensorEntry> &tensors);
 // Fills `device` (multiTensorBytes long) with a synchronous copy: at build time only.
 cudaError_t uploadMultiTensor(const std::vector<TensorEntry> &tensors, void *device, MultiTensorTable *table);
 
+// Casts of many tensors in one launch (consecutive cast kernels, castor-schedule-casts): entry i
+// of the table is a source and entry tensorCount + i its destination (same element count; every
+// source of float dtype fromDt, every destination of toDt); each element converts as the single
+// cast's kernel converts it.
+size_t castTableBytes(const std::vector<TensorEntry> &sources);
+cudaError_t uploadCastTable(const std::vector<TensorEntry> &sources, const std::vector<TensorEntry> &destinations,
+                            void *device, MultiTensorTable *table);
+cudaError_t castAll(const MultiTensorTable &t, int fromDt, int toDt, cudaStream_t s);
+
 // Loss scaling: found = 0; every gradient g *= float(1/scale) (rounded once into g's dtype);
 // found = 1 when any stored value is not finite.
 cudaError_t unscaleAll(const MultiTensorTable &t, Ref scale, Ref found, cudaStream_t s);
