@@ -67,7 +67,7 @@ plan::Attr str(const std::string &v) {
 struct Case : test::PlanBuilder {
   std::string name;
   bool perBnApi = false; // run once per CASTOR_BN_API value (cuDNN batch norm)
-  bool perFusedBn = false; // run with CASTOR_FUSED_BN unset and =fused, =own, =composed
+  bool perFusedBn = false; // run with CASTOR_FUSED_BN unset and =fused, =own, =conv-stats, =composed
   double tolerance = 0;    // the norm-wise relative error allowed; 0: the plan's precision's default
   std::map<uint32_t, std::vector<double>> inputs; // given values (else random normal)
   std::vector<uint32_t> outputs;
@@ -129,6 +129,29 @@ std::vector<Case> cases() {
       c.inputs[x] = v;
     });
   }
+  // A training step's pair in one plan: the forward records its winning taps and the backward only
+  // gathers from them (cuda/kernels/pooling.cpp). Ties, so that which maximum wins matters; C 16
+  // runs the vector kernels in the nhwc layout, C 5 the scalar ones; a dilated window.
+  for (plan::DType dt : {F16, plan::BF16, F32})
+    for (int64_t C : {16, 5}) {
+      const std::string suffix = std::string(" ") + plan::dtypeName(dt) + " C" + std::to_string(C);
+      add("max_pool2d with its backward, ties" + suffix, [&, dt, C](Case &c) {
+        const uint32_t x = c.in("x", {2, C, 9, 11}, dt);
+        c.kernel("max_pool2d", {x}, {c.out("y", {2, C, 5, 6}, dt)}, pool);
+        c.kernel("max_pool2d_backward", {c.in("dy", {2, C, 5, 6}, dt), x}, {c.out("dx", {2, C, 9, 11}, dt)}, pool);
+        std::vector<double> v(size_t(2 * C * 9 * 11));
+        for (size_t i = 0; i < v.size(); ++i)
+          v[i] = double((i * 7919) % 3);
+        c.inputs[x] = v;
+      });
+    }
+  add("max_pool2d with its backward, dilated 2x2 f16 C16", [&](Case &c) {
+    const std::map<std::string, plan::Attr> dilated = {
+        {"kernel", ints({2, 2})}, {"strides", ints({2, 2})}, {"dilations", ints({2, 2})}};
+    const uint32_t x = c.in("x", {2, 16, 9, 9}, F16);
+    c.kernel("max_pool2d", {x}, {c.out("y", {2, 16, 4, 4}, F16)}, dilated);
+    c.kernel("max_pool2d_backward", {c.in("dy", {2, 16, 4, 4}, F16), x}, {c.out("dx", {2, 16, 9, 9}, F16)}, dilated);
+  });
   add("max_pool2d_backward dilated 2x2 f16 C16", [&](Case &c) {
     c.kernel("max_pool2d_backward", {c.in("dy", {2, 16, 4, 4}, F16), c.in("x", {2, 16, 9, 9}, F16)},
              {c.out("dx", {2, 16, 9, 9}, F16)},
@@ -229,6 +252,19 @@ std::vector<Case> cases() {
     c.kernel("cast", {c.in("x", {2, 6, 4, 5})}, {c.out("y", {2, 6, 4, 5}, F16)});
   });
   add("cast f16->f32 [1001]", [&](Case &c) { c.kernel("cast", {c.in("x", {1001}, F16)}, {c.out("y", {1001})}); });
+  // Consecutive casts of one dtype pair run as one multi-tensor launch (cuda/kernels/elementwise.cpp):
+  // three weights' casts to f16 or bf16 of sizes across the table's chunks, then two casts back
+  // to f32 of the first run's outputs, which form a run of their own.
+  for (plan::DType dt : {F16, plan::BF16})
+    add(std::string("consecutive casts f32<->") + plan::dtypeName(dt), [&, dt](Case &c) {
+      const uint32_t a = c.in("a", {3, 5}), b = c.in("b", {70001}), d = c.in("d", {2, 16, 3, 3});
+      const uint32_t ha = c.out("ha", {3, 5}, dt), hb = c.out("hb", {70001}, dt), hd = c.out("hd", {2, 16, 3, 3}, dt);
+      c.kernel("cast", {a}, {ha});
+      c.kernel("cast", {b}, {hb});
+      c.kernel("cast", {d}, {hd});
+      c.kernel("cast", {hb}, {c.out("fb", {70001})});
+      c.kernel("cast", {ha}, {c.out("fa", {3, 5})});
+    });
   add("cast f32->i64 [2,3,4,5]", [&](Case &c) {
     c.kernel("cast", {c.in("x", {2, 3, 4, 5})}, {c.out("y", {2, 3, 4, 5}, I64)});
   });
@@ -477,6 +513,38 @@ std::vector<Case> cases() {
              {c.out("y", {4, 32, 6, 5}, F16), c.out("mean", {32}), c.out("inv_std", {32}),
               c.out("new_running_mean", {32}), c.out("new_running_var", {32})});
   });
+  // A convolution whose output the fused batch-norm-ReLU normalises, forward and backward: in the
+  // nhwc layout the convolution may compute the statistics in its epilogue (cuDNN's genstats) and
+  // the batch norm read them (the conv-stats way, forced or the tuner's choice); the nchw layout,
+  // and the other ways, compute them from y. relu and ReLU6's clip; the residual's form is in the
+  // cases below, whose z is kept away from the ReLU's edge (cuDNN's fused kernel adds it unrounded).
+  for (plan::DType dt : {F16, plan::BF16})
+    for (int form = 0; form < 3; form += 2) {
+      const bool residual = form == 1, clip = form == 2;
+      const std::string t = std::string(residual ? " + z " : clip ? " clip_max=1 " : " ") + plan::dtypeName(dt);
+      add("conv2d + batch_norm_relu_training + backward" + t, [&, dt, residual, clip](Case &c) {
+        c.perFusedBn = true;
+        const int64_t N = 8, Cin = 16, C = 32, H = 12, W = 10;
+        const std::vector<int64_t> xs = {N, C, H, W};
+        std::map<std::string, plan::Attr> eps = {{"epsilon", flt(1e-3)}};
+        if (clip)
+          eps["clip_max"] = flt(1.0);
+        const uint32_t in = c.in("in", {N, Cin, H, W}, dt), w = c.in("w", {C, Cin, 3, 3}, dt);
+        const uint32_t x = c.out("x", xs, dt);
+        c.kernel("conv2d", {in, w}, {x}, {{"pads", ints({1, 1, 1, 1})}});
+        const uint32_t scale = c.in("scale", {C}, F32), bias = c.in("bias", {C}, F32);
+        const uint32_t y = c.out("y", xs, dt), mean = c.out("mean", {C}, F32), invStd = c.out("inv_std", {C}, F32);
+        std::vector<uint32_t> fwdIn = {x, scale, bias}, bwdOut = {c.out("dx", xs, dt), c.out("dscale", {C}, F32),
+                                                                  c.out("dbias", {C}, F32)};
+        if (residual) {
+          fwdIn.push_back(c.in("z", xs, dt));
+          bwdOut.push_back(c.out("dz", xs, dt));
+        }
+        c.kernel("batch_norm_relu_training", fwdIn, {y, mean, invStd}, eps);
+        c.kernel("batch_norm_relu_training_backward", {c.in("dy", xs, dt), x, y, scale, bias, mean, invStd}, bwdOut,
+                 eps);
+      });
+    }
   // The fused batch-norm-ReLU, forward and backward in one plan (the backward reads the
   // forward's y and statistics, as in a training step, and the fused backward the reserve space
   // its forward filled), with and without the residual z. cuDNN's fused kernel takes the f16
@@ -1049,7 +1117,7 @@ int main(int argc, char **argv) {
       if (c.perFusedBn) {
         // "auto": CASTOR_FUSED_BN unset, the tuner's choice among the ways that take the layer;
         // then each way forced (where it does not take the layer, the composed one runs).
-        for (const char *way : {"auto", "fused", "own", "composed"}) {
+        for (const char *way : {"auto", "fused", "own", "conv-stats", "composed"}) {
           if (std::string(way) == "auto")
             unsetenv("CASTOR_FUSED_BN");
           else

@@ -16,6 +16,11 @@
 //   a per-channel reduction and one element-wise pass each way, ReLU, residual add and the
 //   residual's gradient included; they take the layers cuDNN's fused kernel does not (bf16, C not
 //   a multiple of 4).
+// - conv-stats: where the convolution that produces x offers its output's per-channel sums from
+//   its epilogue (DeviceContext::ConvStatsOffer, cudnn/convolution_stats.cpp), the own kernels'
+//   forward from those sums (one element-wise pass instead of two) and their backward. The
+//   pair is timed with the convolution in front of it (the plain one before the other ways), and
+//   when this way wins the convolution runs with the statistics.
 // - composed: the kernels of the group the op replaces, one after another: the batch norm
 //   through buildBatchNorm (cudnn/batch_norm.cpp: cuDNN or the own kernels) into y, then the
 //   own element-wise kernels (the residual added in place, the ReLU in place); backward, the
@@ -34,7 +39,7 @@
 // decides among the ways that take the layer: the forward and its backward (found in the plan)
 // timed together, once per layer signature and GPU, the choice kept in the tuning cache.
 //
-// CASTOR_FUSED_BN=fused|own|composed forces that way where it runs (else the composed one), for
+// CASTOR_FUSED_BN=fused|own|conv-stats|composed forces that way where it runs (else the composed one), for
 // A/B measurements; CASTOR_BN_API
 // (cudnn/batch_norm.cpp) picks the API of the composed way's batch norm as it does for the
 // unfused batch_norm_training.
@@ -51,6 +56,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -76,8 +82,9 @@ constexpr const char *kFused = "fused";
 constexpr const char *kFusedAdd = "fused+add";
 constexpr const char *kComposed = "composed";
 constexpr const char *kOwn = "own";
+constexpr const char *kConvStats = "conv-stats";
 
-// CASTOR_FUSED_BN=fused|own|composed: that way wherever it runs, instead of the tuner's choice.
+// CASTOR_FUSED_BN=fused|own|conv-stats|composed: that way wherever it runs, instead of the tuner's choice.
 std::string forcedWay() {
   const char *v = std::getenv("CASTOR_FUSED_BN");
   return v ? v : "";
@@ -379,6 +386,23 @@ Expected<RunFn> ownForward(DeviceContext &ctx, const plan::BatchNormParams &a, c
   });
 }
 
+// The own forward from the sums the convolution's epilogue computed.
+Expected<RunFn> statsForward(DeviceContext &ctx, const plan::BatchNormParams &a, const TensorList &in,
+                             const TensorList &out, float clipMax, const float *sums) {
+  const Tensor *x = in[0], *scale = in[1], *bias = in[2], *z = in.size() == 4 ? in[3] : nullptr;
+  const Tensor *y = out[0], *mean = out[1], *invStd = out[2];
+  const Rows g = rowsOf(*x);
+  ctx.requestWorkspace(sizeof(float) * size_t(g.C));
+  DeviceContext *c = &ctx; // captured by the RunFn: the context outlives it
+  const double eps = a.epsilon;
+  return RunFn([=]() -> Status {
+    return cudaStatus(bnReluForwardFromSums(c->ref(x), z ? c->ref(z) : Ref{}, f32(*c, scale), f32(*c, bias), sums,
+                                            c->ref(y), f32Out(*c, mean), f32Out(*c, invStd), g.rows, g.C, eps, clipMax,
+                                            c->workspace, c->stream),
+                      "the own batch-norm-ReLU forward from the convolution's sums");
+  });
+}
+
 // After a forward without residual the own backward recomputes the ReLU's mask from x instead of
 // reading y (kernels/batch_norm_relu.h): y = relu(t) passes where t does; ReLU6's where
 // 0 <= t <= clipMax.
@@ -443,7 +467,7 @@ std::optional<BackwardKernel> backwardOf(const DeviceContext &ctx, const Tensor 
 // the composed way under the saved mean), workspace requests, scratch tensors.
 Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::BatchNormParams &a, float clipMax,
                              const TensorList &in, const TensorList &out, const std::optional<FusedLayer> &f,
-                             bool own, const BackwardKernel &bwd) {
+                             bool own, const BackwardKernel &bwd, const DeviceContext::ConvStatsOffer *offer) {
   struct Built {
     RunFn forward;
     size_t forwardWorkspace = 0;
@@ -455,30 +479,40 @@ Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::Ba
   auto candidate = [&](const std::string &way) {
     tuning::Candidate cand;
     cand.name = way;
-    cand.build = [c, &k, a, clipMax, in, out, f, bwd, way, built]() -> Expected<tuning::Executable> {
+    cand.build = [c, &k, a, clipMax, in, out, f, bwd, way, built, offer]() -> Expected<tuning::Executable> {
       c->workspaceBytes = 0;
-      auto fwd = way == kFused ? fusedForward(*c, a, in, out, *f)
-                 : way == kOwn ? ownForward(*c, a, in, out, clipMax)
-                               : composedForward(*c, k, in, out, clipMax);
+      auto fwd = way == kFused       ? fusedForward(*c, a, in, out, *f)
+                 : way == kOwn       ? ownForward(*c, a, in, out, clipMax)
+                 : way == kConvStats ? statsForward(*c, a, in, out, clipMax, offer->sums)
+                                     : composedForward(*c, k, in, out, clipMax);
       const size_t forwardWorkspace = c->workspaceBytes;
       if (!fwd)
         return fwd.status();
       c->workspaceBytes = 0;
       auto back = way == kFused ? fusedBackward(*c, a, bwd.in, bwd.out, *f)
-                  : way == kOwn ? ownBackward(*c, bwd.in, bwd.out, in.size() == 4, clipMax)
-                                : composedBackward(*c, *bwd.kernel, bwd.in, bwd.out, clipMax);
-      const size_t pairWorkspace = std::max(forwardWorkspace, c->workspaceBytes);
+                  : way == kOwn || way == kConvStats ? ownBackward(*c, bwd.in, bwd.out, in.size() == 4, clipMax)
+                                                     : composedBackward(*c, *bwd.kernel, bwd.in, bwd.out, clipMax);
+      size_t pairWorkspace = std::max(forwardWorkspace, c->workspaceBytes);
       if (!back)
         return back.status();
       (*built)[way] = Built{*fwd, forwardWorkspace};
+      // With a convolution that offers the statistics, each way is timed behind it: the plain
+      // convolution, or for conv-stats the one that computes them.
+      std::function<Status(void *)> conv;
+      if (offer) {
+        conv = way == kConvStats ? offer->withStats : offer->plain;
+        pairWorkspace = std::max(pairWorkspace, way == kConvStats ? offer->statsWorkspace : offer->plainWorkspace);
+      }
       tuning::Executable e;
       e.workspaceBytes = pairWorkspace;
       RunFn forward = *fwd, backward = std::move(*back);
       // The kernels read ctx.workspace when they run: the tuner's buffer while it times them.
-      e.run = [c, forward, backward](void *ws) -> Status {
+      e.run = [c, conv, forward, backward](void *ws) -> Status {
         void *shared = c->workspace;
         c->workspace = ws;
-        Status s = forward();
+        Status s = conv ? conv(ws) : Status::ok();
+        if (s.isOk())
+          s = forward();
         if (s.isOk())
           s = backward();
         c->workspace = shared;
@@ -493,11 +527,14 @@ Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::Ba
     candidates.push_back(candidate(kFused));
   if (own)
     candidates.push_back(candidate(kOwn));
+  if (own && offer)
+    candidates.push_back(candidate(kConvStats));
   candidates.push_back(candidate(kComposed));
   const std::string key = std::string("batch_norm_relu.pair|x:") + plan::dtypeName(in[0]->dtype()) +
                           (ctx.channelsLast(in[0]) ? "|nhwc=" : "|nchw=") + dimsList(shapeOf(*in[0])) +
                           (in.size() == 4 ? "|add" : "") + (bwd.out.size() == 4 ? "|dz" : "") +
-                          (isClip(clipMax) ? "|clip_max=" + std::to_string(clipMax) : std::string());
+                          (isClip(clipMax) ? "|clip_max=" + std::to_string(clipMax) : std::string()) +
+                          (offer ? "|after=" + offer->signature : std::string());
   auto choice = tuning::choose(ctx, key, candidates);
   ctx.workspaceBytes = workspaceBefore;
   for (auto it = ctx.workspaceTensors.begin(); it != ctx.workspaceTensors.end();)
@@ -511,6 +548,8 @@ Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::Ba
     ctx.releasePersistentBuffer(out[1]->id());
   const Built &winner = built->at(way);
   ctx.requestWorkspace(winner.forwardWorkspace);
+  if (offer)
+    *offer->useStats = way == kConvStats;
   ctx.layerChoices[out[1]->id()] =
       way == kFused && f->ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? std::string(kFusedAdd) : way;
   return winner.forward;
@@ -552,9 +591,17 @@ Expected<RunFn> buildForward(DeviceContext &ctx, const Kernel &k, const TensorLi
     ctx.layerChoices[layer] = kOwn;
     return ownForward(ctx, *a, in, out, clipMax);
   }
+  auto offerIt = ctx.convStatsOffers.find(in[0]->id());
+  const DeviceContext::ConvStatsOffer *offer = offerIt == ctx.convStatsOffers.end() ? nullptr : &offerIt->second;
+  if (forced == kConvStats && own && offer) {
+    *offer->useStats = true;
+    ctx.layerChoices[layer] = kConvStats;
+    return statsForward(ctx, *a, in, out, clipMax, offer->sums);
+  }
   auto bwd = backwardOf(ctx, out[1]);
   if (forced.empty() && (f || own) && bwd)
-    return tunedForward(ctx, k, *a, clipMax, in, out, f ? std::optional<FusedLayer>(*f) : std::nullopt, own, *bwd);
+    return tunedForward(ctx, k, *a, clipMax, in, out, f ? std::optional<FusedLayer>(*f) : std::nullopt, own, *bwd,
+                        offer);
   ctx.layerChoices[layer] = kComposed;
   return composedForward(ctx, k, in, out, clipMax);
 }
@@ -573,7 +620,7 @@ Expected<RunFn> buildBackward(DeviceContext &ctx, const Kernel &k, const TensorL
   auto choice = ctx.layerChoices.find(in[5]->id());
   if (choice == ctx.layerChoices.end() || choice->second == kComposed)
     return composedBackward(ctx, k, in, out, clipMax);
-  if (choice->second == kOwn)
+  if (choice->second == kOwn || choice->second == kConvStats)
     return ownBackward(ctx, in, out, forwardAddsResidual(ctx, in[5]), clipMax);
   // The forward ran cuDNN's fused kernel: so must the backward, with the forward's ops.
   auto f = fusedLayer(ctx, in[1], backwardPerChannel(in, out), choice->second == kFusedAdd);

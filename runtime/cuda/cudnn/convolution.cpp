@@ -234,7 +234,15 @@ std::vector<tuning::CompileJob> compileAheadConvolution(const DeviceContext &ctx
   auto p = conv::parse(ctx, k, in, out);
   // Only an accumulating data gradient's build compiles engines; a cached choice compiles at most
   // the one it names.
-  if (!p || !p->accumulate || conv::legacyForced() || tuning::hasCachedChoice(ctx, conv::signature(*p)))
+  if (!p || conv::legacyForced())
+    return {};
+  // A forward convolution that may compute its batch norm's statistics compiles the genstats graph's
+  // engines (convolution_stats.cpp).
+  if (conv::statsWanted(ctx, *p))
+    return tuning::hasCachedChoice(ctx, conv::statsKey(*p))
+               ? std::vector<tuning::CompileJob>{}
+               : conv::statsCompileJobs(ctx, *p, tuning::compiledCandidateLimit(conv::kCompiledFusedCandidates));
+  if (!p->accumulate || tuning::hasCachedChoice(ctx, conv::signature(*p)))
     return {};
   return conv::accumulatingCompileJobs(ctx, *p, tuning::compiledCandidateLimit(conv::kCompiledFusedCandidates));
 }
@@ -251,6 +259,11 @@ Expected<RunFn> buildConvolution(DeviceContext &ctx, const plan::Kernel &k, cons
     if (!run)
       return run.status();
     return conv::withBias(ctx, *p, std::move(*run));
+  }
+  if (conv::statsWanted(ctx, *p)) {
+    auto plain = conv::chooseFrontend(ctx, *p);
+    if (plain)
+      return conv::offerStats(ctx, *p, std::move(*plain));
   }
   auto run = conv::buildFrontend(ctx, *p);
   if (!run) {

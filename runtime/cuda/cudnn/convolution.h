@@ -57,6 +57,21 @@ std::vector<tuning::Candidate> accumulatingCandidates(DeviceContext &ctx, const 
 // The compilations accumulatingCandidates' first `count` runtime-compiled engines would start,
 // as jobs to run ahead on worker threads (tuning/compile_ahead.h).
 std::vector<tuning::CompileJob> accumulatingCompileJobs(const DeviceContext &ctx, const Problem &p, size_t count);
+// The forward convolution with its output's per-channel sum and sum of squares computed in its
+// epilogue (conv_fprop -> genstats in one cuDNN graph) into sums [2][C] f32, as tuner candidates;
+// empty where cuDNN has none or the problem is not one it takes (f16/bf16, channels-last, no bias).
+std::vector<tuning::Candidate> statsCandidates(DeviceContext &ctx, const Problem &p, float *sums);
+std::vector<tuning::CompileJob> statsCompileJobs(const DeviceContext &ctx, const Problem &p, size_t count);
+// Whether the plan normalises p's output with a fused batch-norm-ReLU that may take its
+// statistics from the convolution (convolution_stats.cpp; CASTOR_CONV_STATS=0: never).
+bool statsWanted(const DeviceContext &ctx, const Problem &p);
+// The convolution offered both ways in ctx.convStatsOffers (plain: `plain`; with the statistics:
+// cuDNN's fastest genstats engine), running the plain way until the batch norm's builder picks
+// the other; just `plain` where no genstats engine runs.
+Expected<RunFn> offerStats(DeviceContext &ctx, const Problem &p, tuning::Choice plain);
+// The tuning key of the genstats candidates.
+std::string statsKey(const Problem &p);
+
 // cuDNN's legacy convolution API, its heuristic's algorithm (cudnn/convolution_legacy.cpp); the only path
 // for f64 and the fallback of the graph API.
 Expected<RunFn> buildLegacy(DeviceContext &ctx, const Problem &p);

@@ -6,7 +6,9 @@
 //
 // A data gradient with an accumulated gradient (castor-fuse-gradient-add) also offers the graph
 // dgrad -> pointwise add, its engines named "cudnn+add:<tag>" (convolution.cpp weighs them
-// against the plain engine and a separate add).
+// against the plain engine and a separate add); a forward convolution whose output a fused
+// batch-norm-ReLU normalises, the graph conv_fprop -> genstats, "cudnn+stats:<tag>"
+// (convolution_stats.cpp).
 //
 // Numerics: engines noted DOWN_CONVERT_INPUTS are never used; for fp32 operands neither are
 // TENSOR_CORE engines (so fp32 means no TF32) nor REDUCED_PRECISION_REDUCTION ones; f16/bf16 may
@@ -32,7 +34,7 @@ using ConvGraph = frontend::PlanGraph;
 
 // Tensor uids of the graph (the variant pack maps them to arena pointers); kUidAcc is the
 // accumulated gradient of a data gradient with the add in its epilogue.
-constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidAcc = 4;
+constexpr int64_t kUidX = 1, kUidW = 2, kUidY = 3, kUidAcc = 4, kUidSum = 5, kUidSquares = 6;
 
 fe::graph::Tensor_attributes tensorAttrs(const char *name, int64_t uid, const Shape &dims, bool nhwc,
                                          fe::DataType_t type) {
@@ -65,9 +67,10 @@ GraphSettings settingsOf(const DeviceContext &ctx) { return GraphSettings{ctx.de
 
 // The layer's graph, lowered to cuDNN with `handle` (ctx's, or a compile-ahead worker's) and
 // with its engine configurations queried (none built). With `accumulating`, the data gradient's
-// graph adds p.accumulate in its epilogue (in FLOAT, rounded once into dx).
+// graph adds p.accumulate in its epilogue (in FLOAT, rounded once into dx); with `stats`, the
+// forward's also sums y and its squares per channel (FLOAT [1, C, 1, 1] each).
 Expected<std::shared_ptr<ConvGraph>> makeGraph(const GraphSettings &ctx, cudnnHandle_t handle, const Problem &p,
-                                               bool accumulating = false) {
+                                               bool accumulating = false, bool stats = false) {
   auto g = std::make_shared<ConvGraph>();
   const fe::DataType_t type = feType(p.dtype);
   g->set_io_data_type(type)
@@ -83,6 +86,11 @@ Expected<std::shared_ptr<ConvGraph>> makeGraph(const GraphSettings &ctx, cudnnHa
         X, W, fe::graph::Conv_fprop_attributes().set_name("fprop").set_padding(padding).set_stride(stride).set_dilation(
                   dilation));
     Y->set_output(true).set_uid(kUidY).set_dim(p.ys).set_stride(strides(p.ys, p.yNhwc)).set_data_type(type);
+    if (stats) {
+      auto sums = g->genstats(Y, fe::graph::Genstats_attributes().set_name("genstats"));
+      sums[0]->set_output(true).set_uid(kUidSum).set_data_type(fe::DataType_t::FLOAT);
+      sums[1]->set_output(true).set_uid(kUidSquares).set_data_type(fe::DataType_t::FLOAT);
+    }
   } else if (p.pass == Pass::BackwardData) {
     auto DY = g->tensor(tensorAttrs("dy", kUidY, p.ys, p.yNhwc, type));
     auto W = g->tensor(tensorAttrs("w", kUidW, p.ws, p.wNhwc, type));
@@ -123,18 +131,28 @@ Expected<std::shared_ptr<ConvGraph>> makeGraph(const GraphSettings &ctx, cudnnHa
 
 // Every engine configuration of the graph, in the heuristics' order, as a tuner candidate.
 std::vector<tuning::Candidate> candidatesOf(DeviceContext &ctx, const Problem &p, const std::shared_ptr<ConvGraph> &g,
-                                            const std::string &prefix = "cudnn:") {
+                                            const std::string &prefix = "cudnn:", float *sums = nullptr) {
   DeviceContext *c = &ctx;
   const plan::Tensor *x = p.x, *w = p.w, *y = p.y, *acc = p.accumulate;
+  const int64_t C = p.ys[1];
   return frontend::engineCandidates(
       ctx, g, prefix,
-      [c, x, w, y, acc]() {
+      [c, x, w, y, acc, sums, C]() {
         std::unordered_map<int64_t, void *> pack{{kUidX, c->ptr(x)}, {kUidW, c->ptr(w)}, {kUidY, c->ptr(y)}};
         if (acc)
           pack.emplace(kUidAcc, c->ptr(acc));
+        if (sums) {
+          pack.emplace(kUidSum, sums);
+          pack.emplace(kUidSquares, sums + C);
+        }
         return pack;
       },
       signature(p));
+}
+
+bool statsTaken(const Problem &p) {
+  return p.pass == Pass::Forward && !p.accumulate && !p.bias && (p.dtype == plan::F16 || p.dtype == plan::BF16) &&
+         p.yNhwc && p.xNhwc;
 }
 
 } // namespace
@@ -159,6 +177,27 @@ std::vector<tuning::CompileJob> accumulatingCompileJobs(const DeviceContext &ctx
   const GraphSettings settings = settingsOf(ctx);
   return frontend::compileAheadJobs(tuning::cachePath(ctx), signature(p), "cudnn+add:", count,
                                     [settings, p](cudnnHandle_t handle) { return makeGraph(settings, handle, p, true); });
+}
+
+std::vector<tuning::Candidate> statsCandidates(DeviceContext &ctx, const Problem &p, float *sums) {
+  if (!statsTaken(p))
+    return {};
+  try {
+    auto g = makeGraph(settingsOf(ctx), ctx.cudnn, p, /*accumulating=*/false, /*stats=*/true);
+    if (!g)
+      return {};
+    return candidatesOf(ctx, p, *g, "cudnn+stats:", sums);
+  } catch (const std::exception &) {
+    return {}; // no engine computes the statistics: the batch norm reads y for them
+  }
+}
+
+std::vector<tuning::CompileJob> statsCompileJobs(const DeviceContext &ctx, const Problem &p, size_t count) {
+  if (!statsTaken(p))
+    return {};
+  const GraphSettings settings = settingsOf(ctx);
+  return frontend::compileAheadJobs(tuning::cachePath(ctx), signature(p), "cudnn+stats:", count,
+                                    [settings, p](cudnnHandle_t handle) { return makeGraph(settings, handle, p, false, true); });
 }
 
 RunFn runChoice(DeviceContext &ctx, tuning::Choice choice) {

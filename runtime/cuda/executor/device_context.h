@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <unordered_set>
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -115,6 +116,21 @@ struct DeviceContext {
   // reports (an accumulating data gradient's under its output: cudnn/convolution.cpp). Kernels
   // are built in plan order, forward first.
   std::unordered_map<uint32_t, std::string> layerChoices;
+
+  // A forward convolution whose output a fused batch-norm-ReLU normalises can also compute that
+  // output's per-channel sum and sum of squares in its epilogue (cudnn/convolution_stats.cpp). Its
+  // builder leaves both ways here, under the output's id, and runs the plain one unless
+  // `useStats` is set; the batch norm's builder, built later in plan order, times the pair each
+  // way with its own ways (cudnn/batch_norm_relu.cpp) and sets it when the statistics from the
+  // convolution win. The sums ([2][C] floats: sum, then sum of squares) live for the plan.
+  struct ConvStatsOffer {
+    std::function<Status(void *)> plain, withStats; // each run with a workspace
+    size_t plainWorkspace = 0, statsWorkspace = 0;
+    float *sums = nullptr;
+    std::string signature; // the convolution's, for the pair's tuning key
+    std::shared_ptr<bool> useStats;
+  };
+  std::unordered_map<uint32_t, ConvStatsOffer> convStatsOffers;
 
   // What the per-layer tuner chose for each kernel, for the backend's report (kernelChoices):
   // the backend sets buildingKernel to the plan index of the kernel it is building (-1

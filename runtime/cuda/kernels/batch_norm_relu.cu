@@ -195,6 +195,21 @@ __global__ void statsFinishKernel(const void *x, int dt, const float *partial, i
   }
 }
 
+// Per channel: mean and inv_std from the sum and the sum of squares of x over `rows` rows
+// (sums [2][C], computed elsewhere: a convolution's epilogue), and a = scale inv_std. The variance
+// E[x^2] - E[x]^2 in fp64 from the fp32 sums: without a shift it loses the digits the mean's
+// square shares with E[x^2], harmless while |mean| stays within a few hundred standard deviations.
+__global__ void sumsFinishKernel(const float *sums, int64_t rows, int64_t C, double eps, const float *scale,
+                                 float *mean, float *invStd, float *coef) {
+  CASTOR_GRID_LOOP(c, C) {
+    const double m = double(rows), d = double(sums[c]) / m;
+    const double var = fmax(double(sums[C + c]) / m - d * d, 0.0);
+    const float is = float(1.0 / sqrt(var + eps));
+    mean[c] = float(d), invStd[c] = is;
+    coef[c] = coefOf(scale[c], is);
+  }
+}
+
 // relu(t) (hi infinite) or clip(t, 0, hi); NaN stays NaN.
 __device__ __forceinline__ float activated(float t, float hi) {
   return t > 0.f ? (t < hi ? t : hi) : (t != t ? t : 0.f);
@@ -432,6 +447,24 @@ cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, R
     const Tiling a = elementwiseTiling(applyRowsKernel<T, V, true>, rows, C, V);
     applyRowsKernel<T, V, true><<<a.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), static_cast<const T *>(z.p),
                                                           static_cast<T *>(y.p), w.coef, mean, bias, rows, C, a.P,
+                                                          a.PB, a.RB, clipMax);
+    return cudaGetLastError();
+  });
+}
+
+cudaError_t bnReluForwardFromSums(Ref x, Ref z, const float *scale, const float *bias, const float *sums, Ref y,
+                                  float *mean, float *invStd, int64_t rows, int64_t C, double eps, float clipMax,
+                                  void *workspace, cudaStream_t s) {
+  if (x.dt != y.dt || (z.p && z.dt != x.dt) || (z.p && clipMax < kInfinity))
+    return cudaErrorInvalidValue;
+  float *coef = static_cast<float *>(workspace);
+  sumsFinishKernel<<<gridFor(C), kThreads, 0, s>>>(sums, rows, C, eps, scale, mean, invStd, coef);
+  return withDataType(x.dt, C, [&](auto tag, auto vec) {
+    using T = typename decltype(tag)::type;
+    constexpr int V = decltype(vec)::value;
+    const Tiling a = elementwiseTiling(applyRowsKernel<T, V, true>, rows, C, V);
+    applyRowsKernel<T, V, true><<<a.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), static_cast<const T *>(z.p),
+                                                          static_cast<T *>(y.p), coef, mean, bias, rows, C, a.P,
                                                           a.PB, a.RB, clipMax);
     return cudaGetLastError();
   });

@@ -22,6 +22,14 @@ size_t bnReluWorkspaceBytes(int64_t rows, int64_t C);
 cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, Ref y, float *mean, float *invStd,
                           int64_t rows, int64_t C, double eps, float clipMax, void *workspace, cudaStream_t s);
 
+// The same forward with x's per-channel sum and sum of squares given (sums [2][C] over the rows,
+// from a convolution's epilogue: cudnn/convolution_stats.cpp) instead of a pass over x: one
+// element-wise pass. mean and inv_std from E[x] and E[x^2] - E[x]^2 (in fp64 from the fp32 sums).
+// workspace: C floats.
+cudaError_t bnReluForwardFromSums(Ref x, Ref z, const float *scale, const float *bias, const float *sums, Ref y,
+                                  float *mean, float *invStd, int64_t rows, int64_t C, double eps, float clipMax,
+                                  void *workspace, cudaStream_t s);
+
 // batch_norm_apply: x, z (z.p null: no residual), scale, bias, mean, inv_std -> y for x = [A, C, B]
 // (channels last: B = 1), t = (x - mean) scale inv_std + bias rounded to the data dtype, then
 // + z (rounded), then when `relu` relu (an infinite clipMax) or ReLU6's clip(t, 0, clipMax) (no
