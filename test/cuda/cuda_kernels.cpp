@@ -83,6 +83,34 @@ struct Case : test::PlanBuilder {
   }
 };
 
+// The fused batch-norm-ReLU forward and backward over x (data dt, per-channel tensors pt) as a
+// training step has them (the backward reads the forward's y and statistics), with the residual z
+// when `residual` and ReLU6's clip at 1 when `clip`. Returns the ids of scale, bias and z (0
+// without).
+struct BatchNormInputs {
+  uint32_t scale, bias, z;
+};
+BatchNormInputs addBatchNormReluPair(Case &c, uint32_t x, const std::vector<int64_t> &xs, plan::DType dt, plan::DType pt,
+                              bool residual, bool clip) {
+  const int64_t C = xs[1];
+  std::map<std::string, plan::Attr> eps = {{"epsilon", flt(1e-3)}};
+  if (clip)
+    eps["clip_max"] = flt(1.0);
+  const uint32_t scale = c.in("scale", {C}, pt), bias = c.in("bias", {C}, pt);
+  const uint32_t y = c.out("y", xs, dt), mean = c.out("mean", {C}, pt), invStd = c.out("inv_std", {C}, pt);
+  std::vector<uint32_t> fwdIn = {x, scale, bias},
+                        bwdOut = {c.out("dx", xs, dt), c.out("dscale", {C}, pt), c.out("dbias", {C}, pt)};
+  uint32_t z = 0;
+  if (residual) {
+    z = c.in("z", xs, dt);
+    fwdIn.push_back(z);
+    bwdOut.push_back(c.out("dz", xs, dt));
+  }
+  c.kernel("batch_norm_relu_training", fwdIn, {y, mean, invStd}, eps);
+  c.kernel("batch_norm_relu_training_backward", {c.in("dy", xs, dt), x, y, scale, bias, mean, invStd}, bwdOut, eps);
+  return {scale, bias, z};
+}
+
 std::vector<Case> cases() {
   using plan::F16;
   using plan::F32;
@@ -526,23 +554,10 @@ std::vector<Case> cases() {
         c.perFusedBn = true;
         const int64_t N = 8, Cin = 16, C = 32, H = 12, W = 10;
         const std::vector<int64_t> xs = {N, C, H, W};
-        std::map<std::string, plan::Attr> eps = {{"epsilon", flt(1e-3)}};
-        if (clip)
-          eps["clip_max"] = flt(1.0);
         const uint32_t in = c.in("in", {N, Cin, H, W}, dt), w = c.in("w", {C, Cin, 3, 3}, dt);
         const uint32_t x = c.out("x", xs, dt);
         c.kernel("conv2d", {in, w}, {x}, {{"pads", ints({1, 1, 1, 1})}});
-        const uint32_t scale = c.in("scale", {C}, F32), bias = c.in("bias", {C}, F32);
-        const uint32_t y = c.out("y", xs, dt), mean = c.out("mean", {C}, F32), invStd = c.out("inv_std", {C}, F32);
-        std::vector<uint32_t> fwdIn = {x, scale, bias}, bwdOut = {c.out("dx", xs, dt), c.out("dscale", {C}, F32),
-                                                                  c.out("dbias", {C}, F32)};
-        if (residual) {
-          fwdIn.push_back(c.in("z", xs, dt));
-          bwdOut.push_back(c.out("dz", xs, dt));
-        }
-        c.kernel("batch_norm_relu_training", fwdIn, {y, mean, invStd}, eps);
-        c.kernel("batch_norm_relu_training_backward", {c.in("dy", xs, dt), x, y, scale, bias, mean, invStd}, bwdOut,
-                 eps);
+        addBatchNormReluPair(c, x, xs, dt, F32, residual, clip);
       });
     }
   // The fused batch-norm-ReLU, forward and backward in one plan (the backward reads the
@@ -570,20 +585,8 @@ std::vector<Case> cases() {
         c.perFusedBn = true;
         const plan::DType dt = l.dt, pt = dt == plan::F64 ? plan::F64 : F32; // data, per-channel
         const std::vector<int64_t> xs = l.xs;
-        std::map<std::string, plan::Attr> eps = {{"epsilon", flt(1e-3)}};
-        if (clip)
-          eps["clip_max"] = flt(1.0);
-        const uint32_t x = c.in("x", xs, dt), scale = c.in("scale", {C}, pt), bias = c.in("bias", {C}, pt);
-        const uint32_t y = c.out("y", xs, dt), mean = c.out("mean", {C}, pt), invStd = c.out("inv_std", {C}, pt);
-        std::vector<uint32_t> fwdIn = {x, scale, bias}, bwdOut = {c.out("dx", xs, dt), c.out("dscale", {C}, pt),
-                                                                  c.out("dbias", {C}, pt)};
-        if (residual) {
-          fwdIn.push_back(c.in("z", xs, dt));
-          bwdOut.push_back(c.out("dz", xs, dt));
-        }
-        c.kernel("batch_norm_relu_training", fwdIn, {y, mean, invStd}, eps);
-        c.kernel("batch_norm_relu_training_backward", {c.in("dy", xs, dt), x, y, scale, bias, mean, invStd}, bwdOut,
-                 eps);
+        const uint32_t x = c.in("x", xs, dt);
+        const BatchNormInputs bn = addBatchNormReluPair(c, x, xs, dt, pt, residual, clip);
         if (!residual)
           return;
         // z kept 0.05 away from -t (t = the batch norm of x): cuDNN's fused kernel adds z to t in
@@ -616,7 +619,7 @@ std::vector<Case> cases() {
                 zv[at] += 0.1;
             }
         }
-        c.inputs[x] = xv, c.inputs[scale] = sv, c.inputs[bias] = bv, c.inputs[fwdIn[3]] = zv;
+        c.inputs[x] = xv, c.inputs[bn.scale] = sv, c.inputs[bn.bias] = bv, c.inputs[bn.z] = zv;
       });
     }
   }

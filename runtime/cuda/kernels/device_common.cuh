@@ -173,6 +173,33 @@ template <typename T> constexpr int kVec = 16 / int(sizeof(T));
 
 inline bool aligned(const void *p, size_t bytes) { return (reinterpret_cast<uintptr_t>(p) % bytes) == 0; }
 
+// --- Conversions ---------------------------------------------------------------------------------
+
+// y[i] = x[i] converted to Tout (through double where either side is f64, else float), for this
+// thread's share of [0, n): i = first, first + stride, ...; four at a time where `vec` (x and y
+// aligned for packs of four). The one conversion of a cast, whichever kernel runs it.
+template <typename Tin, typename Tout>
+__device__ __forceinline__ void convertRange(const Tin *x, Tout *y, int64_t n, int64_t first, int64_t stride,
+                                             bool vec) {
+  constexpr int V = 4;
+  using A = std::conditional_t<std::is_same_v<Acc<Tin>, double> || std::is_same_v<Acc<Tout>, double>, double, float>;
+  int64_t start = 0;
+  if (vec) {
+    const int64_t nv = n / V;
+    for (int64_t i = first; i < nv; i += stride) {
+      const Pack<Tin, V> px = reinterpret_cast<const Pack<Tin, V> *>(x)[i];
+      Pack<Tout, V> r;
+#pragma unroll
+      for (int k = 0; k < V; ++k)
+        r.v[k] = fromAcc<Tout>(A(toAcc(px.v[k])));
+      reinterpret_cast<Pack<Tout, V> *>(y)[i] = r;
+    }
+    start = nv * V;
+  }
+  for (int64_t i = start + first; i < n; i += stride)
+    y[i] = fromAcc<Tout>(A(toAcc(x[i])));
+}
+
 // --- Block reductions ----------------------------------------------------------------------------
 
 template <typename A> __device__ __forceinline__ A warpSum(A v) {

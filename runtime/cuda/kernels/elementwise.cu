@@ -232,24 +232,7 @@ bool isFlat(const Broadcast &bc) { return bc.rank == 1 && bc.sa[0] == 1 && bc.sb
 // --- Conversions -----------------------------------------------------------------------------------
 
 template <typename Tin, typename Tout> __global__ void convertKernel(const Tin *x, Tout *y, int64_t n, bool vec) {
-  constexpr int V = 4;
-  using A = std::conditional_t<std::is_same_v<Acc<Tin>, double> || std::is_same_v<Acc<Tout>, double>, double, float>;
-  const int64_t tid = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = int64_t(blockDim.x) * gridDim.x;
-  int64_t start = 0;
-  if (vec) {
-    const int64_t nv = n / V;
-    for (int64_t i = tid; i < nv; i += stride) {
-      const Pack<Tin, V> px = reinterpret_cast<const Pack<Tin, V> *>(x)[i];
-      Pack<Tout, V> r;
-#pragma unroll
-      for (int k = 0; k < V; ++k)
-        r.v[k] = fromAcc<Tout>(A(toAcc(px.v[k])));
-      reinterpret_cast<Pack<Tout, V> *>(y)[i] = r;
-    }
-    start = nv * V;
-  }
-  for (int64_t i = start + tid; i < n; i += stride)
-    y[i] = fromAcc<Tout>(A(toAcc(x[i])));
+  convertRange(x, y, n, int64_t(blockIdx.x) * blockDim.x + threadIdx.x, int64_t(blockDim.x) * gridDim.x, vec);
 }
 
 template <typename T> __global__ void fillKernel(T *y, int64_t n, double value, bool vec) {

@@ -337,31 +337,17 @@ __global__ void unscaleAllKernel(const TensorEntry *tensors, const ChunkEntry *c
     stAny(found, 0, 1.0);
 }
 
-// Casts, table entry t to entry count + t, all of one dtype pair (Tin -> Tout): element for
-// element convertKernel's conversion, 4 elements a thread where both sides are aligned for it.
+// Casts, table entry t to entry count + t, all of one dtype pair (Tin -> Tout): each chunk
+// converted as the single cast's kernel converts (convertRange).
 template <typename Tin, typename Tout>
 __global__ void castAllKernel(const TensorEntry *tensors, int count, const ChunkEntry *chunks, int chunkCount) {
-  constexpr int V = 4;
-  using A = std::conditional_t<std::is_same_v<Acc<Tin>, double> || std::is_same_v<Acc<Tout>, double>, double, float>;
   for (int k = blockIdx.x; k < chunkCount; k += gridDim.x) {
     const ChunkEntry ch = chunks[k];
     const Tin *x = static_cast<const Tin *>(tensors[ch.tensor].p) + ch.start;
     Tout *y = static_cast<Tout *>(tensors[count + ch.tensor].p) + ch.start;
-    int64_t start = 0;
-    if (reinterpret_cast<uintptr_t>(x) % (V * sizeof(Tin)) == 0 && reinterpret_cast<uintptr_t>(y) % (V * sizeof(Tout)) == 0) {
-      const int64_t nv = ch.count / V;
-      for (int64_t i = threadIdx.x; i < nv; i += blockDim.x) {
-        const Pack<Tin, V> px = reinterpret_cast<const Pack<Tin, V> *>(x)[i];
-        Pack<Tout, V> r;
-#pragma unroll
-        for (int j = 0; j < V; ++j)
-          r.v[j] = fromAcc<Tout>(A(toAcc(px.v[j])));
-        reinterpret_cast<Pack<Tout, V> *>(y)[i] = r;
-      }
-      start = nv * V;
-    }
-    for (int64_t i = start + threadIdx.x; i < ch.count; i += blockDim.x)
-      y[i] = fromAcc<Tout>(A(toAcc(x[i])));
+    const bool vec = reinterpret_cast<uintptr_t>(x) % (4 * sizeof(Tin)) == 0 &&
+                     reinterpret_cast<uintptr_t>(y) % (4 * sizeof(Tout)) == 0;
+    convertRange(x, y, int64_t(ch.count), int64_t(threadIdx.x), int64_t(blockDim.x), vec);
   }
 }
 
