@@ -162,12 +162,6 @@ Expected<RunFn> withBias(DeviceContext &ctx, const Problem &p, RunFn run) {
 
 namespace {
 
-// How many of the fused graph's runtime-compiled engines the tuner may build for one layer.
-// cuDNN offers the dgrad -> add graph only through such engines; on the H200 (ResNet-50 fp16, 8
-// signatures, 24 engines) their first compilation on a machine costs about 5 s, 0.9 s once the
-// machine has compiled them before, nothing once their plans are on disk
-// (tuning/compiled_plans.h); they won every layer against the convolution and a separate add.
-constexpr size_t kCompiledFusedCandidates = 3;
 // The name of the candidate that runs the plain convolution, then the add.
 constexpr const char *kUnfusedPrefix = "unfused:";
 

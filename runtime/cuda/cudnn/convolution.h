@@ -12,6 +12,13 @@ namespace castor::cuda::conv {
 
 enum class Pass { Forward, BackwardData, BackwardFilter };
 
+// How many of a fused graph's runtime-compiled engines the tuner may build for one layer (the
+// dgrad -> add and the conv_fprop -> genstats graphs run only through such engines). On the H200
+// (ResNet-50 fp16, 8 dgrad + add signatures, 24 engines) their first compilation on a machine
+// costs about 5 s, 0.9 s once the machine has compiled them before, nothing once their plans are
+// on disk (tuning/compiled_plans.h).
+constexpr size_t kCompiledFusedCandidates = 3;
+
 // One convolution in forward terms: x [N,C,H,W] (*) w [K,C/g,R,S] -> y [N,K,P,Q]. For the data
 // gradient x is dx (written) and y is dy (read); for the filter gradient w is dw (written).
 struct Problem {

@@ -17,9 +17,6 @@ namespace {
 
 // Persistent buffers of the sums: a tag of their own beside the builders' scratch tags.
 constexpr uint32_t kTagConvStats = 0xE;
-// As the accumulating data gradient's: the genstats graph runs only through runtime-compiled
-// engines, which the tuner builds at most this many of per layer.
-constexpr size_t kCompiledStatsCandidates = 3;
 
 bool disabled() {
   const char *v = std::getenv("CASTOR_CONV_STATS");
@@ -52,7 +49,7 @@ Expected<RunFn> offerStats(DeviceContext &ctx, const Problem &p, tuning::Choice 
   std::vector<tuning::Candidate> candidates = statsCandidates(ctx, p, sums);
   std::optional<tuning::Choice> stats;
   if (!candidates.empty()) {
-    auto chosen = tuning::choose(ctx, statsKey(p), candidates, kCompiledStatsCandidates);
+    auto chosen = tuning::choose(ctx, statsKey(p), candidates, kCompiledFusedCandidates);
     if (chosen)
       stats = std::move(*chosen);
   }
