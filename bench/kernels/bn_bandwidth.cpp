@@ -94,6 +94,8 @@ int main(int argc, char **argv) {
     check(cudaMalloc(&p, most * esize), "cudaMalloc");
     check(cudaMemset(p, 0x3c, most * esize), "cudaMemset"); // 1.0 in f16, a normal value in the others
   }
+  uint8_t *mask = nullptr; // the ReLU's mask a forward with the residual records
+  check(cudaMalloc(reinterpret_cast<void **>(&mask), most), "cudaMalloc");
   float *chan = nullptr;
   check(cudaMalloc(reinterpret_cast<void **>(&chan), 8 * 2048 * sizeof(float)), "cudaMalloc");
   check(cudaMemset(chan, 0, 8 * 2048 * sizeof(float)), "cudaMemset");
@@ -111,14 +113,22 @@ int main(int argc, char **argv) {
     const float copy = timeIt([&] { return cudaMemcpyAsync(y.p, x.p, size_t(bytes), cudaMemcpyDeviceToDevice, s); },
                               iters, s);
     const float fwd = timeIt(
-        [&] { return bnReluForward(x, z, scale, bias, y, mean, invStd, rows, C, 1e-5, kRelu, ws, s); }, iters, s);
+        [&] { return bnReluForward(x, z, scale, bias, y, mean, invStd, nullptr, rows, C, 1e-5, kRelu, ws, s); }, iters,
+        s);
     const float apply = timeIt(
         [&] { return bnApply(x, z, scale, bias, mean, invStd, y, rows, C, 1, true, kRelu, static_cast<float *>(ws), s); },
         iters, s);
     const float bwd = timeIt([&] {
       // Without residual the mask is recomputed from x (no y read).
-      return bnReluBackward(dy, x, sh.residual ? y : Ref{}, scale, bias, mean, invStd, dx, dz, dscale, dbias, rows, C,
-                            kRelu, ws, s);
+      return bnReluBackward(dy, x, sh.residual ? y : Ref{}, nullptr, scale, bias, mean, invStd, dx, dz, dscale, dbias,
+                            rows, C, kRelu, ws, s);
+    }, iters, s);
+    // With the residual: the forward recording the ReLU's mask, the backward reading it instead of y.
+    const float fwdMask = !sh.residual ? 0.f : timeIt([&] {
+      return bnReluForward(x, z, scale, bias, y, mean, invStd, mask, rows, C, 1e-5, kRelu, ws, s);
+    }, iters, s);
+    const float bwdMask = !sh.residual ? 0.f : timeIt([&] {
+      return bnReluBackward(dy, x, Ref{}, mask, scale, bias, mean, invStd, dx, dz, dscale, dbias, rows, C, kRelu, ws, s);
     }, iters, s);
     // Bytes each must move at the least: the forward reads x twice (statistics, apply) and z,
     // writes y; the backward reads dy, x (and y after a residual) twice and writes dx (and dz).
@@ -132,6 +142,11 @@ int main(int argc, char **argv) {
     line("apply", apply, 2 + z1);
     line("stats (forward - apply)", fwd - apply, 1);
     line("backward", bwd, 5 + 3 * z1);
+    if (sh.residual) {
+      const double maskTensors = 1.0 / 16; // a bit an element in f16/bf16, 4 bits in f32: 1/16 of the data
+      line("forward recording the mask", fwdMask, 4 + maskTensors);
+      line("backward from the mask", bwdMask, 6 + 2 * maskTensors);
+    }
     cudaFree(ws);
   }
   return 0;

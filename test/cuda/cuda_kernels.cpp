@@ -544,10 +544,13 @@ std::vector<Case> cases() {
   // A convolution whose output the fused batch-norm-ReLU normalises, forward and backward: in the
   // nhwc layout the convolution may compute the statistics in its epilogue (cuDNN's genstats) and
   // the batch norm read them (the conv-stats way, forced or the tuner's choice); the nchw layout,
-  // and the other ways, compute them from y. relu and ReLU6's clip; the residual's form is in the
-  // cases below, whose z is kept away from the ReLU's edge (cuDNN's fused kernel adds it unrounded).
+  // and the other ways, compute them from y. relu, relu with the residual z and ReLU6's clip. z is
+  // +-4 at random and t = xhat / 2 (scale 1/2, bias 0; xhat of a convolution of normal data stays
+  // within a few units), so that the ReLU's mask is z's
+  // sign whatever each way rounds t to (cuDNN's fused kernel adds z unrounded, the statistics from
+  // the sums round otherwise), a mask the own forward records bit by bit for its backward.
   for (plan::DType dt : {F16, plan::BF16})
-    for (int form = 0; form < 3; form += 2) {
+    for (int form = 0; form < 3; ++form) {
       const bool residual = form == 1, clip = form == 2;
       const std::string t = std::string(residual ? " + z " : clip ? " clip_max=1 " : " ") + plan::dtypeName(dt);
       add("conv2d + batch_norm_relu_training + backward" + t, [&, dt, residual, clip](Case &c) {
@@ -557,7 +560,16 @@ std::vector<Case> cases() {
         const uint32_t in = c.in("in", {N, Cin, H, W}, dt), w = c.in("w", {C, Cin, 3, 3}, dt);
         const uint32_t x = c.out("x", xs, dt);
         c.kernel("conv2d", {in, w}, {x}, {{"pads", ints({1, 1, 1, 1})}});
-        addBatchNormReluPair(c, x, xs, dt, F32, residual, clip);
+        const BatchNormInputs bn = addBatchNormReluPair(c, x, xs, dt, F32, residual, clip);
+        if (!residual)
+          return;
+        std::mt19937_64 rng(std::hash<std::string>{}(c.name));
+        std::vector<double> zv(size_t(N * C * H * W));
+        for (double &e : zv)
+          e = rng() & 1 ? 4.0 : -4.0;
+        c.inputs[bn.z] = zv;
+        c.inputs[bn.scale] = std::vector<double>(size_t(C), 0.5);
+        c.inputs[bn.bias] = std::vector<double>(size_t(C), 0.0);
       });
     }
   // The fused batch-norm-ReLU, forward and backward in one plan (the backward reads the

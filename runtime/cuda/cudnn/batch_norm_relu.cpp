@@ -15,7 +15,10 @@
 // - own: Castor's fused kernels (kernels/batch_norm_relu.cu) for channels-last f32/f16/bf16 data:
 //   a per-channel reduction and one element-wise pass each way, ReLU, residual add and the
 //   residual's gradient included; they take the layers cuDNN's fused kernel does not (bf16, C not
-//   a multiple of 4).
+//   a multiple of 4). With a residual the forward records the ReLU's mask (a bit an element in
+//   f16/bf16) for the backward, which reads it instead of y: kept beside the arena under the
+//   saved inverse std (tag kTagBnReluMask) while the plan's workspace limit has room, else the
+//   backward reads y.
 // - conv-stats: where the convolution that produces x offers its output's per-channel sums from
 //   its epilogue (DeviceContext::ConvStatsOffer, cudnn/convolution_stats.cpp), the own kernels'
 //   forward from those sums (one element-wise pass instead of two) and their backward. The
@@ -46,6 +49,7 @@
 #include "cuda/cudnn/batch_norm.h"
 #include "cuda/cudnn/builders.h"
 #include "cuda/kernels/batch_norm_relu.h"
+#include "cuda/kernels/builders.h"
 #include "cuda/kernels/elementwise.h"
 
 #include "plan/op_attrs.h"
@@ -370,34 +374,71 @@ Rows rowsOf(const Tensor &x) {
 const float *f32(const DeviceContext &c, const Tensor *t) { return reinterpret_cast<const float *>(c.ptr(t)); }
 float *f32Out(const DeviceContext &c, const Tensor *t) { return reinterpret_cast<float *>(c.ptr(t)); }
 
+// The key of the ReLU's mask the own forward of the layer with this saved inverse std records.
+uint32_t maskKey(const Tensor *invStd) { return uint32_t(own::kTagBnReluMask) << 28 | invStd->id(); }
+
+// The buffer an own forward with a residual records the ReLU's mask in, when the plan holds its
+// backward and the budget beside the arena has room for it; null otherwise (no mask: the backward
+// reads y).
+// CASTOR_BN_RELU_MASK=0 turns the mask off (A/B measurements).
+uint8_t *recordedMask(DeviceContext &ctx, const TensorList &in, const TensorList &out, bool backwardInPlan) {
+  static const bool off = [] {
+    const char *v = std::getenv("CASTOR_BN_RELU_MASK");
+    return v && std::string(v) == "0";
+  }();
+  if (off || in.size() != 4 || !backwardInPlan || out[2]->id() >= (1u << 28))
+    return nullptr;
+  if (auto it = ctx.persistent.find(maskKey(out[2])); it != ctx.persistent.end())
+    return static_cast<uint8_t *>(it->second.first); // another way's candidate asked first
+  const Rows g = rowsOf(*in[0]);
+  const size_t bytes = bnReluMaskBytes(int(in[0]->dtype()), g.rows, g.C);
+  if (bytes == 0 || (ctx.besideArenaBudget && ctx.persistentBytes + bytes + ctx.workspaceBytes +
+                                                      DeviceContext::kSmallBufferShare >
+                                                  ctx.besideArenaBudget))
+    return nullptr;
+  auto p = ctx.persistentBuffer(maskKey(out[2]), bytes);
+  return p ? static_cast<uint8_t *>(*p) : nullptr;
+}
+
+// The mask the own forward of this backward's layer recorded, or null.
+const uint8_t *maskOfForward(const DeviceContext &ctx, const Tensor *invStd) {
+  if (invStd->id() >= (1u << 28))
+    return nullptr;
+  auto it = ctx.persistent.find(maskKey(invStd));
+  return it == ctx.persistent.end() ? nullptr : static_cast<const uint8_t *>(it->second.first);
+}
+
 Expected<RunFn> ownForward(DeviceContext &ctx, const plan::BatchNormParams &a, const TensorList &in,
-                           const TensorList &out, float clipMax) {
+                           const TensorList &out, float clipMax, bool backwardInPlan) {
   const Tensor *x = in[0], *scale = in[1], *bias = in[2], *z = in.size() == 4 ? in[3] : nullptr;
   const Tensor *y = out[0], *mean = out[1], *invStd = out[2];
   const Rows g = rowsOf(*x);
+  uint8_t *mask = recordedMask(ctx, in, out, backwardInPlan);
   ctx.requestWorkspace(bnReluWorkspaceBytes(g.rows, g.C));
   DeviceContext *c = &ctx; // captured by the RunFn: the context outlives it
   const double eps = a.epsilon;
   return RunFn([=]() -> Status {
     return cudaStatus(bnReluForward(c->ref(x), z ? c->ref(z) : Ref{}, f32(*c, scale), f32(*c, bias), c->ref(y),
-                                    f32Out(*c, mean), f32Out(*c, invStd), g.rows, g.C, eps, clipMax, c->workspace,
-                                    c->stream),
+                                    f32Out(*c, mean), f32Out(*c, invStd), mask, g.rows, g.C, eps, clipMax,
+                                    c->workspace, c->stream),
                       "the own batch-norm-ReLU forward");
   });
 }
 
 // The own forward from the sums the convolution's epilogue computed.
 Expected<RunFn> statsForward(DeviceContext &ctx, const plan::BatchNormParams &a, const TensorList &in,
-                             const TensorList &out, float clipMax, const float *sums) {
+                             const TensorList &out, float clipMax, const float *sums, bool backwardInPlan) {
   const Tensor *x = in[0], *scale = in[1], *bias = in[2], *z = in.size() == 4 ? in[3] : nullptr;
   const Tensor *y = out[0], *mean = out[1], *invStd = out[2];
   const Rows g = rowsOf(*x);
+  uint8_t *mask = recordedMask(ctx, in, out, backwardInPlan);
   ctx.requestWorkspace(sizeof(float) * size_t(g.C));
   DeviceContext *c = &ctx; // captured by the RunFn: the context outlives it
   const double eps = a.epsilon;
   return RunFn([=]() -> Status {
     return cudaStatus(bnReluForwardFromSums(c->ref(x), z ? c->ref(z) : Ref{}, f32(*c, scale), f32(*c, bias), sums,
-                                            c->ref(y), f32Out(*c, mean), f32Out(*c, invStd), g.rows, g.C, eps, clipMax,
+                                            c->ref(y), f32Out(*c, mean), f32Out(*c, invStd), mask, g.rows, g.C, eps,
+                                            clipMax,
                                             c->workspace, c->stream),
                       "the own batch-norm-ReLU forward from the convolution's sums");
   });
@@ -405,17 +446,18 @@ Expected<RunFn> statsForward(DeviceContext &ctx, const plan::BatchNormParams &a,
 
 // After a forward without residual the own backward recomputes the ReLU's mask from x instead of
 // reading y (kernels/batch_norm_relu.h): y = relu(t) passes where t does; ReLU6's where
-// 0 <= t <= clipMax.
+// 0 <= t <= clipMax. After one with a residual it reads the mask the forward recorded, else y.
 Expected<RunFn> ownBackward(DeviceContext &ctx, const TensorList &in, const TensorList &out, bool forwardAddedResidual,
                             float clipMax) {
-  const Tensor *dy = in[0], *x = in[1], *y = forwardAddedResidual ? in[2] : nullptr, *scale = in[3], *bias = in[4],
-               *mean = in[5], *invStd = in[6];
+  const uint8_t *mask = forwardAddedResidual ? maskOfForward(ctx, in[6]) : nullptr;
+  const Tensor *dy = in[0], *x = in[1], *y = forwardAddedResidual && !mask ? in[2] : nullptr, *scale = in[3],
+               *bias = in[4], *mean = in[5], *invStd = in[6];
   const Tensor *dx = out[0], *dscale = out[1], *dbias = out[2], *dz = out.size() == 4 ? out[3] : nullptr;
   const Rows g = rowsOf(*x);
   ctx.requestWorkspace(bnReluWorkspaceBytes(g.rows, g.C));
   DeviceContext *c = &ctx;
   return RunFn([=]() -> Status {
-    return cudaStatus(bnReluBackward(c->ref(dy), c->ref(x), y ? c->ref(y) : Ref{}, f32(*c, scale), f32(*c, bias),
+    return cudaStatus(bnReluBackward(c->ref(dy), c->ref(x), y ? c->ref(y) : Ref{}, mask, f32(*c, scale), f32(*c, bias),
                                      f32(*c, mean), f32(*c, invStd), c->ref(dx), dz ? c->ref(dz) : Ref{},
                                      f32Out(*c, dscale), f32Out(*c, dbias), g.rows, g.C, clipMax, c->workspace,
                                      c->stream),
@@ -482,8 +524,8 @@ Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::Ba
     cand.build = [c, &k, a, clipMax, in, out, f, bwd, way, built, offer]() -> Expected<tuning::Executable> {
       c->workspaceBytes = 0;
       auto fwd = way == kFused       ? fusedForward(*c, a, in, out, *f)
-                 : way == kOwn       ? ownForward(*c, a, in, out, clipMax)
-                 : way == kConvStats ? statsForward(*c, a, in, out, clipMax, offer->sums)
+                 : way == kOwn       ? ownForward(*c, a, in, out, clipMax, true)
+                 : way == kConvStats ? statsForward(*c, a, in, out, clipMax, offer->sums, true)
                                      : composedForward(*c, k, in, out, clipMax);
       const size_t forwardWorkspace = c->workspaceBytes;
       if (!fwd)
@@ -546,6 +588,8 @@ Expected<RunFn> tunedForward(DeviceContext &ctx, const Kernel &k, const plan::Ba
     ctx.releasePersistentBuffer(out[2]->id());
   if (way != kComposed)
     ctx.releasePersistentBuffer(out[1]->id());
+  if (way != kOwn && way != kConvStats && out[2]->id() < (1u << 28))
+    ctx.releasePersistentBuffer(maskKey(out[2]));
   const Built &winner = built->at(way);
   ctx.requestWorkspace(winner.forwardWorkspace);
   if (offer)
@@ -587,16 +631,17 @@ Expected<RunFn> buildForward(DeviceContext &ctx, const Kernel &k, const TensorLi
       ctx.layerChoices[layer] = f->ops == CUDNN_BATCHNORM_OPS_BN_ADD_ACTIVATION ? kFusedAdd : kFused;
     return run;
   }
+  const bool backwardInPlan = backwardOf(ctx, out[1]).has_value();
   if (forced == kOwn && own) {
     ctx.layerChoices[layer] = kOwn;
-    return ownForward(ctx, *a, in, out, clipMax);
+    return ownForward(ctx, *a, in, out, clipMax, backwardInPlan);
   }
   auto offerIt = ctx.convStatsOffers.find(in[0]->id());
   const DeviceContext::ConvStatsOffer *offer = offerIt == ctx.convStatsOffers.end() ? nullptr : &offerIt->second;
   if (forced == kConvStats && own && offer) {
     *offer->useStats = true;
     ctx.layerChoices[layer] = kConvStats;
-    return statsForward(ctx, *a, in, out, clipMax, offer->sums);
+    return statsForward(ctx, *a, in, out, clipMax, offer->sums, backwardInPlan);
   }
   auto bwd = backwardOf(ctx, out[1]);
   if (forced.empty() && (f || own) && bwd)

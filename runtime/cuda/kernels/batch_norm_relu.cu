@@ -6,6 +6,8 @@
 // (deterministic for a given GPU); they cover at most kReducePacks packs of a row per block, so
 // that a wide layer with few rows (C = 2048 at 7x7) writes few partials, and the merge reads
 // them coalesced. The element-wise passes keep their pack's per-channel coefficients in registers.
+// A forward with a residual can record the ReLU's mask, a byte per pack of a row (bit j: channel j
+// of the pack passed), which its backward reads instead of y: an eighth of y's bytes in f16.
 #include "cuda/kernels/batch_norm_relu.h"
 #include "cuda/kernels/device_common.cuh"
 
@@ -226,8 +228,10 @@ __device__ __forceinline__ bool activationPasses(float t, bool clip, float hi) {
 // packs in flight, so that the pass streams at memory speed without a division per pack.
 // t = (x - mean) coef + bias rounded to T, then + z (rounded), then when Relu relu, or with a
 // finite `hi` ReLU6's clip to [0, hi].
+// With `mask`, bit j of mask[row P + pack] records whether element j of the pack's stored y is
+// above 0 (the ReLU passed).
 template <typename T, int V, bool Relu>
-__global__ void applyRowsKernel(const T *x, const T *z, T *y, const float *coef, const float *mean,
+__global__ void applyRowsKernel(const T *x, const T *z, T *y, uint8_t *mask, const float *coef, const float *mean,
                                 const float *bias, int64_t rows, int64_t C, int P, int PB, int RB, float hi) {
   constexpr int U = 4;
   const int tp = int(threadIdx.x) % PB, tr = int(threadIdx.x) / PB;
@@ -258,6 +262,13 @@ __global__ void applyRowsKernel(const T *x, const T *z, T *y, const float *coef,
           r.v[u][j] = !Relu ? t : activated(t, hi);
         }
         store<T, V>(y + row * C + c0, r.v[u]);
+        if (mask) {
+          unsigned bits = 0;
+#pragma unroll
+          for (int j = 0; j < V; ++j)
+            bits |= unsigned(toAcc(fromAcc<T>(r.v[u][j])) > 0.f) << j;
+          mask[row * P + p] = uint8_t(bits);
+        }
       });
 }
 
@@ -280,35 +291,43 @@ __global__ void applyStridedKernel(const T *x, const T *z, T *y, const float *co
   }
 }
 
-// Whether the forward's activation let element j through: y > 0 (relu), or, without y
-// (Recompute, a forward without residual), activationPasses at t recomputed from x as the forward
-// computed it.
-template <typename T, bool Recompute>
-__device__ __forceinline__ bool passes(float x, float y, float mean, float coef, float bias, bool clip, float hi) {
-  if constexpr (Recompute)
-    return activationPasses(normalized<T>(x, mean, coef, bias), clip, hi);
-  else
-    return y > 0.f;
-}
+// Where the backward finds the forward's ReLU mask: recomputed from x (a forward without
+// residual), y > 0 read from y, or the bits the forward recorded.
+enum class MaskFrom { Recompute, Output, Bits };
 
-// The backward passes' registers for U rows (walkRows' Buffer): dy, x and, unless the mask is
-// recomputed, y, loaded a pack at element i.
-template <typename T, int V, int U, bool Recompute> struct GradRows {
+// The backward passes' registers for U rows (walkRows' Buffer): dy, x and the mask's source (y,
+// or the pack's byte of bits), loaded a pack at element i, pack index `pack` of the rows' packs.
+template <typename T, int V, int U, MaskFrom M> struct GradRows {
   float d[U][V], x[U][V], y[U][V] = {};
-  __device__ __forceinline__ void load(const T *dyp, const T *xp, const T *yp, int u, int64_t i) {
+  unsigned bits[U] = {};
+  __device__ __forceinline__ void load(const T *dyp, const T *xp, const T *yp, const uint8_t *mask, int u, int64_t i,
+                                       int64_t pack) {
     castor::cuda::load<T, V>(dyp + i, d[u]);
     castor::cuda::load<T, V>(xp + i, x[u]);
-    if constexpr (!Recompute)
+    if constexpr (M == MaskFrom::Output)
       castor::cuda::load<T, V>(yp + i, y[u]);
+    if constexpr (M == MaskFrom::Bits)
+      bits[u] = mask[pack];
+  }
+  // Whether the forward's activation let element j of row u through: y > 0 (relu), its recorded
+  // bit, or activationPasses at t recomputed from x as the forward computed it.
+  __device__ __forceinline__ bool passes(int u, int j, float mean, float coef, float bias, bool clip,
+                                         float hi) const {
+    if constexpr (M == MaskFrom::Recompute)
+      return activationPasses(normalized<T>(x[u][j], mean, coef, bias), clip, hi);
+    else if constexpr (M == MaskFrom::Output)
+      return y[u][j] > 0.f;
+    else
+      return (bits[u] >> j) & 1u;
   }
 };
 
 // Per (row group, channel): sum of g and of g (x - mean), g = dy where the ReLU passed. U rows'
 // loads in flight a thread.
-template <typename T, int V, bool Recompute>
-__global__ void gradSumsKernel(const T *dy, const T *x, const T *y, const float *mean, const float *scale,
-                               const float *invStd, const float *bias, int64_t rows, int64_t C, int P, int PB, int RB,
-                               bool clip, float hi, float *partial) {
+template <typename T, int V, MaskFrom M>
+__global__ void gradSumsKernel(const T *dy, const T *x, const T *y, const uint8_t *mask, const float *mean,
+                               const float *scale, const float *invStd, const float *bias, int64_t rows, int64_t C,
+                               int P, int PB, int RB, bool clip, float hi, float *partial) {
   constexpr int U = 2;
   const int t = threadIdx.x, packLocal = t % PB, row0 = t / PB;
   const int64_t pack = int64_t(blockIdx.x) * PB + packLocal, c0 = pack * V;
@@ -318,17 +337,16 @@ __global__ void gradSumsKernel(const T *dy, const T *x, const T *y, const float 
 #pragma unroll
     for (int j = 0; j < V; ++j) {
       mu[j] = mean[c0 + j];
-      if constexpr (Recompute)
+      if constexpr (M == MaskFrom::Recompute)
         a[j] = coefOf(scale[c0 + j], invStd[c0 + j]), b[j] = bias[c0 + j];
     }
-    using Rows = GradRows<T, V, U, Recompute>;
+    using Rows = GradRows<T, V, U, M>;
     walkRows<U, Rows>(
-        rows, RB, row0, [&](Rows &r, int u, int64_t row) { r.load(dy, x, y, u, row * C + c0); },
+        rows, RB, row0, [&](Rows &r, int u, int64_t row) { r.load(dy, x, y, mask, u, row * C + c0, row * P + pack); },
         [&](Rows &r, int u, int64_t) {
 #pragma unroll
           for (int j = 0; j < V; ++j) {
-            const float g =
-                passes<T, Recompute>(r.x[u][j], r.y[u][j], mu[j], a[j], b[j], clip, hi) ? r.d[u][j] : 0.f;
+            const float g = r.passes(u, j, mu[j], a[j], b[j], clip, hi) ? r.d[u][j] : 0.f;
             sg[j] += g, sgx[j] += g * (r.x[u][j] - mu[j]);
           }
         });
@@ -355,10 +373,10 @@ __global__ void gradFinishKernel(const float *partial, int groups, int64_t C, in
 // dx = A g + B (x - mean) + D and dz = g over channels-last rows, tiled as applyRowsKernel: the
 // pack's coefficients in registers, U rows' loads in flight a thread. A = scale inv_std is also
 // the forward's coefficient, from which Recompute recomputes the ReLU's mask.
-template <typename T, int V, bool Recompute>
-__global__ void gradApplyKernel(const T *dy, const T *x, const T *y, T *dx, T *dz, const float *coef,
-                                const float *mean, const float *bias, int64_t rows, int64_t C, int P, int PB, int RB,
-                                bool clip, float hi) {
+template <typename T, int V, MaskFrom M>
+__global__ void gradApplyKernel(const T *dy, const T *x, const T *y, const uint8_t *mask, T *dx, T *dz,
+                                const float *coef, const float *mean, const float *bias, int64_t rows, int64_t C,
+                                int P, int PB, int RB, bool clip, float hi) {
   constexpr int U = 2;
   const int tp = int(threadIdx.x) % PB, tr = int(threadIdx.x) / PB;
   const int p = int(blockIdx.x) * PB + tp;
@@ -369,17 +387,17 @@ __global__ void gradApplyKernel(const T *dy, const T *x, const T *y, T *dx, T *d
 #pragma unroll
   for (int j = 0; j < V; ++j) {
     A[j] = coef[c0 + j], B[j] = coef[C + c0 + j], D[j] = coef[2 * C + c0 + j], m[j] = mean[c0 + j];
-    if constexpr (Recompute)
+    if constexpr (M == MaskFrom::Recompute)
       b[j] = bias[c0 + j];
   }
-  using Rows = GradRows<T, V, U, Recompute>;
+  using Rows = GradRows<T, V, U, M>;
   walkRows<U, Rows>(
-      rows, RB, tr, [&](Rows &r, int u, int64_t row) { r.load(dy, x, y, u, row * C + c0); },
+      rows, RB, tr, [&](Rows &r, int u, int64_t row) { r.load(dy, x, y, mask, u, row * C + c0, row * P + p); },
       [&](Rows &r, int u, int64_t row) {
         const int64_t i = row * C + c0;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
-          const float g = passes<T, Recompute>(r.x[u][j], r.y[u][j], m[j], A[j], b[j], clip, hi) ? r.d[u][j] : 0.f;
+          const float g = r.passes(u, j, m[j], A[j], b[j], clip, hi) ? r.d[u][j] : 0.f;
           r.d[u][j] = g;
           r.x[u][j] = A[j] * g + B[j] * (r.x[u][j] - m[j]) + D[j];
         }
@@ -432,9 +450,19 @@ size_t bnReluWorkspaceBytes(int64_t rows, int64_t C) {
   return sizeof(float) * size_t(2 * groups * C + 3 * C);
 }
 
+size_t bnReluMaskBytes(int dt, int64_t rows, int64_t C) {
+  size_t bytes = 0;
+  withDataType(dt, C, [&](auto, auto vec) {
+    bytes = size_t(rows) * size_t(C / decltype(vec)::value);
+    return cudaSuccess;
+  });
+  return bytes;
+}
+
 cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, Ref y, float *mean, float *invStd,
-                          int64_t rows, int64_t C, double eps, float clipMax, void *workspace, cudaStream_t s) {
-  if (x.dt != y.dt || (z.p && z.dt != x.dt) || (z.p && clipMax < kInfinity))
+                          uint8_t *mask, int64_t rows, int64_t C, double eps, float clipMax, void *workspace,
+                          cudaStream_t s) {
+  if (x.dt != y.dt || (z.p && z.dt != x.dt) || (z.p && clipMax < kInfinity) || (mask && clipMax < kInfinity))
     return cudaErrorInvalidValue;
   return withDataType(x.dt, C, [&](auto tag, auto vec) {
     using T = typename decltype(tag)::type;
@@ -446,16 +474,16 @@ cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, R
                                                            mean, invStd, w.coef);
     const Tiling a = elementwiseTiling(applyRowsKernel<T, V, true>, rows, C, V);
     applyRowsKernel<T, V, true><<<a.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), static_cast<const T *>(z.p),
-                                                          static_cast<T *>(y.p), w.coef, mean, bias, rows, C, a.P,
+                                                          static_cast<T *>(y.p), mask, w.coef, mean, bias, rows, C, a.P,
                                                           a.PB, a.RB, clipMax);
     return cudaGetLastError();
   });
 }
 
 cudaError_t bnReluForwardFromSums(Ref x, Ref z, const float *scale, const float *bias, const float *sums, Ref y,
-                                  float *mean, float *invStd, int64_t rows, int64_t C, double eps, float clipMax,
-                                  void *workspace, cudaStream_t s) {
-  if (x.dt != y.dt || (z.p && z.dt != x.dt) || (z.p && clipMax < kInfinity))
+                                  float *mean, float *invStd, uint8_t *mask, int64_t rows, int64_t C, double eps,
+                                  float clipMax, void *workspace, cudaStream_t s) {
+  if (x.dt != y.dt || (z.p && z.dt != x.dt) || (z.p && clipMax < kInfinity) || (mask && clipMax < kInfinity))
     return cudaErrorInvalidValue;
   float *coef = static_cast<float *>(workspace);
   sumsFinishKernel<<<gridFor(C), kThreads, 0, s>>>(sums, rows, C, eps, scale, mean, invStd, coef);
@@ -464,7 +492,7 @@ cudaError_t bnReluForwardFromSums(Ref x, Ref z, const float *scale, const float 
     constexpr int V = decltype(vec)::value;
     const Tiling a = elementwiseTiling(applyRowsKernel<T, V, true>, rows, C, V);
     applyRowsKernel<T, V, true><<<a.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), static_cast<const T *>(z.p),
-                                                          static_cast<T *>(y.p), coef, mean, bias, rows, C, a.P,
+                                                          static_cast<T *>(y.p), mask, coef, mean, bias, rows, C, a.P,
                                                           a.PB, a.RB, clipMax);
     return cudaGetLastError();
   });
@@ -487,11 +515,11 @@ cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const f
       const int64_t rows = A;
       if (relu) {
         const Tiling t = elementwiseTiling(applyRowsKernel<T, V, true>, rows, C, V);
-        applyRowsKernel<T, V, true><<<t.grid, kBlock, 0, s>>>(xp, zp, yp, coef, mean, bias, rows, C, t.P, t.PB, t.RB,
+        applyRowsKernel<T, V, true><<<t.grid, kBlock, 0, s>>>(xp, zp, yp, nullptr, coef, mean, bias, rows, C, t.P, t.PB, t.RB,
                                                               clipMax);
       } else {
         const Tiling t = elementwiseTiling(applyRowsKernel<T, V, false>, rows, C, V);
-        applyRowsKernel<T, V, false><<<t.grid, kBlock, 0, s>>>(xp, zp, yp, coef, mean, bias, rows, C, t.P, t.PB, t.RB,
+        applyRowsKernel<T, V, false><<<t.grid, kBlock, 0, s>>>(xp, zp, yp, nullptr, coef, mean, bias, rows, C, t.P, t.PB, t.RB,
                                                                kInfinity);
       }
     } else if (relu) {
@@ -504,32 +532,36 @@ cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const f
   });
 }
 
-cudaError_t bnReluBackward(Ref dy, Ref x, Ref y, const float *scale, const float *bias, const float *mean,
-                           const float *invStd, Ref dx, Ref dz, float *dscale, float *dbias, int64_t rows, int64_t C,
-                           float clipMax, void *workspace, cudaStream_t s) {
+cudaError_t bnReluBackward(Ref dy, Ref x, Ref y, const uint8_t *mask, const float *scale, const float *bias,
+                           const float *mean, const float *invStd, Ref dx, Ref dz, float *dscale, float *dbias,
+                           int64_t rows, int64_t C, float clipMax, void *workspace, cudaStream_t s) {
   const bool clip = clipMax < kInfinity;
-  if (dy.dt != x.dt || (y.p && y.dt != x.dt) || dx.dt != x.dt || (dz.p && dz.dt != x.dt) || (clip && y.p))
+  if (dy.dt != x.dt || (y.p && y.dt != x.dt) || dx.dt != x.dt || (dz.p && dz.dt != x.dt) || (clip && (y.p || mask)) ||
+      (y.p && mask))
     return cudaErrorInvalidValue;
-  auto run = [&](auto tag, auto vec, auto recompute) -> cudaError_t {
+  auto run = [&](auto tag, auto vec, auto from) -> cudaError_t {
     using T = typename decltype(tag)::type;
     constexpr int V = decltype(vec)::value;
-    constexpr bool R = decltype(recompute)::value;
-    const Tiling t = reduceTiling(rows, C, V, residentBlocks(gradSumsKernel<T, V, R>));
+    constexpr MaskFrom M = decltype(from)::value;
+    const Tiling t = reduceTiling(rows, C, V, residentBlocks(gradSumsKernel<T, V, M>));
     const Scratch w = scratchOf(workspace, t, C);
     const T *pdy = static_cast<const T *>(dy.p), *px = static_cast<const T *>(x.p), *py = static_cast<const T *>(y.p);
-    gradSumsKernel<T, V, R><<<t.grid, kBlock, 0, s>>>(pdy, px, py, mean, scale, invStd, bias, rows, C, t.P, t.PB, t.RB,
-                                                      clip, clipMax, w.partial);
+    gradSumsKernel<T, V, M><<<t.grid, kBlock, 0, s>>>(pdy, px, py, mask, mean, scale, invStd, bias, rows, C, t.P, t.PB,
+                                                      t.RB, clip, clipMax, w.partial);
     gradFinishKernel<<<mergeGrid(C), kMergeBlock, 0, s>>>(w.partial, int(t.grid.y), C, rows, scale, invStd, dscale,
                                                           dbias, w.coef);
-    const Tiling a = elementwiseTiling(gradApplyKernel<T, V, R>, rows, C, V);
-    gradApplyKernel<T, V, R><<<a.grid, kBlock, 0, s>>>(pdy, px, py, static_cast<T *>(dx.p), static_cast<T *>(dz.p),
-                                                       w.coef, mean, bias, rows, C, a.P, a.PB, a.RB, clip, clipMax);
+    const Tiling a = elementwiseTiling(gradApplyKernel<T, V, M>, rows, C, V);
+    gradApplyKernel<T, V, M><<<a.grid, kBlock, 0, s>>>(pdy, px, py, mask, static_cast<T *>(dx.p),
+                                                       static_cast<T *>(dz.p), w.coef, mean, bias, rows, C, a.P, a.PB,
+                                                       a.RB, clip, clipMax);
     return cudaGetLastError();
   };
   return withDataType(x.dt, C, [&](auto tag, auto vec) {
     if (y.p)
-      return run(tag, vec, std::false_type{});
-    return run(tag, vec, std::true_type{});
+      return run(tag, vec, std::integral_constant<MaskFrom, MaskFrom::Output>{});
+    if (mask)
+      return run(tag, vec, std::integral_constant<MaskFrom, MaskFrom::Bits>{});
+    return run(tag, vec, std::integral_constant<MaskFrom, MaskFrom::Recompute>{});
   });
 }
 

@@ -19,16 +19,23 @@ size_t bnReluWorkspaceBytes(int64_t rows, int64_t C);
 // unfused kernels round it; mean and variance by Welford's method in fp32, merged per channel.
 // y = relu(t [+ z]) with an infinite clipMax; with a finite one, ReLU6's clip(t, 0, clipMax)
 // (then no residual).
+// With `mask` (bnReluMaskBytes of device memory; relu only), the ReLU's mask is recorded there
+// for a backward that reads it instead of y.
 cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, Ref y, float *mean, float *invStd,
-                          int64_t rows, int64_t C, double eps, float clipMax, void *workspace, cudaStream_t s);
+                          uint8_t *mask, int64_t rows, int64_t C, double eps, float clipMax, void *workspace,
+                          cudaStream_t s);
+
+// Bytes of the ReLU's mask a forward records for `rows` x `C` data of dtype dt: a byte per pack of
+// a row (an eighth of the data's bytes for f16/bf16 with C a multiple of 8).
+size_t bnReluMaskBytes(int dt, int64_t rows, int64_t C);
 
 // The same forward with x's per-channel sum and sum of squares given (sums [2][C] over the rows,
 // from a convolution's epilogue: cudnn/convolution_stats.cpp) instead of a pass over x: one
 // element-wise pass. mean and inv_std from E[x] and E[x^2] - E[x]^2 (in fp64 from the fp32 sums).
 // workspace: C floats.
 cudaError_t bnReluForwardFromSums(Ref x, Ref z, const float *scale, const float *bias, const float *sums, Ref y,
-                                  float *mean, float *invStd, int64_t rows, int64_t C, double eps, float clipMax,
-                                  void *workspace, cudaStream_t s);
+                                  float *mean, float *invStd, uint8_t *mask, int64_t rows, int64_t C, double eps,
+                                  float clipMax, void *workspace, cudaStream_t s);
 
 // batch_norm_apply: x, z (z.p null: no residual), scale, bias, mean, inv_std -> y for x = [A, C, B]
 // (channels last: B = 1), t = (x - mean) scale inv_std + bias rounded to the data dtype, then
@@ -42,8 +49,9 @@ cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const f
 // value t > 0 instead, t recomputed from x, mean, inv_std, scale and bias bit for bit as the
 // forward computed it: the backward then reads two tensors a pass instead of three. With a finite
 // clipMax (ReLU6's forward; y.p must be null), where 0 <= t <= clipMax (clip_backward's rule).
-cudaError_t bnReluBackward(Ref dy, Ref x, Ref y, const float *scale, const float *bias, const float *mean,
-                           const float *invStd, Ref dx, Ref dz, float *dscale, float *dbias, int64_t rows, int64_t C,
-                           float clipMax, void *workspace, cudaStream_t s);
+// With `mask` instead of y (what the forward recorded; y.p null), where its bit is set.
+cudaError_t bnReluBackward(Ref dy, Ref x, Ref y, const uint8_t *mask, const float *scale, const float *bias,
+                           const float *mean, const float *invStd, Ref dx, Ref dz, float *dscale, float *dbias,
+                           int64_t rows, int64_t C, float clipMax, void *workspace, cudaStream_t s);
 
 } // namespace castor::cuda

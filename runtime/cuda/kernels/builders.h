@@ -20,14 +20,16 @@ using plan::Tensor;
 constexpr double inf = std::numeric_limits<double>::infinity();
 
 // kTagBnInvStd: the inverse standard deviation the graph API's batch-norm inference reads
-// (cudnn/batch_norm_graph.cpp).
+// (cudnn/batch_norm_graph.cpp); kTagBnReluMask: the ReLU's mask the own batch-norm-ReLU forward
+// records for its backward (cudnn/batch_norm_relu.cpp).
 enum ScratchTag : uint32_t {
   kTagChannel = 0x8,
   kTagLoss = 0x9,
   kTagMulti = 0xA,
   kTagReorder = 0xB,
   kTagPoolTaps = 0xC,
-  kTagBnInvStd = 0xD
+  kTagBnInvStd = 0xD,
+  kTagBnReluMask = 0xE
 };
 
 Expected<void *> scratchFor(DeviceContext &ctx, ScratchTag tag, const Tensor *owner, size_t bytes);
