@@ -572,6 +572,23 @@ std::vector<Case> cases() {
         c.inputs[bn.bias] = std::vector<double>(size_t(C), 0.0);
       });
     }
+  // A convolution whose output a plain batch norm normalises (a projection shortcut's), forward and
+  // backward: in nhwc its training forward may run from the convolution's sums (conv-stats, forced
+  // by CASTOR_FUSED_BN=conv-stats, else the tuner's choice).
+  for (plan::DType dt : {F16, plan::BF16})
+    add(std::string("conv2d + batch_norm_training + backward ") + plan::dtypeName(dt), [&, dt](Case &c) {
+      c.perFusedBn = true;
+      const int64_t N = 8, Cin = 16, C = 32, H = 12, W = 10;
+      const std::vector<int64_t> xs = {N, C, H, W};
+      const uint32_t in = c.in("in", {N, Cin, H, W}, dt), w = c.in("w", {C, Cin, 1, 1}, dt);
+      const uint32_t x = c.out("x", xs, dt);
+      c.kernel("conv2d", {in, w}, {x});
+      const uint32_t scale = c.in("scale", {C}), bias = c.in("bias", {C});
+      const uint32_t mean = c.out("mean", {C}), invStd = c.out("inv_std", {C});
+      c.kernel("batch_norm_training", {x, scale, bias}, {c.out("y", xs, dt), mean, invStd}, {{"epsilon", flt(1e-3)}});
+      c.kernel("batch_norm_training_backward", {c.in("dy", xs, dt), x, scale, mean, invStd},
+               {c.out("dx", xs, dt), c.out("dscale", {C}), c.out("dbias", {C})}, {{"epsilon", flt(1e-3)}});
+    });
   // The fused batch-norm-ReLU, forward and backward in one plan (the backward reads the
   // forward's y and statistics, as in a training step, and the fused backward the reserve space
   // its forward filled), with and without the residual z. cuDNN's fused kernel takes the f16

@@ -2,7 +2,8 @@
 # The own batch-norm-ReLU forward with a residual recording the ReLU's mask for its backward
 # (which reads it instead of y): the GPU kernel tests, the tiny plans' CPU/CUDA agreement, the
 # kernels' bandwidth at ResNet-50's shapes (castor-bn-bench), and ResNet-50 fp16 b256 with the
-# mask and without it (CASTOR_BN_RELU_MASK=0), alternating, each on a tuning cache of its own.
+# mask and without it (CASTOR_BN_RELU_MASK=0), alternating, each on a tuning cache of its own;
+# the plain batch norm after a convolution may run from its sums (conv-stats) in both.
 set -u
 source bench/gpu_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader

@@ -8,10 +8,19 @@
 // update running statistics themselves take the Ex API alone; dtype combinations cuDNN does
 // not take (f16 statistics, ranks above 4) run the own kernels (kernels/reduce.cpp).
 //
+// A training forward (f16/bf16, NHWC, no running update) whose input comes from a convolution
+// that offers its output's per-channel sums (DeviceContext::ConvStatsOffer,
+// cudnn/convolution_stats.cpp) has one more candidate, "conv-stats": the own element-wise pass
+// from those sums (kernels/batch_norm_relu.h) instead of a pass that reads x for them. Each
+// candidate is then timed behind the convolution (the plain one, or the one computing the sums),
+// under a key naming it, and the convolution runs with the sums when conv-stats wins
+// (CASTOR_FUSED_BN=conv-stats forces it).
+//
 // CASTOR_BN_API=ex forces the Ex API, =graph the graph API (for comparisons; a layer the graph
 // API cannot run falls back to the Ex API with a note on stderr).
 #include "cuda/cudnn/batch_norm.h"
 #include "cuda/cudnn/builders.h"
+#include "cuda/kernels/batch_norm_relu.h"
 #include "cuda/kernels/builders.h"
 
 #include "plan/op_attrs.h"
@@ -20,6 +29,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
+#include <unordered_map>
 #include <utility>
 
 namespace castor::cuda {
@@ -96,6 +107,80 @@ Expected<RunFn> graphForced(DeviceContext &ctx, const Problem &p) {
   return exOnly(ctx, p);
 }
 
+// The offer of its output's sums by the convolution that computes this training forward's x, or
+// null: f16/bf16 data stored NHWC, without running update.
+const DeviceContext::ConvStatsOffer *statsOffer(const DeviceContext &ctx, const Problem &p) {
+  if (p.pass != Pass::Training || p.runningUpdate || !p.nhwc || (p.dtype != plan::F16 && p.dtype != plan::BF16) ||
+      !ctx.channelsLast(p.out[0]))
+    return nullptr;
+  auto it = ctx.convStatsOffers.find(p.in[0]->id());
+  return it == ctx.convStatsOffers.end() ? nullptr : &it->second;
+}
+
+constexpr const char *kConvStatsName = "conv-stats";
+
+// The own forward from the convolution's sums.
+tuning::Executable forwardFromSums(DeviceContext &ctx, const Problem &p, const float *sums) {
+  const Tensor *x = p.in[0], *scale = p.in[1], *bias = p.in[2], *y = p.out[0], *mean = p.out[1], *invStd = p.out[2];
+  const int64_t rows = p.dims[0] * p.dims[2] * p.dims[3], C = p.dims[1];
+  const double eps = p.epsilon;
+  DeviceContext *c = &ctx; // captured by the run: the context outlives it
+  tuning::Executable e;
+  e.workspaceBytes = sizeof(float) * size_t(C);
+  e.run = [=](void *ws) -> Status {
+    auto f32 = [c](const Tensor *t) { return reinterpret_cast<float *>(c->ptr(t)); };
+    return cudaStatus(bnForwardFromSums(c->ref(x), f32(scale), f32(bias), sums, c->ref(y), f32(mean), f32(invStd), rows,
+                                        C, eps, ws, c->stream),
+                      "the batch norm's forward from the convolution's sums");
+  };
+  return e;
+}
+
+// The candidates and the forward from the sums, each timed behind the convolution that offers
+// them (the plain convolution, or for conv-stats the one computing the sums); the chosen forward
+// alone is returned, and the convolution told whether to compute the sums.
+Expected<RunFn> tunedAfterConvolution(DeviceContext &ctx, const Problem &p, std::vector<tuning::Candidate> candidates,
+                                      const DeviceContext::ConvStatsOffer &offer) {
+  // CASTOR_FUSED_BN=conv-stats (cudnn/batch_norm_relu.cpp) forces the way here too.
+  const char *forced = std::getenv("CASTOR_FUSED_BN");
+  if (forced && std::strcmp(forced, kConvStatsName) == 0) {
+    *offer.useStats = true;
+    return runFnOf(ctx, forwardFromSums(ctx, p, offer.sums));
+  }
+  auto alone = std::make_shared<std::unordered_map<std::string, tuning::Executable>>();
+  DeviceContext *c = &ctx;
+  tuning::Candidate stats;
+  stats.name = kConvStatsName;
+  const float *sums = offer.sums;
+  stats.build = [c, p, sums]() -> Expected<tuning::Executable> { return forwardFromSums(*c, p, sums); };
+  // Second, after the Ex API: within CASTOR_TUNING_MAX_CANDIDATES.
+  candidates.insert(candidates.begin() + std::min<size_t>(1, candidates.size()), std::move(stats));
+  for (tuning::Candidate &cand : candidates) {
+    const bool withStats = cand.name == kConvStatsName;
+    std::function<Status(void *)> conv = withStats ? offer.withStats : offer.plain;
+    const size_t convWorkspace = withStats ? offer.statsWorkspace : offer.plainWorkspace;
+    cand.build = [build = std::move(cand.build), name = cand.name, alone, conv,
+                  convWorkspace]() -> Expected<tuning::Executable> {
+      auto e = build();
+      if (!e)
+        return e.status();
+      (*alone)[name] = *e;
+      tuning::Executable pair;
+      pair.workspaceBytes = std::max(e->workspaceBytes, convWorkspace);
+      pair.run = [conv, run = e->run](void *ws) -> Status {
+        CASTOR_RETURN_IF_ERROR(conv(ws));
+        return run(ws);
+      };
+      return pair;
+    };
+  }
+  auto choice = tuning::choose(ctx, signature(p) + "|after=" + offer.signature, candidates);
+  if (!choice)
+    return choice.status();
+  *offer.useStats = choice->name == kConvStatsName;
+  return runFnOf(ctx, alone->at(choice->name));
+}
+
 // Once per process: why layers with a reserve space are not tuned.
 std::atomic<bool> reserveNoted{false};
 
@@ -124,6 +209,8 @@ Expected<RunFn> tuned(DeviceContext &ctx, const Problem &p) {
   candidates.push_back(std::move(ex)); // first: always within CASTOR_TUNING_MAX_CANDIDATES
   for (tuning::Candidate &g : *graph)
     candidates.push_back(std::move(g));
+  if (const DeviceContext::ConvStatsOffer *offer = statsOffer(ctx, p))
+    return tunedAfterConvolution(ctx, p, std::move(candidates), *offer);
   auto choice = tuning::choose(ctx, signature(p), candidates);
   if (!choice)
     return choice.status();

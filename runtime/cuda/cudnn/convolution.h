@@ -69,8 +69,9 @@ std::vector<tuning::CompileJob> accumulatingCompileJobs(const DeviceContext &ctx
 // empty where cuDNN has none or the problem is not one it takes (f16/bf16, channels-last, no bias).
 std::vector<tuning::Candidate> statsCandidates(DeviceContext &ctx, const Problem &p, float *sums);
 std::vector<tuning::CompileJob> statsCompileJobs(const DeviceContext &ctx, const Problem &p, size_t count);
-// Whether the plan normalises p's output with a fused batch-norm-ReLU that may take its
-// statistics from the convolution (convolution_stats.cpp; CASTOR_CONV_STATS=0: never).
+// Whether the plan normalises p's output with a fused batch-norm-ReLU or a plain batch norm's
+// training forward that may take its statistics from the convolution (convolution_stats.cpp;
+// CASTOR_CONV_STATS=0: never).
 bool statsWanted(const DeviceContext &ctx, const Problem &p);
 // The convolution offered both ways in ctx.convStatsOffers (plain: `plain`; with the statistics:
 // cuDNN's fastest genstats engine), running the plain way until the batch norm's builder picks

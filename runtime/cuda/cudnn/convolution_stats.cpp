@@ -15,7 +15,8 @@
 namespace castor::cuda::conv {
 namespace {
 
-// Persistent buffers of the sums: a tag of their own beside the builders' scratch tags.
+// Persistent buffers of the sums: a tag of their own beside the builders' scratch tags
+// (kernels/builders.h).
 constexpr uint32_t kTagConvStats = 0xE;
 
 bool disabled() {
@@ -31,8 +32,12 @@ bool statsWanted(const DeviceContext &ctx, const Problem &p) {
   if (disabled() || !ctx.plan || p.pass != Pass::Forward || p.bias || p.accumulate || p.groups != 1 ||
       (p.dtype != plan::F16 && p.dtype != plan::BF16) || !p.yNhwc || !p.xNhwc)
     return false;
+  // The fused batch-norm-ReLU's training forward, or the plain batch norm's without its own
+  // running update (cudnn/batch_norm.cpp).
   for (const plan::Kernel &k : ctx.plan->kernels())
-    if (opOf(k) == plan::OpId::BatchNormReluTraining && k.inputs_size() >= 3 && k.inputs(0) == p.y->id())
+    if ((opOf(k) == plan::OpId::BatchNormReluTraining ||
+         (opOf(k) == plan::OpId::BatchNormTraining && k.outputs_size() == 3)) &&
+        k.inputs_size() >= 3 && k.inputs(0) == p.y->id())
       return true;
   return false;
 }

@@ -498,6 +498,23 @@ cudaError_t bnReluForwardFromSums(Ref x, Ref z, const float *scale, const float 
   });
 }
 
+cudaError_t bnForwardFromSums(Ref x, const float *scale, const float *bias, const float *sums, Ref y, float *mean,
+                              float *invStd, int64_t rows, int64_t C, double eps, void *workspace, cudaStream_t s) {
+  if (x.dt != y.dt)
+    return cudaErrorInvalidValue;
+  float *coef = static_cast<float *>(workspace);
+  sumsFinishKernel<<<gridFor(C), kThreads, 0, s>>>(sums, rows, C, eps, scale, mean, invStd, coef);
+  return withDataType(x.dt, C, [&](auto tag, auto vec) {
+    using T = typename decltype(tag)::type;
+    constexpr int V = decltype(vec)::value;
+    const Tiling a = elementwiseTiling(applyRowsKernel<T, V, false>, rows, C, V);
+    applyRowsKernel<T, V, false><<<a.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), nullptr,
+                                                           static_cast<T *>(y.p), nullptr, coef, mean, bias, rows, C,
+                                                           a.P, a.PB, a.RB, kInfinity);
+    return cudaGetLastError();
+  });
+}
+
 cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const float *mean, const float *invStd,
                     Ref y, int64_t A, int64_t C, int64_t B, bool relu, float clipMax, float *coef, cudaStream_t s) {
   if (x.dt != y.dt || (z.p && z.dt != x.dt) || (z.p && clipMax < kInfinity))

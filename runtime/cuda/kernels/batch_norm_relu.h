@@ -37,6 +37,12 @@ cudaError_t bnReluForwardFromSums(Ref x, Ref z, const float *scale, const float 
                                   float *mean, float *invStd, uint8_t *mask, int64_t rows, int64_t C, double eps,
                                   float clipMax, void *workspace, cudaStream_t s);
 
+// The plain batch norm's training forward (no residual, no activation) from the sums, as
+// bnReluForwardFromSums computes it: y = (x - mean) scale inv_std + bias rounded to the data dtype.
+// workspace: C floats.
+cudaError_t bnForwardFromSums(Ref x, const float *scale, const float *bias, const float *sums, Ref y, float *mean,
+                              float *invStd, int64_t rows, int64_t C, double eps, void *workspace, cudaStream_t s);
+
 // batch_norm_apply: x, z (z.p null: no residual), scale, bias, mean, inv_std -> y for x = [A, C, B]
 // (channels last: B = 1), t = (x - mean) scale inv_std + bias rounded to the data dtype, then
 // + z (rounded), then when `relu` relu (an infinite clipMax) or ReLU6's clip(t, 0, clipMax) (no

@@ -21,7 +21,8 @@ constexpr double inf = std::numeric_limits<double>::infinity();
 
 // kTagBnInvStd: the inverse standard deviation the graph API's batch-norm inference reads
 // (cudnn/batch_norm_graph.cpp); kTagBnReluMask: the ReLU's mask the own batch-norm-ReLU forward
-// records for its backward (cudnn/batch_norm_relu.cpp).
+// records for its backward (cudnn/batch_norm_relu.cpp). 0xE is the convolution's statistics'
+// (cudnn/convolution_stats.cpp).
 enum ScratchTag : uint32_t {
   kTagChannel = 0x8,
   kTagLoss = 0x9,
@@ -29,7 +30,7 @@ enum ScratchTag : uint32_t {
   kTagReorder = 0xB,
   kTagPoolTaps = 0xC,
   kTagBnInvStd = 0xD,
-  kTagBnReluMask = 0xE
+  kTagBnReluMask = 0xF
 };
 
 Expected<void *> scratchFor(DeviceContext &ctx, ScratchTag tag, const Tensor *owner, size_t bytes);
