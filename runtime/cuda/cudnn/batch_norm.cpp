@@ -108,10 +108,19 @@ Expected<RunFn> graphForced(DeviceContext &ctx, const Problem &p) {
 }
 
 // The offer of its output's sums by the convolution that computes this training forward's x, or
-// null: f16/bf16 data stored NHWC, without running update.
+// null: f16/bf16 data stored NHWC, without running update, for the plan's own batch_norm_training
+// kernel (not the batch norm inside the composed way of a fused batch-norm-ReLU, whose tuner
+// decides the convolution's way itself: cudnn/batch_norm_relu.cpp).
 const DeviceContext::ConvStatsOffer *statsOffer(const DeviceContext &ctx, const Problem &p) {
   if (p.pass != Pass::Training || p.runningUpdate || !p.nhwc || (p.dtype != plan::F16 && p.dtype != plan::BF16) ||
-      !ctx.channelsLast(p.out[0]))
+      !ctx.channelsLast(p.out[0]) || !ctx.plan)
+    return nullptr;
+  bool planKernel = false;
+  for (const plan::Kernel &k : ctx.plan->kernels())
+    planKernel = planKernel || (opOf(k) == OpId::BatchNormTraining && k.outputs_size() == 3 &&
+                                k.inputs_size() >= 3 && k.inputs(0) == p.in[0]->id() &&
+                                k.outputs(1) == p.out[1]->id());
+  if (!planKernel)
     return nullptr;
   auto it = ctx.convStatsOffers.find(p.in[0]->id());
   return it == ctx.convStatsOffers.end() ? nullptr : &it->second;

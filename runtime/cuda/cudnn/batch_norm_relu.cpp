@@ -392,10 +392,22 @@ uint8_t *recordedMask(DeviceContext &ctx, const TensorList &in, const TensorList
     return static_cast<uint8_t *>(it->second.first); // another way's candidate asked first
   const Rows g = rowsOf(*in[0]);
   const size_t bytes = bnReluMaskBytes(int(in[0]->dtype()), g.rows, g.C);
-  if (bytes == 0 || (ctx.besideArenaBudget && ctx.persistentBytes + bytes + ctx.workspaceBytes +
-                                                      DeviceContext::kSmallBufferShare >
-                                                  ctx.besideArenaBudget))
+  // The mask stands in for the reserve space of cuDNN's fused kernel, which the plan's budget
+  // counts for the layer and which its candidate may hold while the tuner weighs both.
+  auto reserve = ctx.persistent.find(out[2]->id());
+  const size_t held = ctx.persistentBytes - (reserve == ctx.persistent.end() ? 0 : reserve->second.second);
+  if (bytes == 0)
     return nullptr;
+  if (ctx.besideArenaBudget &&
+      held + bytes + ctx.workspaceBytes + DeviceContext::kSmallBufferShare > ctx.besideArenaBudget) {
+    static std::atomic<bool> noted{false};
+    if (!noted.exchange(true))
+      std::fprintf(stderr,
+                   "castor: the batch-norm-ReLU's mask (%zu bytes) does not fit what is left of the plan's workspace "
+                   "limit; such layers' backward reads y instead\n",
+                   bytes);
+    return nullptr;
+  }
   auto p = ctx.persistentBuffer(maskKey(out[2]), bytes);
   return p ? static_cast<uint8_t *>(*p) : nullptr;
 }

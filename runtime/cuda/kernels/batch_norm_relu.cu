@@ -228,9 +228,10 @@ __device__ __forceinline__ bool activationPasses(float t, bool clip, float hi) {
 // packs in flight, so that the pass streams at memory speed without a division per pack.
 // t = (x - mean) coef + bias rounded to T, then + z (rounded), then when Relu relu, or with a
 // finite `hi` ReLU6's clip to [0, hi].
-// With `mask`, bit j of mask[row P + pack] records whether element j of the pack's stored y is
-// above 0 (the ReLU passed).
-template <typename T, int V, bool Relu>
+// With Mask, bit j of mask[row P + pack] records whether element j of the pack's stored y is
+// above 0 (the ReLU passed). A template parameter: a branch on a null mask costs the pass without
+// one a third of its bandwidth.
+template <typename T, int V, bool Relu, bool Mask = false>
 __global__ void applyRowsKernel(const T *x, const T *z, T *y, uint8_t *mask, const float *coef, const float *mean,
                                 const float *bias, int64_t rows, int64_t C, int P, int PB, int RB, float hi) {
   constexpr int U = 4;
@@ -262,7 +263,7 @@ __global__ void applyRowsKernel(const T *x, const T *z, T *y, uint8_t *mask, con
           r.v[u][j] = !Relu ? t : activated(t, hi);
         }
         store<T, V>(y + row * C + c0, r.v[u]);
-        if (mask) {
+        if constexpr (Mask) {
           unsigned bits = 0;
 #pragma unroll
           for (int j = 0; j < V; ++j)
@@ -407,6 +408,19 @@ __global__ void gradApplyKernel(const T *dy, const T *x, const T *y, const uint8
       });
 }
 
+// The forward's element-wise pass with the activation, recording the mask where one is given.
+template <typename T, int V>
+cudaError_t applyRelu(Ref x, Ref z, Ref y, uint8_t *mask, const float *coef, const float *mean, const float *bias,
+                      int64_t rows, int64_t C, float clipMax, cudaStream_t s) {
+  auto run = [&](auto *kernel) {
+    const Tiling a = elementwiseTiling(kernel, rows, C, V);
+    kernel<<<a.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), static_cast<const T *>(z.p), static_cast<T *>(y.p),
+                                     mask, coef, mean, bias, rows, C, a.P, a.PB, a.RB, clipMax);
+    return cudaGetLastError();
+  };
+  return mask ? run(applyRowsKernel<T, V, true, true>) : run(applyRowsKernel<T, V, true, false>);
+}
+
 // partial [2][groups][C], then coef [3][C].
 struct Scratch {
   float *partial, *coef;
@@ -472,11 +486,7 @@ cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, R
     statsKernel<T, V><<<t.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), rows, C, t.P, t.PB, t.RB, w.partial);
     statsFinishKernel<<<mergeGrid(C), kMergeBlock, 0, s>>>(x.p, x.dt, w.partial, int(t.grid.y), rows, C, eps, scale,
                                                            mean, invStd, w.coef);
-    const Tiling a = elementwiseTiling(applyRowsKernel<T, V, true>, rows, C, V);
-    applyRowsKernel<T, V, true><<<a.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), static_cast<const T *>(z.p),
-                                                          static_cast<T *>(y.p), mask, w.coef, mean, bias, rows, C, a.P,
-                                                          a.PB, a.RB, clipMax);
-    return cudaGetLastError();
+    return applyRelu<T, V>(x, z, y, mask, w.coef, mean, bias, rows, C, clipMax, s);
   });
 }
 
@@ -490,11 +500,7 @@ cudaError_t bnReluForwardFromSums(Ref x, Ref z, const float *scale, const float 
   return withDataType(x.dt, C, [&](auto tag, auto vec) {
     using T = typename decltype(tag)::type;
     constexpr int V = decltype(vec)::value;
-    const Tiling a = elementwiseTiling(applyRowsKernel<T, V, true>, rows, C, V);
-    applyRowsKernel<T, V, true><<<a.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), static_cast<const T *>(z.p),
-                                                          static_cast<T *>(y.p), mask, coef, mean, bias, rows, C, a.P,
-                                                          a.PB, a.RB, clipMax);
-    return cudaGetLastError();
+    return applyRelu<T, V>(x, z, y, mask, coef, mean, bias, rows, C, clipMax, s);
   });
 }
 
