@@ -7,7 +7,9 @@
 // of f16, bf16 and f32 data with f32 statistics, each run with CASTOR_BN_API=ex, =graph and
 // unset: the Ex API, the graph API and the tuner's choice), the fused batch-norm-ReLU forward
 // and backward with and without the residual and as ReLU6 (clip_max; the tuner's choice and each way forced: cuDNN's
-// fused kernel, Castor's own fused kernels, the composed group), the
+// fused kernel, Castor's own fused kernels, the composed group; with the residual the own forward
+// records the ReLU's mask for the backward), a convolution with its fused batch-norm-ReLU or plain
+// batch norm (each way, the statistics from the convolution's epilogue among them), the
 // loss, gemm and matmul (cuBLASLt: transposes, the bias epilogue, C of Y's shape, broadcast C;
 // strided, shared-B and broadcast batches, whose matrices are not 16-byte aligned; f32, f16,
 // bf16, some f64), cuDNN's fused attention forward and backward (f16, bf16). Each backend runs

@@ -5,7 +5,8 @@
 # cache; castor-bn-bench; ResNet-50 fp16 b256 with the mask and without it
 # (CASTOR_BN_RELU_MASK=0), each on an empty tuning cache of its own, then from it; PyTorch eager
 # AMP and torch.compile (channels-last); ResNet-50 fp16 again with its kernel profile, ResNet-50
-# bf16, MobileNetV2 and ResNeXt-50 (fp16 b128).
+# bf16, MobileNetV2 and ResNeXt-50 (fp16 b128); "before" is the runtime before this work (d40a3c9,
+# gpu-carry/bin-a) on the same plans.
 set -u
 source bench/gpu_env.sh
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
@@ -18,10 +19,10 @@ grep FAIL "$OUT/agreement.txt" | cut -c1-200 | head -5
 timeout 60 "$bin/castor-bn-bench" --batch 256 --dtype f16 >"$OUT/bn_bench.jsonl" 2>&1
 grep -E '"(apply|backward|forward recording the mask|backward from the mask)"' "$OUT/bn_bench.jsonl" | grep -E '56x56x256|stem' | cut -c1-140
 log=$OUT/castor.jsonl
-run() { # label, env, plan, steps
+run() { # label, env, plan, steps [, binary dir]
   export CASTOR_TUNING_CACHE=/tmp/tc-$1
   mkdir -p "$CASTOR_TUNING_CACHE"
-  env $2 timeout 120 "$bin/castor-run" bench "$carry/plans/$3.plan" --steps $4 --warmup 5 --json >/tmp/run.json 2>/tmp/run.err
+  env $2 timeout 120 "$carry/${5:-bin}/castor-run" bench "$carry/plans/$3.plan" --steps $4 --warmup 5 --json >/tmp/run.json 2>/tmp/run.err
   local rc=$?
   python3 - "$1" "$rc" /tmp/run.json "$log" <<'PY'
 import json, sys
@@ -37,10 +38,11 @@ print(f"== {label}: rc {rc} img/s {d['img_per_s']} median {d['median_ms']} ms pe
 PY
   grep -iE "error|does not fit" /tmp/run.err | head -3
 }
-run r50_mask CASTOR_BN_RELU_MASK=1 r50_fp16_b256 50
-run r50_nomask CASTOR_BN_RELU_MASK=0 r50_fp16_b256 50
-run r50_mask CASTOR_BN_RELU_MASK=1 r50_fp16_b256 50
-run r50_nomask CASTOR_BN_RELU_MASK=0 r50_fp16_b256 50
+for round in 1 2; do
+  run r50_before CASTOR_BN_RELU_MASK=1 r50_fp16_b256 50 bin-a
+  run r50_mask CASTOR_BN_RELU_MASK=1 r50_fp16_b256 50
+  run r50_nomask CASTOR_BN_RELU_MASK=0 r50_fp16_b256 50
+done
 timeout 300 python3 $carry/torch_resnet50.py --modes amp-fp16-cl,compile-fp16-cl --batch 256 \
   2>/tmp/torch.err | tee "$OUT/torch_r50.jsonl"
 tail -2 /tmp/torch.err
