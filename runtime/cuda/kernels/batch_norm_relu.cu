@@ -230,11 +230,12 @@ __device__ __forceinline__ bool activationPasses(float t, bool clip, float hi) {
 // finite `hi` ReLU6's clip to [0, hi].
 // With Mask, bit j of mask[row P + pack] records whether element j of the pack's stored y is
 // above 0 (the ReLU passed). A template parameter: a branch on a null mask costs the pass without
-// one a third of its bandwidth.
+// one a third of its bandwidth. Two blocks a multiprocessor at the least (128 registers a thread):
+// the mask's bits would otherwise take the f16 pass past that, to one block and half the bandwidth.
 template <typename T, int V, bool Relu, bool Mask = false>
-__global__ void applyRowsKernel(const T *x, const T *z, T *y, uint8_t *mask, const float *coef, const float *mean,
+__global__ void __launch_bounds__(kBlock, 2) applyRowsKernel(const T *x, const T *z, T *y, uint8_t *mask, const float *coef, const float *mean,
                                 const float *bias, int64_t rows, int64_t C, int P, int PB, int RB, float hi) {
-  constexpr int U = 4;
+  constexpr int U = Mask ? 3 : 4; // the mask's bits and index: within 128 registers without spilling
   const int tp = int(threadIdx.x) % PB, tr = int(threadIdx.x) / PB;
   const int p = int(blockIdx.x) * PB + tp;
   if (p >= P || tr >= RB)
@@ -255,21 +256,20 @@ __global__ void applyRowsKernel(const T *x, const T *z, T *y, uint8_t *mask, con
           load<T, V>(z + row * C + c0, r.w[u]);
       },
       [&](Rows &r, int u, int64_t row) {
+        unsigned bits = 0;
 #pragma unroll
         for (int j = 0; j < V; ++j) {
           float t = normalized<T>(r.v[u][j], m[j], a[j], b[j]);
           if (z)
             t = toAcc(fromAcc<T>(t + r.w[u][j]));
           r.v[u][j] = !Relu ? t : activated(t, hi);
+          // t is a T value, and so is its activation: y > 0 exactly where it is.
+          if constexpr (Mask)
+            bits |= unsigned(r.v[u][j] > 0.f) << j;
         }
         store<T, V>(y + row * C + c0, r.v[u]);
-        if constexpr (Mask) {
-          unsigned bits = 0;
-#pragma unroll
-          for (int j = 0; j < V; ++j)
-            bits |= unsigned(toAcc(fromAcc<T>(r.v[u][j])) > 0.f) << j;
+        if constexpr (Mask)
           mask[row * P + p] = uint8_t(bits);
-        }
       });
 }
 
