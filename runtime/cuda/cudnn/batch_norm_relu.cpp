@@ -379,8 +379,7 @@ uint32_t maskKey(const Tensor *invStd) { return uint32_t(own::kTagBnReluMask) <<
 
 // The buffer an own forward with a residual records the ReLU's mask in, when the plan holds its
 // backward and the budget beside the arena has room for it; null otherwise (no mask: the backward
-// reads y).
-// CASTOR_BN_RELU_MASK=0 turns the mask off (A/B measurements).
+// reads y). CASTOR_BN_RELU_MASK=0 turns the mask off (A/B measurements).
 uint8_t *recordedMask(DeviceContext &ctx, const TensorList &in, const TensorList &out, bool backwardInPlan) {
   static const bool off = [] {
     const char *v = std::getenv("CASTOR_BN_RELU_MASK");
@@ -392,12 +391,12 @@ uint8_t *recordedMask(DeviceContext &ctx, const TensorList &in, const TensorList
     return static_cast<uint8_t *>(it->second.first); // another way's candidate asked first
   const Rows g = rowsOf(*in[0]);
   const size_t bytes = bnReluMaskBytes(int(in[0]->dtype()), g.rows, g.C);
+  if (bytes == 0)
+    return nullptr;
   // The mask stands in for the reserve space of cuDNN's fused kernel, which the plan's budget
   // counts for the layer and which its candidate may hold while the tuner weighs both.
   auto reserve = ctx.persistent.find(out[2]->id());
   const size_t held = ctx.persistentBytes - (reserve == ctx.persistent.end() ? 0 : reserve->second.second);
-  if (bytes == 0)
-    return nullptr;
   if (ctx.besideArenaBudget &&
       held + bytes + ctx.workspaceBytes + DeviceContext::kSmallBufferShare > ctx.besideArenaBudget) {
     static std::atomic<bool> noted{false};
@@ -450,8 +449,7 @@ Expected<RunFn> statsForward(DeviceContext &ctx, const plan::BatchNormParams &a,
   return RunFn([=]() -> Status {
     return cudaStatus(bnReluForwardFromSums(c->ref(x), z ? c->ref(z) : Ref{}, f32(*c, scale), f32(*c, bias), sums,
                                             c->ref(y), f32Out(*c, mean), f32Out(*c, invStd), mask, g.rows, g.C, eps,
-                                            clipMax,
-                                            c->workspace, c->stream),
+                                            clipMax, c->workspace, c->stream),
                       "the own batch-norm-ReLU forward from the convolution's sums");
   });
 }
