@@ -126,8 +126,6 @@ const DeviceContext::ConvStatsOffer *statsOffer(const DeviceContext &ctx, const 
   return it == ctx.convStatsOffers.end() ? nullptr : &it->second;
 }
 
-constexpr const char *kConvStatsName = "conv-stats";
-
 // The own forward from the convolution's sums.
 tuning::Executable forwardFromSums(DeviceContext &ctx, const Problem &p, const float *sums) {
   const Tensor *x = p.in[0], *scale = p.in[1], *bias = p.in[2], *y = p.out[0], *mean = p.out[1], *invStd = p.out[2];
@@ -150,22 +148,20 @@ tuning::Executable forwardFromSums(DeviceContext &ctx, const Problem &p, const f
 // alone is returned, and the convolution told whether to compute the sums.
 Expected<RunFn> tunedAfterConvolution(DeviceContext &ctx, const Problem &p, std::vector<tuning::Candidate> candidates,
                                       const DeviceContext::ConvStatsOffer &offer) {
-  // CASTOR_FUSED_BN=conv-stats (cudnn/batch_norm_relu.cpp) forces the way here too.
-  const char *forced = std::getenv("CASTOR_FUSED_BN");
-  if (forced && std::strcmp(forced, kConvStatsName) == 0) {
+  if (forcedWay() == kConvStatsWay) {
     *offer.useStats = true;
     return runFnOf(ctx, forwardFromSums(ctx, p, offer.sums));
   }
   auto alone = std::make_shared<std::unordered_map<std::string, tuning::Executable>>();
   DeviceContext *c = &ctx;
   tuning::Candidate stats;
-  stats.name = kConvStatsName;
+  stats.name = kConvStatsWay;
   const float *sums = offer.sums;
   stats.build = [c, p, sums]() -> Expected<tuning::Executable> { return forwardFromSums(*c, p, sums); };
   // Second, after the Ex API: within CASTOR_TUNING_MAX_CANDIDATES.
   candidates.insert(candidates.begin() + std::min<size_t>(1, candidates.size()), std::move(stats));
   for (tuning::Candidate &cand : candidates) {
-    const bool withStats = cand.name == kConvStatsName;
+    const bool withStats = cand.name == kConvStatsWay;
     std::function<Status(void *)> conv = withStats ? offer.withStats : offer.plain;
     const size_t convWorkspace = withStats ? offer.statsWorkspace : offer.plainWorkspace;
     cand.build = [build = std::move(cand.build), name = cand.name, alone, conv,
@@ -186,7 +182,7 @@ Expected<RunFn> tunedAfterConvolution(DeviceContext &ctx, const Problem &p, std:
   auto choice = tuning::choose(ctx, signature(p) + "|after=" + offer.signature, candidates);
   if (!choice)
     return choice.status();
-  *offer.useStats = choice->name == kConvStatsName;
+  *offer.useStats = choice->name == kConvStatsWay;
   return runFnOf(ctx, alone->at(choice->name));
 }
 
@@ -227,6 +223,11 @@ Expected<RunFn> tuned(DeviceContext &ctx, const Problem &p) {
 }
 
 } // namespace
+
+std::string forcedWay() {
+  const char *v = std::getenv("CASTOR_FUSED_BN");
+  return v ? v : "";
+}
 
 Expected<Problem> parse(const DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
   auto a = plan::parseBatchNorm(k);

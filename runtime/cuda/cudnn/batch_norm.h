@@ -56,6 +56,13 @@ struct ExDescriptors {
 // dims ("batch_norm.<pass>|..."; convolution keys start with "conv2d.").
 std::string signature(const Problem &p);
 
+// The way that runs a batch norm's forward from the sums of the convolution before it, in the
+// fused batch-norm-ReLU (cudnn/batch_norm_relu.cpp) and the plain batch norm (batch_norm.cpp).
+constexpr const char *kConvStatsWay = "conv-stats";
+// CASTOR_FUSED_BN=fused|own|conv-stats|composed, the way forced wherever it runs (empty: the
+// tuner's choice); conv-stats also forces the plain batch norm's.
+std::string forcedWay();
+
 // cuDNN's batch-norm Ex API (cudnn/batch_norm_ex.cpp), the tuner candidate named "ex".
 constexpr const char *kExName = "ex";
 Expected<tuning::Executable> buildEx(DeviceContext &ctx, const Problem &p);

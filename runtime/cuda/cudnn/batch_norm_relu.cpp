@@ -86,13 +86,7 @@ constexpr const char *kFused = "fused";
 constexpr const char *kFusedAdd = "fused+add";
 constexpr const char *kComposed = "composed";
 constexpr const char *kOwn = "own";
-constexpr const char *kConvStats = "conv-stats";
-
-// CASTOR_FUSED_BN=fused|own|conv-stats|composed: that way wherever it runs, instead of the tuner's choice.
-std::string forcedWay() {
-  const char *v = std::getenv("CASTOR_FUSED_BN");
-  return v ? v : "";
-}
+constexpr const char *kConvStats = bn::kConvStatsWay;
 
 std::string labelOf(const Kernel &k) { return k.name().empty() ? k.op() : k.name(); }
 
@@ -620,7 +614,7 @@ Expected<RunFn> buildForward(DeviceContext &ctx, const Kernel &k, const TensorLi
   if (a->sync)
     return Status::error(k.op() + ": synchronized batch norm (--sync-batch-norm) runs on the cpu backend so far");
   const uint32_t layer = out[1]->id();
-  const std::string forced = forcedWay();
+  const std::string forced = bn::forcedWay();
   auto f = isClip(clipMax) ? Expected<FusedLayer>(Status::error("cuDNN's fused kernel runs relu, not ReLU6's clip"))
                            : fusedLayer(ctx, in[0], forwardPerChannel(in, out), in.size() == 4);
   // The reserve space stays allocated for the plan's lifetime: a layer whose reserve the plan's

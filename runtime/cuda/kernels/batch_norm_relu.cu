@@ -408,18 +408,22 @@ __global__ void gradApplyKernel(const T *dy, const T *x, const T *y, const uint8
       });
 }
 
-// The forward's element-wise pass with the activation, recording the mask where one is given.
+// The element-wise pass over channels-last rows (applyRowsKernel), with the activation when
+// `relu` (clipMax: its bound), recording the mask where one is given (relu only).
 template <typename T, int V>
-cudaError_t applyRelu(Ref x, Ref z, Ref y, uint8_t *mask, const float *coef, const float *mean, const float *bias,
-                      int64_t rows, int64_t C, float clipMax, cudaStream_t s) {
+cudaError_t applyRows(Ref x, Ref z, Ref y, bool relu, uint8_t *mask, const float *coef, const float *mean,
+                      const float *bias, int64_t rows, int64_t C, float clipMax, cudaStream_t s) {
   auto run = [&](auto *kernel) {
     const Tiling a = elementwiseTiling(kernel, rows, C, V);
     kernel<<<a.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), static_cast<const T *>(z.p), static_cast<T *>(y.p),
-                                     mask, coef, mean, bias, rows, C, a.P, a.PB, a.RB, clipMax);
+                                     mask, coef, mean, bias, rows, C, a.P, a.PB, a.RB, relu ? clipMax : kInfinity);
     return cudaGetLastError();
   };
+  if (!relu)
+    return run(applyRowsKernel<T, V, false, false>);
   return mask ? run(applyRowsKernel<T, V, true, true>) : run(applyRowsKernel<T, V, true, false>);
 }
+
 
 // partial [2][groups][C], then coef [3][C].
 struct Scratch {
@@ -451,6 +455,19 @@ template <typename F> cudaError_t withDataType(int dt, int64_t C, F &&f) {
   default:
     return cudaErrorNotSupported;
   }
+}
+
+// The forward from the sums (bnReluForwardFromSums, bnForwardFromSums): mean, inv_std and the
+// coefficients per channel, then the element-wise pass.
+cudaError_t forwardFromSums(Ref x, Ref z, bool relu, const float *scale, const float *bias, const float *sums, Ref y,
+                            float *mean, float *invStd, uint8_t *mask, int64_t rows, int64_t C, double eps,
+                            float clipMax, void *workspace, cudaStream_t s) {
+  float *coef = static_cast<float *>(workspace);
+  sumsFinishKernel<<<gridFor(C), kThreads, 0, s>>>(sums, rows, C, eps, scale, mean, invStd, coef);
+  return withDataType(x.dt, C, [&](auto tag, auto vec) {
+    return applyRows<typename decltype(tag)::type, decltype(vec)::value>(x, z, y, relu, mask, coef, mean, bias, rows,
+                                                                          C, clipMax, s);
+  });
 }
 
 } // namespace
@@ -486,7 +503,7 @@ cudaError_t bnReluForward(Ref x, Ref z, const float *scale, const float *bias, R
     statsKernel<T, V><<<t.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), rows, C, t.P, t.PB, t.RB, w.partial);
     statsFinishKernel<<<mergeGrid(C), kMergeBlock, 0, s>>>(x.p, x.dt, w.partial, int(t.grid.y), rows, C, eps, scale,
                                                            mean, invStd, w.coef);
-    return applyRelu<T, V>(x, z, y, mask, w.coef, mean, bias, rows, C, clipMax, s);
+    return applyRows<T, V>(x, z, y, true, mask, w.coef, mean, bias, rows, C, clipMax, s);
   });
 }
 
@@ -495,30 +512,15 @@ cudaError_t bnReluForwardFromSums(Ref x, Ref z, const float *scale, const float 
                                   float clipMax, void *workspace, cudaStream_t s) {
   if (x.dt != y.dt || (z.p && z.dt != x.dt) || (z.p && clipMax < kInfinity) || (mask && clipMax < kInfinity))
     return cudaErrorInvalidValue;
-  float *coef = static_cast<float *>(workspace);
-  sumsFinishKernel<<<gridFor(C), kThreads, 0, s>>>(sums, rows, C, eps, scale, mean, invStd, coef);
-  return withDataType(x.dt, C, [&](auto tag, auto vec) {
-    using T = typename decltype(tag)::type;
-    constexpr int V = decltype(vec)::value;
-    return applyRelu<T, V>(x, z, y, mask, coef, mean, bias, rows, C, clipMax, s);
-  });
+  return forwardFromSums(x, z, true, scale, bias, sums, y, mean, invStd, mask, rows, C, eps, clipMax, workspace, s);
 }
 
 cudaError_t bnForwardFromSums(Ref x, const float *scale, const float *bias, const float *sums, Ref y, float *mean,
                               float *invStd, int64_t rows, int64_t C, double eps, void *workspace, cudaStream_t s) {
   if (x.dt != y.dt)
     return cudaErrorInvalidValue;
-  float *coef = static_cast<float *>(workspace);
-  sumsFinishKernel<<<gridFor(C), kThreads, 0, s>>>(sums, rows, C, eps, scale, mean, invStd, coef);
-  return withDataType(x.dt, C, [&](auto tag, auto vec) {
-    using T = typename decltype(tag)::type;
-    constexpr int V = decltype(vec)::value;
-    const Tiling a = elementwiseTiling(applyRowsKernel<T, V, false>, rows, C, V);
-    applyRowsKernel<T, V, false><<<a.grid, kBlock, 0, s>>>(static_cast<const T *>(x.p), nullptr,
-                                                           static_cast<T *>(y.p), nullptr, coef, mean, bias, rows, C,
-                                                           a.P, a.PB, a.RB, kInfinity);
-    return cudaGetLastError();
-  });
+  return forwardFromSums(x, Ref{}, false, scale, bias, sums, y, mean, invStd, nullptr, rows, C, eps, kInfinity,
+                         workspace, s);
 }
 
 cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const float *mean, const float *invStd,
@@ -534,18 +536,9 @@ cudaError_t bnApply(Ref x, Ref z, const float *scale, const float *bias, const f
     constexpr int V = decltype(vec)::value;
     const T *xp = static_cast<const T *>(x.p), *zp = static_cast<const T *>(z.p);
     T *yp = static_cast<T *>(y.p);
-    if (B == 1) { // channels last: rows of C, packs of V channels
-      const int64_t rows = A;
-      if (relu) {
-        const Tiling t = elementwiseTiling(applyRowsKernel<T, V, true>, rows, C, V);
-        applyRowsKernel<T, V, true><<<t.grid, kBlock, 0, s>>>(xp, zp, yp, nullptr, coef, mean, bias, rows, C, t.P, t.PB, t.RB,
-                                                              clipMax);
-      } else {
-        const Tiling t = elementwiseTiling(applyRowsKernel<T, V, false>, rows, C, V);
-        applyRowsKernel<T, V, false><<<t.grid, kBlock, 0, s>>>(xp, zp, yp, nullptr, coef, mean, bias, rows, C, t.P, t.PB, t.RB,
-                                                               kInfinity);
-      }
-    } else if (relu) {
+    if (B == 1) // channels last: rows of C, packs of V channels
+      return applyRows<T, V>(x, z, y, relu, nullptr, coef, mean, bias, A, C, clipMax, s);
+    if (relu) {
       applyStridedKernel<T, true><<<gridFor(n), kThreads, 0, s>>>(xp, zp, yp, coef, mean, bias, n, C, B, clipMax);
     } else {
       applyStridedKernel<T, false><<<gridFor(n), kThreads, 0, s>>>(xp, zp, yp, coef, mean, bias, n, C, B,
