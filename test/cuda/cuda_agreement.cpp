@@ -39,6 +39,9 @@
 //
 //   castor_cuda_tests PLAN_OR_DIR... [--steps 3] [--plant lr|bn-bias]
 //                     [--device cuda|cpu|cpu-noisy:SEED] [--references P] [--factor K] [--sign-factor S]
+//                     [--dump NAME]...
+// --dump prints a tensor's first 64 elements in the reference, the run under test and the noisy
+// references at each compared step; a failing comparison prints its worst tensor so, unasked.
 // A directory stands for every tiny*.plan in it. Exit status 0 when every plan agrees.
 
 #include "castor/backend.h"
