@@ -455,6 +455,15 @@ int checkPlan(const std::string &path, const Options &given, const char *layout)
           show(o.device.c_str(), (*t)[i]);
           for (size_t k = 0; k < rk.size(); ++k)
             show(("noisy " + std::to_string(k + 1)).c_str(), rk[k][i]);
+          // Where they differ most, which may lie past the elements shown.
+          const auto rv = valuesOf((*r)[i]), tv = valuesOf((*t)[i]);
+          size_t at = 0;
+          for (size_t e = 1; e < rv.size() && e < tv.size(); ++e)
+            if (std::fabs(tv[e] - rv[e]) > std::fabs(tv[at] - rv[at]))
+              at = e;
+          if (!rv.empty() && !tv.empty())
+            std::printf("  %s step %d largest difference at element %zu: reference %+.6e, %s %+.6e\n", want.c_str(),
+                        step, at, rv[at], o.device.c_str(), tv[at]);
         }
     failures += ok ? 0 : 1;
     std::printf("%-40s %s step %d  loss cpu %.6f %s %.6f (%.1e, tol %.0e)  worst |d|/allowed %.2f (%s)  "
