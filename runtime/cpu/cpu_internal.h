@@ -73,37 +73,25 @@ using Builder = std::function<Expected<RunFn>(const KernelContext &)>;
 // The CPU kernel of each op, keyed by the registry's OpId (plan/ops.def).
 using KernelTable = plan::OpTable<Builder>;
 
-// The tiled convolution, gemm and matmul kernels (training_kernels.cpp).
-Expected<RunFn> buildConv2d(const KernelContext &c);
-// The optimizers without the overflow flag (training_kernels.cpp).
-Expected<RunFn> buildSgdUpdate(const KernelContext &c);
-Expected<RunFn> buildAdamwUpdate(const KernelContext &c);
-
-// Kernels of the training step (backward, schedule): training_kernels.cpp.
-const KernelTable &trainingKernels();
-
-// all_reduce across the replicas of a data-parallel run (replica_kernels.cpp).
+// The CPU kernel of each op, one table per op family, each in the file of its name: forward and
+// backward kernels together.
+const KernelTable &elementwiseKernels(); // elementwise.cpp: unary, binary, copies, dropout, fill
+const KernelTable &reduceKernels();      // reduce.cpp: reduce_sum_to
+const KernelTable &poolingKernels();     // pooling.cpp: max, average, global average
+const KernelTable &lossKernels();        // loss.cpp: softmax, cross-entropy, count_correct
+const KernelTable &optimizerKernels();   // optimizer.cpp: sgd, adamw, schedule, loss scaling, clipping
+const KernelTable &batchNormKernels();   // batch_norm.cpp
+const KernelTable &convolutionKernels(); // convolution.cpp
+const KernelTable &matmulKernels();      // matmul.cpp: gemm, matmul
+const KernelTable &layoutKernels();      // layout.cpp: transpose, slice, concat, split
+const KernelTable &layerNormKernels();   // layer_norm.cpp
+const KernelTable &attentionKernels();   // attention.cpp
+// The fused kernels, each composed of the kernels of the group it replaces: fused.cpp.
+const KernelTable &fusedKernels();
+// all_reduce across the replicas of a data-parallel run: replicas.cpp.
 const KernelTable &replicaKernels();
 
-// Kernels of mixed-precision training (loss scaling, gradient clipping, gradient statistics),
-// increment (with or without its flag) and sgd_update and adamw_update with or without the
-// overflow flag: mixed_precision_kernels.cpp.
-const KernelTable &mixedPrecisionKernels();
-
-// The fused kernels, each composed of the kernels of the group it replaces: fused_kernels.cpp.
-const KernelTable &fusedKernels();
-
-// transpose, slice and slice_backward: layout_kernels.cpp.
-const KernelTable &layoutKernels();
-
-// layer_norm and layer_norm_backward: layer_norm_kernels.cpp.
-const KernelTable &layerNormKernels();
-
-// attention and attention_backward: attention_kernels.cpp.
-const KernelTable &attentionKernels();
-
-// Every kernel of the CPU backend: the forward kernels of cpu_backend.cpp and the six tables
-// above (an op has one entry in one of them).
+// Every kernel of the CPU backend: the tables above merged (cpu_backend.cpp).
 const KernelTable &cpuKernels();
 
 // `v` rounded to `dtype` as a write to a tensor of that dtype would round it, back as a double.

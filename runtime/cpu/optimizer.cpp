@@ -1,7 +1,8 @@
-// The CPU reference kernels of mixed-precision training: dynamic loss scaling with the semantics
-// of PyTorch's GradScaler (unscale_gradients, update_loss_scale), gradient clipping as
-// torch.nn.utils.clip_grad_norm_, per-tensor gradient statistics, and the overflow-flag forms of
-// sgd_update, adamw_update and increment.
+// The CPU reference's optimizers and what drives them: sgd_update and adamw_update (as
+// torch.optim.SGD and AdamW; with the overflow flag, skipped on overflow), lr_schedule, increment;
+// dynamic loss scaling with the semantics of PyTorch's GradScaler (unscale_gradients,
+// update_loss_scale), gradient clipping as torch.nn.utils.clip_grad_norm_, per-tensor gradient
+// statistics.
 //
 // Same rules as the other kernel files: operands are read into double precision, sums accumulate
 // in fp64 in a fixed order, each result is rounded once into its output's dtype, and every kernel
@@ -16,6 +17,108 @@
 
 namespace castor::cpu {
 namespace {
+
+// sgd_update (param, grad, momentum_buffer, lr [] [, step i64 []]) -> (param, momentum_buffer),
+// in place, as torch.optim.SGD:
+//   g = grad + weight_decay * param
+//   momentum != 0: buf = g on the first step (step == 1), else momentum * buf + (1 - dampening) g;
+//                  g = g + momentum * buf (nesterov) or buf
+//   param -= lr * g
+Expected<RunFn> buildSgd(const KernelContext &c) {
+  auto p = plan::parseSgd(c.kernel);
+  if (!p)
+    return p.status();
+  if (p->momentum != 0 && c.in.size() < 5)
+    return Status::error("sgd with momentum needs the step counter as its 5th input");
+  Memory *b = &c.backend;
+  auto in = c.in;
+  auto out = c.out;
+  const plan::SgdParams a = *p;
+  return RunFn([=]() {
+    Values W = b->read(*in[0]), G = b->read(*in[1]);
+    const double lr = scalar(b, in[3]);
+    Values buf = a.momentum != 0 ? b->read(*in[2]) : Values();
+    const bool first = a.momentum != 0 && scalarInt(b, in[4]) <= 1;
+    for (size_t i = 0; i < W.size(); ++i) {
+      double g = G[i] + a.weightDecay * W[i];
+      if (a.momentum != 0) {
+        buf[i] = first ? g : a.momentum * buf[i] + (1 - a.dampening) * g;
+        g = a.nesterov ? g + a.momentum * buf[i] : buf[i];
+      }
+      W[i] -= lr * g;
+    }
+    b->write(*out[0], W);
+    if (a.momentum != 0)
+      b->write(*out[1], buf);
+    return Status::ok();
+  });
+}
+
+// adamw_update (param, grad, exp_avg, exp_avg_sq, lr [], step i64 []) -> (param, exp_avg,
+// exp_avg_sq), in place, as torch.optim.AdamW:
+//   param *= 1 - lr wd;  m = b1 m + (1 - b1) g;  v = b2 v + (1 - b2) g^2
+//   param -= lr / (1 - b1^step) * m / (sqrt(v) / sqrt(1 - b2^step) + eps)
+Expected<RunFn> buildAdamW(const KernelContext &c) {
+  auto p = plan::parseAdamW(c.kernel);
+  if (!p)
+    return p.status();
+  Memory *b = &c.backend;
+  auto in = c.in;
+  auto out = c.out;
+  const plan::AdamWParams a = *p;
+  return RunFn([=]() {
+    Values W = b->read(*in[0]), G = b->read(*in[1]), M = b->read(*in[2]), V = b->read(*in[3]);
+    const double lr = scalar(b, in[4]);
+    const double step = double(scalarInt(b, in[5]));
+    const double bc1 = 1 - std::pow(a.beta1, step), bc2Sqrt = std::sqrt(1 - std::pow(a.beta2, step));
+    const double stepSize = lr / bc1;
+    for (size_t i = 0; i < W.size(); ++i) {
+      W[i] *= 1 - lr * a.weightDecay;
+      M[i] = a.beta1 * M[i] + (1 - a.beta1) * G[i];
+      V[i] = a.beta2 * V[i] + (1 - a.beta2) * G[i] * G[i];
+      W[i] -= stepSize * M[i] / (std::sqrt(V[i]) / bc2Sqrt + a.eps);
+    }
+    b->write(*out[0], W);
+    b->write(*out[1], M);
+    b->write(*out[2], V);
+    return Status::ok();
+  });
+}
+
+double learningRate(const plan::LrScheduleParams &p, int64_t it) {
+  using Kind = plan::LrScheduleParams::Kind;
+  if (it < p.warmupSteps)
+    return p.baseLr * double(it + 1) / double(p.warmupSteps);
+  switch (p.kind) {
+  case Kind::Constant:
+    return p.baseLr;
+  case Kind::Step:
+    return p.baseLr * std::pow(p.gamma, double(it / p.stepSize));
+  case Kind::Cosine: {
+    const double T = double(p.totalSteps - p.warmupSteps);
+    if (T <= 0)
+      return p.minLr;
+    const double t = std::min(std::max(double(it - p.warmupSteps), 0.0), T);
+    const double pi = 3.14159265358979323846;
+    return p.minLr + (p.baseLr - p.minLr) * (1 + std::cos(pi * t / T)) / 2;
+  }
+  }
+  return p.baseLr;
+}
+
+// lr_schedule (iteration i64 []) -> lr [].
+Expected<RunFn> buildLrSchedule(const KernelContext &c) {
+  auto p = plan::parseLrSchedule(c.kernel);
+  if (!p)
+    return p.status();
+  Memory *b = &c.backend;
+  const Tensor *it = c.in[0], *lr = c.out[0];
+  const plan::LrScheduleParams a = *p;
+  return RunFn([=]() {
+    b->write(*lr, Values{learningRate(a, scalarInt(b, it))});
+    return Status::ok();
+  });
+}
 
 // unscale_gradients (g_0..g_{n-1}, scale f32 []) -> (g_0..g_{n-1} in place, found_inf f32 []).
 // inv = 1/scale in double, rounded to f32 (as GradScaler); g *= inv, rounded into g's dtype;
@@ -180,15 +283,16 @@ bool adamwHasFlag(const KernelContext &c) { return c.in.size() == 7; }
 
 } // namespace
 
-const KernelTable &mixedPrecisionKernels() {
+const KernelTable &optimizerKernels() {
   static const KernelTable table = {
       {OpId::UnscaleGradients, buildUnscaleGradients},
       {OpId::ClipGradNorm, buildClipGradNorm},
       {OpId::UpdateLossScale, buildUpdateLossScale},
       {OpId::GradientStats, buildGradientStats},
       {OpId::Increment, buildIncrement},
-      {OpId::SgdUpdate, skippedOnOverflow(buildSgdUpdate, sgdHasFlag)},
-      {OpId::AdamwUpdate, skippedOnOverflow(buildAdamwUpdate, adamwHasFlag)},
+      {OpId::LrSchedule, buildLrSchedule},
+      {OpId::SgdUpdate, skippedOnOverflow(buildSgd, sgdHasFlag)},
+      {OpId::AdamwUpdate, skippedOnOverflow(buildAdamW, adamwHasFlag)},
   };
   return table;
 }

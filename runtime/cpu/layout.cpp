@@ -1,5 +1,6 @@
-// transpose, slice and slice_backward: element moves through a strided view of the input
-// (shape::StridedView), byte for byte, so any dtype moves exactly.
+// The CPU reference's element moves: transpose, slice and slice_backward through a strided view of
+// the input (shape::StridedView), byte for byte, so any dtype moves exactly; concat and split along
+// an axis.
 #include "cpu/cpu_internal.h"
 
 #include "castor/shape_rules.h"
@@ -74,6 +75,55 @@ Expected<RunFn> buildSlice(const KernelContext &c) {
   return moveThrough(c, *view, backward);
 }
 
+
+Expected<RunFn> buildConcat(const KernelContext &c) {
+  Memory *b = &c.backend;
+  auto in = c.in;
+  const Tensor *y = c.out[0];
+  auto split = splitAtAxis(c.kernel, 0, shapeOf(*y));
+  if (!split)
+    return split.status();
+  const int64_t ax = split->axis, outer = split->outer;
+  const uint64_t innerBytes = uint64_t(split->inner) * plan::dtypeSize(y->dtype());
+  return RunFn([=]() {
+    // Read every input first: an output slot may not alias an input, but be safe regardless.
+    std::vector<std::vector<uint8_t>> data;
+    for (const Tensor *t : in)
+      data.emplace_back(b->slot(*t), b->slot(*t) + t->bytes());
+    uint8_t *dst = b->slot(*y);
+    for (int64_t o = 0; o < outer; ++o)
+      for (size_t i = 0; i < in.size(); ++i) {
+        uint64_t chunk = uint64_t(in[i]->shape(int(ax))) * innerBytes;
+        std::memcpy(dst, data[i].data() + o * chunk, chunk);
+        dst += chunk;
+      }
+    return Status::ok();
+  });
+}
+
+// split (x) -> (y0, y1, ...): consecutive slices of x along `axis`, each as thick as its output.
+Expected<RunFn> buildSplit(const KernelContext &c) {
+  Memory *b = &c.backend;
+  const Tensor *x = c.in[0];
+  auto out = c.out;
+  auto split = splitAtAxis(c.kernel, 0, shapeOf(*x));
+  if (!split)
+    return split.status();
+  const int64_t ax = split->axis, outer = split->outer;
+  const uint64_t innerBytes = uint64_t(split->inner) * plan::dtypeSize(x->dtype());
+  return RunFn([=]() {
+    std::vector<uint8_t> src(b->slot(*x), b->slot(*x) + x->bytes());
+    const uint8_t *from = src.data();
+    for (int64_t o = 0; o < outer; ++o)
+      for (const Tensor *t : out) {
+        const uint64_t chunk = uint64_t(t->shape(int(ax))) * innerBytes;
+        std::memcpy(b->slot(*t) + o * chunk, from, chunk);
+        from += chunk;
+      }
+    return Status::ok();
+  });
+}
+
 } // namespace
 
 const KernelTable &layoutKernels() {
@@ -81,6 +131,8 @@ const KernelTable &layoutKernels() {
       {plan::OpId::Transpose, buildTranspose},
       {plan::OpId::Slice, buildSlice},
       {plan::OpId::SliceBackward, buildSlice},
+      {OpId::Concat, buildConcat},
+      {OpId::Split, buildSplit},
   };
   return table;
 }
