@@ -2,7 +2,7 @@
 # Every GPU check of the CUDA backend in one run on the GPU machine, from the repository root,
 # with what scripts/build_gpu.sh put in gpu-carry/: the GPU tests (single kernels, convolutions,
 # CPU/CUDA agreement of whole training steps in both layouts), compute-sanitizer memcheck on a
-# small training plan, the ResNet-50 benchmark beside PyTorch (bench/resnet50_vs_torch.sh) and
+# small training plan, the ResNet-50 benchmark beside PyTorch (bench/device_call.sh) and
 # the 100-step loss comparison with PyTorch AMP (test/torch_reference/run_amp_comparison.sh).
 #
 #   bench/gpu_acceptance.sh [OUT_DIR]      # default $OUT
@@ -35,13 +35,11 @@ timeout 120 compute-sanitizer --tool memcheck "$bin/castor-run" train "$carry/pl
   --steps 3 --device cuda 2>&1 | tail -12 >>"$log"
 echo "memcheck exit ${PIPESTATUS[0]}" >>"$log"
 section "bench"
-CASTOR_BENCH_STEPS=20 TORCH_MODES="${TORCH_MODES:-amp-fp16-cl,fp32,amp-bf16-cl,compile-fp16-cl}" \
-  timeout "${BENCH_LIMIT:-300}" bench/resnet50_vs_torch.sh "$carry" "$out/bench" >/tmp/bench.log 2>&1
+OUT="$out/bench" timeout "${BENCH_LIMIT:-300}" bench/device_call.sh --plans "r50_fp16_b256 r50_bf16_b256 r50_fp32_b256" \
+  --steps 20 --peers "${TORCH_MODES:-amp-fp16-cl,fp32,amp-bf16-cl,compile-fp16-cl}" >/tmp/bench.log 2>&1
 grep -v '^{' /tmp/bench.log | tail -20 >>"$log"
-python3 bench/summarize.py "$out/bench/castor.jsonl" "$out/bench/torch.jsonl" "$out/bench/gpu.txt" \
-  >"$out/bench/summary.md" 2>&1
-echo "batch-norm layers in the tuning cache, by chosen API:" >>"$log"
-grep "^batch_norm" "$CASTOR_TUNING_CACHE"/*.txt | cut -f2 | sed 's/:.*//' | sort | uniq -c >>"$log"
+echo "batch-norm layers in the fp16 plan's tuning cache, by chosen API:" >>"$log"
+grep -h "^batch_norm" /tmp/tc-r50_fp16_b256/*.txt | cut -f2 | sed 's/:.*//' | sort | uniq -c >>"$log"
 section "fusion: fused and unfused ResNet-50 plans, alternately (median img/s of two runs each)"
 for p in fp16 bf16; do
   for plan in r50_${p}_b256 r50_${p}_b256_nofuse r50_${p}_b256 r50_${p}_b256_nofuse; do

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Ratios of Castor's figures to PyTorch's from one run of bench/resnet50_vs_torch.sh or
-bench/torchvision_vs_torch.sh (one model).
+"""Ratios of Castor's figures to PyTorch's from one run of bench/device_call.sh on one model
+(its castor.jsonl, torch.jsonl and gpu.txt).
 
   summarize.py castor.jsonl torch.jsonl gpu.txt   # prints a Markdown table
 

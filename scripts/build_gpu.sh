@@ -84,7 +84,7 @@ if [ -x "$castor" ]; then
   "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision fp16 \
     --optimizer sgd --momentum 0.9 --nesterov --clip-grad-norm 1.0 --emit-gradients \
     -o "$carry/plans/tiny_fp16_sgd_clip.plan" >/dev/null
-  # ResNet-50's training steps for bench/resnet50_vs_torch.sh, as torch_resnet50.py trains:
+  # ResNet-50's training steps for bench/device_call.sh, as torch_resnet50.py trains:
   # batch 256, AdamW lr 1e-3, weight decay 0.01 (the plans only: weights come from the seed).
   for p in fp16 bf16 fp32; do
     "$castor" compile "$root/models/resnet50.onnx" --init kaiming --batch 256 --train --precision "$p" \
@@ -98,7 +98,7 @@ if [ -x "$castor" ]; then
     "$castor" compile "$root/models/resnet50.onnx" --init kaiming --batch 256 --train --precision "$p" \
       --optimizer adamw --lr 1e-3 --weight-decay 0.01 --fuse none -o "$carry/plans/r50_${p}_b256_nofuse.plan" >/dev/null
   done
-  # Beyond CNNs, for bench/torchvision_vs_torch.sh (batch 128, AdamW lr 1e-3, as
+  # Beyond CNNs, for bench/device_call.sh --models ... --batch 128 (AdamW lr 1e-3, as
   # bench/torch_torchvision.py trains) and the ViT loss comparison (lr 1e-4, run_amp_comparison.sh
   # with MODEL=vit_b_16): the training-mode fixtures, seeded.
   for m in vit_b_16 convnext_tiny efficientnet_b0 swin_t; do
@@ -119,7 +119,7 @@ if [ -x "$castor" ]; then
     --optimizer adamw --lr 1e-4 --beta1 0.9 --beta2 0.999 --eps 1e-8 --weight-decay 0.01 --loss-scale dynamic \
     -o "$carry/plans/r50_fp16_b64_cmp.plan" >/dev/null
   # CNNs with grouped and depthwise convolutions and concatenations, fused and unfused
-  # (docs/results/2026-12-02-h200-gradient-add/run4.sh).
+  # (bench/device_call.sh --models "..." --batch 128 --fuse "auto none").
   for m in resnext50_32x4d mobilenet_v2 densenet121; do
     for f in auto none; do
       suffix=$([ "$f" = none ] && echo _nofuse || true)
