@@ -67,7 +67,7 @@ bool matchClip(Group &g) {
   for (Operation *u : normalised.getUsers()) {
     if (auto c = llvm::dyn_cast<castor::ClipOp>(u); c && !clip)
       clip = c;
-    else if (auto cb = llvm::dyn_cast<castor::ClipBackwardOp>(u); cb && !clipBackward && cb.getInput() == normalised)
+    else if (auto cb = llvm::dyn_cast<castor::ClipBackwardOp>(u); cb && !clipBackward && cb.getSaved() == normalised)
       clipBackward = cb;
     else
       return false;

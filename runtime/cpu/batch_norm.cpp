@@ -7,7 +7,7 @@
 // output's dtype, and a kernel reads its inputs before it writes an output that updates one in place.
 
 #include "cpu/cpu_internal.h"
-#include "cpu/unary_functors.h"
+#include "plan/elementwise_ops.h"
 #include "dist/communicator.h"
 #include "plan/op_attrs.h"
 
@@ -126,8 +126,12 @@ Expected<RunFn> buildBatchNormApply(const KernelContext &c) {
   const Tensor *y = c.out[0];
   Shape xs = shapeOf(*in[0]);
   const bool relu = p->relu;
-  const std::optional<Clip> clip =
-      p->clipMax ? std::optional<Clip>(Clip{0.0, *p->clipMax}) : std::nullopt; // as the clip op
+  std::optional<elementwise::Clip> clip; // computes as the clip op
+  if (p->clipMax) {
+    clip.emplace();
+    clip->min = 0.0;
+    clip->max = *p->clipMax;
+  }
   const plan::DType dtype = y->dtype();
   return RunFn([=]() {
     Values X = b->read(*in[0]), gamma = b->read(*in[1]), beta = b->read(*in[2]), mean = b->read(*in[3]),
@@ -142,7 +146,7 @@ Expected<RunFn> buildBatchNormApply(const KernelContext &c) {
         double t = roundToDtype((X[i] - mean[ch]) * invStd[ch] * gamma[ch] + beta[ch], dtype);
         if (!Z.empty())
           t = roundToDtype(t + Z[i], dtype);
-        X[i] = clip ? (*clip)(t) : relu ? (t > 0 ? t : (t != t ? t : 0.0)) : t;
+        X[i] = clip ? clip->forward(t) : relu ? elementwise::Relu{}.forward(t) : t;
       }
     });
     b->write(*y, X);

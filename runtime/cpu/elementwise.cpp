@@ -1,5 +1,5 @@
-// Element-wise kernels of the CPU reference, each forward beside its backward: the unary ops
-// (relu, sigmoid, clip, hard_sigmoid, hard_swish, erf, gelu) and their backward ops, add and mul
+// Element-wise kernels of the CPU reference, each forward beside its backward: every unary op of
+// ops.def's CASTOR_ELEMENTWISE_OP lines and its gradient, from elementwise_ops.h's formulas, add and mul
 // with numpy broadcasting, copies and casts (identity, cast, reshape, flatten), dropout and
 // dropout_backward, fill.
 //
@@ -8,7 +8,7 @@
 // output's dtype, and a kernel reads its inputs before it writes an output that updates one in place.
 
 #include "cpu/cpu_internal.h"
-#include "cpu/unary_functors.h"
+#include "plan/elementwise_ops.h"
 #include "plan/op_attrs.h"
 #include "weights/dropout.h"
 
@@ -34,14 +34,21 @@ template <typename F> RunFn unaryRun(Memory *b, const Tensor *x, const Tensor *y
   };
 }
 
-// Unary elementwise kernel in double; make(kernel) parses the attributes into the functor.
-template <typename Make> Builder unary(Make make) {
-  return [make](const KernelContext &c) -> Expected<RunFn> {
-    auto f = make(c.kernel);
-    if (!f)
-      return f.status();
-    return unaryRun(&c.backend, c.in[0], c.out[0], *f);
-  };
+// A unary element-wise op of elementwise_ops.h in double, y = op.forward(x).
+template <class Op> Expected<RunFn> buildUnary(const KernelContext &c) {
+  auto op = plan::parseElementwise<Op>(c.kernel);
+  if (!op)
+    return op.status();
+  return unaryRun(&c.backend, c.in[0], c.out[0], [f = *op](double v) { return f.forward(v); });
+}
+
+// Its gradient, dx = op.backward(dy, saved).
+template <class Op> Expected<RunFn> buildUnaryBackward(const KernelContext &c) {
+  auto op = plan::parseElementwise<Op>(c.kernel);
+  if (!op)
+    return op.status();
+  return sameShapeBinaryRun(&c.backend, c.in[0], c.in[1], c.out[0],
+                            [f = *op](double dy, double saved) { return f.backward(dy, saved); });
 }
 
 template <typename Op> Builder binary(Op op) {
@@ -130,102 +137,6 @@ Expected<RunFn> buildDropout(const KernelContext &c) {
   });
 }
 
-// (dy, saved) -> dx = f(dy, saved) elementwise, chunk by chunk; make(kernel) parses the
-// attributes into the functor.
-template <typename Make> Builder elementwiseBackward(Make make) {
-  return [make](const KernelContext &c) -> Expected<RunFn> {
-    auto f = make(c.kernel);
-    if (!f)
-      return f.status();
-    Memory *b = &c.backend;
-    const Tensor *dy = c.in[0], *s = c.in[1], *dx = c.out[0];
-    return sameShapeBinaryRun(b, dy, s, dx, *f);
-  };
-}
-
-struct ReluBackward {
-  double operator()(double dy, double y) const { return y > 0 ? dy : 0.0; }
-};
-struct SigmoidBackward {
-  double operator()(double dy, double y) const { return dy * y * (1.0 - y); }
-};
-struct ClipBackward {
-  double lo, hi;
-  double operator()(double dy, double x) const { return (x >= lo && x <= hi) ? dy : 0.0; }
-};
-struct HardSigmoidBackward {
-  double alpha, beta;
-  double operator()(double dy, double x) const {
-    const double z = alpha * x + beta;
-    return (z > 0.0 && z < 1.0) ? dy * alpha : 0.0;
-  }
-};
-struct HardSwishBackward { // PyTorch's hardswish_backward, boundaries included
-  double operator()(double dy, double x) const {
-    if (x < -3.0)
-      return 0.0;
-    return x <= 3.0 ? dy * (x / 3.0 + 0.5) : dy;
-  }
-};
-
-struct ErfBackward {
-  double operator()(double dy, double x) const { return dy * (2.0 / std::sqrt(M_PI)) * std::exp(-x * x); }
-};
-
-struct GeluBackward {
-  bool tanhForm;
-  double operator()(double dy, double x) const {
-    if (tanhForm) {
-      const double k = std::sqrt(2.0 / M_PI), t = std::tanh(k * (x + 0.044715 * x * x * x));
-      return dy * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * k * (1.0 + 3.0 * 0.044715 * x * x));
-    }
-    const double cdf = 0.5 * (1.0 + std::erf(x / std::sqrt(2.0))), pdf = std::exp(-0.5 * x * x) / std::sqrt(2.0 * M_PI);
-    return dy * (cdf + x * pdf);
-  }
-};
-
-Expected<GeluBackward> geluBackward(const Kernel &k) {
-  auto p = plan::parseGelu(k);
-  if (!p)
-    return p.status();
-  return GeluBackward{p->tanh};
-}
-
-Expected<ErfBackward> erfBackward(const Kernel &k) {
-  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-  return ErfBackward{};
-}
-
-Expected<ReluBackward> reluBackward(const Kernel &k) {
-  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-  return ReluBackward{};
-}
-
-Expected<SigmoidBackward> sigmoidBackward(const Kernel &k) {
-  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-  return SigmoidBackward{};
-}
-
-Expected<ClipBackward> clipBackward(const Kernel &k) {
-  auto p = plan::parseClip(k);
-  if (!p)
-    return p.status();
-  return ClipBackward{p->min ? *p->min : -std::numeric_limits<double>::infinity(),
-                      p->max ? *p->max : std::numeric_limits<double>::infinity()};
-}
-
-Expected<HardSigmoidBackward> hardSigmoidBackward(const Kernel &k) {
-  auto p = plan::parseHardSigmoid(k);
-  if (!p)
-    return p.status();
-  return HardSigmoidBackward{p->alpha, p->beta};
-}
-
-Expected<HardSwishBackward> hardSwishBackward(const Kernel &k) {
-  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-  return HardSwishBackward{};
-}
-
 // fill () -> y: every element = value.
 Expected<RunFn> buildFill(const KernelContext &c) {
   auto p = plan::parseFill(c.kernel);
@@ -243,42 +154,15 @@ Expected<RunFn> buildFill(const KernelContext &c) {
 } // namespace
 
 const KernelTable &elementwiseKernels() {
-  static const KernelTable table = {
-      {OpId::Relu, unary([](const Kernel &k) -> Expected<Relu> {
-         CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-         return Relu{};
-       })},
-      {OpId::Sigmoid, unary([](const Kernel &k) -> Expected<Sigmoid> {
-         CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-         return Sigmoid{};
-       })},
-      {OpId::Clip, unary([](const Kernel &k) -> Expected<Clip> {
-         auto p = plan::parseClip(k);
-         if (!p)
-           return p.status();
-         return Clip{p->min ? *p->min : -std::numeric_limits<double>::infinity(),
-                     p->max ? *p->max : std::numeric_limits<double>::infinity()};
-       })},
-      {OpId::HardSigmoid, unary([](const Kernel &k) -> Expected<HardSigmoid> {
-         auto p = plan::parseHardSigmoid(k);
-         if (!p)
-           return p.status();
-         return HardSigmoid{p->alpha, p->beta};
-       })},
-      {OpId::HardSwish, unary([](const Kernel &k) -> Expected<HardSwish> {
-         CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-         return HardSwish{};
-       })},
-      {OpId::Erf, unary([](const Kernel &k) -> Expected<Erf> {
-         CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-         return Erf{};
-       })},
-      {OpId::Gelu, unary([](const Kernel &k) -> Expected<Gelu> {
-         auto p = plan::parseGelu(k);
-         if (!p)
-           return p.status();
-         return Gelu{p->tanh};
-       })},
+  static const KernelTable unary = {
+#define CASTOR_OP(id, name, category)
+#define CASTOR_ELEMENTWISE_OP(id, name)                                                                            \
+  {OpId::id, buildUnary<elementwise::id>}, {OpId::id##Backward, buildUnaryBackward<elementwise::id>},
+#include "plan/ops.def"
+#undef CASTOR_ELEMENTWISE_OP
+#undef CASTOR_OP
+  };
+  static const KernelTable table = KernelTable{
       {OpId::Add, binary([](double a, double b) { return a + b; })},
       {OpId::Mul, binary([](double a, double b) { return a * b; })},
       {OpId::Flatten,
@@ -305,15 +189,8 @@ const KernelTable &elementwiseKernels() {
        }},
       {OpId::Dropout, buildDropout},
       {OpId::DropoutBackward, buildDropout},
-      {OpId::ReluBackward, elementwiseBackward(reluBackward)},
-      {OpId::SigmoidBackward, elementwiseBackward(sigmoidBackward)},
-      {OpId::ClipBackward, elementwiseBackward(clipBackward)},
-      {OpId::HardSigmoidBackward, elementwiseBackward(hardSigmoidBackward)},
-      {OpId::HardSwishBackward, elementwiseBackward(hardSwishBackward)},
-      {OpId::ErfBackward, elementwiseBackward(erfBackward)},
-      {OpId::GeluBackward, elementwiseBackward(geluBackward)},
       {OpId::Fill, buildFill},
-  };
+  }.merge(unary);
   return table;
 }
 

@@ -365,34 +365,6 @@ Expected<GemmParams> parseGemm(const Kernel &k) {
   return p;
 }
 
-Expected<ClipParams> parseClip(const Kernel &k) {
-  AttrReader r(k);
-  ClipParams p;
-  p.min = r.optReal("min");
-  p.max = r.optReal("max");
-  CASTOR_RETURN_IF_ERROR(r.finish());
-  return p;
-}
-
-Expected<HardSigmoidParams> parseHardSigmoid(const Kernel &k) {
-  AttrReader r(k);
-  HardSigmoidParams p;
-  p.alpha = r.real("alpha", p.alpha);
-  p.beta = r.real("beta", p.beta);
-  CASTOR_RETURN_IF_ERROR(r.finish());
-  if (!(std::isfinite(p.alpha) && std::isfinite(p.beta)))
-    return Status::error("alpha and beta must be finite");
-  return p;
-}
-
-Expected<GeluParams> parseGelu(const Kernel &k) {
-  AttrReader r(k);
-  GeluParams p;
-  p.tanh = r.boolean("tanh", false);
-  CASTOR_RETURN_IF_ERROR(r.finish());
-  return p;
-}
-
 Expected<AttentionParams> parseAttention(const Kernel &k) {
   AttrReader r(k);
   AttentionParams p;

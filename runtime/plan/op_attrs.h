@@ -7,11 +7,13 @@
 
 #include "castor/shape_rules.h"
 #include "castor/status.h"
+#include "plan/elementwise_ops.h"
 #include "plan/plan.h"
 
 #include <optional>
 #include <set>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace castor::plan {
@@ -79,17 +81,6 @@ struct BatchNormApplyParams {
 struct GemmParams {
   bool transA = false, transB = false;
   double alpha = 1.0, beta = 1.0;
-};
-struct ClipParams {
-  std::optional<double> min, max;
-};
-// ONNX HardSigmoid's defaults; PyTorch's hardsigmoid exports alpha 1/6.
-struct HardSigmoidParams {
-  double alpha = 0.2, beta = 0.5;
-};
-// GELU: the exact (erf) form, or PyTorch's tanh approximation.
-struct GeluParams {
-  bool tanh = false;
 };
 // attention and attention_backward: the factor of the scores, softmax(scale q k^T) (the compiler
 // writes 1/sqrt(D) for the usual scaled dot-product attention).
@@ -178,9 +169,6 @@ bool isBatchNormReluActivationAttr(const std::string &name);
 Expected<BatchNormApplyParams> parseBatchNormApply(const Kernel &k);
 Expected<LayerNormParams> parseLayerNorm(const Kernel &k);
 Expected<GemmParams> parseGemm(const Kernel &k);
-Expected<ClipParams> parseClip(const Kernel &k);
-Expected<HardSigmoidParams> parseHardSigmoid(const Kernel &k);
-Expected<GeluParams> parseGelu(const Kernel &k);
 Expected<SoftmaxCrossEntropyParams> parseSoftmaxCrossEntropy(const Kernel &k);
 Expected<AttentionParams> parseAttention(const Kernel &k); // attention, attention_backward
 // transpose's permutation.
@@ -196,7 +184,24 @@ Expected<TransposeParams> parseTranspose(const Kernel &k);
 Expected<SliceParams> parseSlice(const Kernel &k);
 // "axis" of concat (default 0... required), softmax (default -1) and flatten (default 1).
 Expected<int64_t> parseAxis(const Kernel &k, int64_t fallback);
-// Ops without attributes (relu, add, ...) and those whose attributes are informative only
+// A unary element-wise op (elementwise_ops.h) or its gradient: the op's attributes, each read by
+// the type of its field, then the op's own check. The op and its _backward take the same ones.
+template <class Op> Expected<Op> parseElementwise(const Kernel &k) {
+  AttrReader r(k);
+  Op op;
+  op.attrs([&r](const char *name, auto &field) {
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>)
+      field = r.boolean(name, field);
+    else
+      field = r.real(name, field);
+  });
+  CASTOR_RETURN_IF_ERROR(r.finish());
+  if (const char *refused = op.check())
+    return Status::error(refused);
+  return op;
+}
+
+// Ops without attributes (add, mul, ...) and those whose attributes are informative only
 // (dropout's ratio).
 Status parseNoAttrs(const Kernel &k, const std::vector<std::string> &ignored = {});
 

@@ -278,9 +278,24 @@ template <bool Backward> Status attentionCheck(const KernelView &k) {
   return expectSameShape(*k.out[2], v, "dv");
 }
 
+// The unary element-wise ops and their gradients (ops.def's CASTOR_ELEMENTWISE_OP lines):
+// x -> y and (dy, saved) -> dx, floating-point, of one shape, with the op's attributes.
+OpTable<OpRule> elementwiseRules() {
+  return {
+#define CASTOR_OP(id, name, category)
+#define CASTOR_ELEMENTWISE_OP(id, name)                                                                  \
+  {OpId::id, {attrs<parseElementwise<elementwise::id>>, kUnary, kFloat, nullptr, sameShapeOutput}},     \
+      {OpId::id##Backward,                                                                               \
+       {attrs<parseElementwise<elementwise::id>>, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
+#include "plan/ops.def"
+#undef CASTOR_ELEMENTWISE_OP
+#undef CASTOR_OP
+  };
+}
+
 // One rule per op of the registry (ops.def); the runtime tests check that none is missing.
 const OpTable<OpRule> &rules() {
-  static const OpTable<OpRule> table = {
+  static const OpTable<OpRule> table = OpTable<OpRule>{
       // --- Inference ops.
       {OpId::Conv2d,
        {nullptr, {2, 3, 1, 1}, kFloat, nullptr,
@@ -366,13 +381,6 @@ const OpTable<OpRule> &rules() {
             perChannel.push_back(shapeOf(*k.in[i]));
           return expectShape(*k.out[0], shape::batchNorm(shapeOf(*k.in[0]), perChannel), "output");
         }}},
-      {OpId::Relu, {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
-      {OpId::Sigmoid, {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
-      {OpId::Clip, {attrs<parseClip>, kUnary, kFloat, nullptr, sameShapeOutput}},
-      {OpId::HardSigmoid, {attrs<parseHardSigmoid>, kUnary, kFloat, nullptr, sameShapeOutput}},
-      {OpId::HardSwish, {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
-      {OpId::Erf, {noAttrs, kUnary, kFloat, nullptr, sameShapeOutput}},
-      {OpId::Gelu, {attrs<parseGelu>, kUnary, kFloat, nullptr, sameShapeOutput}},
       {OpId::Identity,
        {noAttrs, kUnary, kAnyDtype, nullptr,
         [](const KernelView &k) -> Status {
@@ -525,13 +533,6 @@ const OpTable<OpRule> &rules() {
           CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));
           return expectInPlace(k, 1, 1);
         }}},
-      {OpId::ReluBackward, {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
-      {OpId::SigmoidBackward, {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
-      {OpId::ClipBackward, {attrs<parseClip>, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
-      {OpId::HardSigmoidBackward, {attrs<parseHardSigmoid>, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
-      {OpId::HardSwishBackward, {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
-      {OpId::ErfBackward, {noAttrs, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
-      {OpId::GeluBackward, {attrs<parseGelu>, kBinary, kFloat, nullptr, elementwiseBackwardShapes}},
       {OpId::MaxPool2dBackward, {nullptr, kBinary, kFloat, nullptr, poolBackwardCheck<true>}},
       {OpId::AvgPool2dBackward, {nullptr, kUnary, kFloat, nullptr, poolBackwardCheck<false>}},
       {OpId::GlobalAvgPoolBackward,
@@ -772,7 +773,7 @@ const OpTable<OpRule> &rules() {
           CASTOR_RETURN_IF_ERROR(expectSameShape(*k.out[1], *k.in[3], "dscale"));
           return expectSameShape(*k.out[2], *k.in[3], "dbias");
         }}},
-  };
+  }.merge(elementwiseRules());
   return table;
 }
 

@@ -339,6 +339,24 @@ std::vector<Case> cases() {
       c.inputs[x] = spread(240);
     });
   }
+  // Every unary element-wise op of the registry and its gradient, with its default attributes
+  // (ops.def's CASTOR_ELEMENTWISE_OP lines: an op added there is tested here too).
+  const std::vector<std::string> elementwiseOps = {
+#define CASTOR_OP(id, name, category)
+#define CASTOR_ELEMENTWISE_OP(id, name) name,
+#include "plan/ops.def"
+#undef CASTOR_ELEMENTWISE_OP
+#undef CASTOR_OP
+  };
+  for (const std::string &op : elementwiseOps)
+    for (plan::DType dt : {F32, F16}) {
+      const std::string suffix = std::string(" (every element-wise op) [2,6,4,5]") + (dt == F16 ? " f16" : "");
+      add(op + suffix, [&, op, dt](Case &c) { c.kernel(op, {c.in("x", {2, 6, 4, 5}, dt)}, {c.out("y", {2, 6, 4, 5}, dt)}); });
+      add(op + "_backward" + suffix, [&, op, dt](Case &c) {
+        c.kernel(op + "_backward", {c.in("dy", {2, 6, 4, 5}, dt), c.in("saved", {2, 6, 4, 5}, dt)},
+                 {c.out("dx", {2, 6, 4, 5}, dt)});
+      });
+    }
   add("concat axis 1", [&](Case &c) {
     c.kernel("concat", {c.in("a", {2, 3, 4, 5}), c.in("b", {2, 2, 4, 5})}, {c.out("y", {2, 5, 4, 5})},
              {{"axis", ints({1})}});

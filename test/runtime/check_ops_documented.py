@@ -5,7 +5,11 @@ import re
 import sys
 
 ops_def, ops_md = sys.argv[1], sys.argv[2]
-registry = re.findall(r'^CASTOR_OP\(\w+, "(\w+)", \w+\)', open(ops_def).read(), re.M)
+text = open(ops_def).read()
+registry = re.findall(r'^CASTOR_OP\(\w+, "(\w+)", \w+\)', text, re.M)
+# An element-wise line stands for the op and its gradient.
+for name in re.findall(r'^CASTOR_ELEMENTWISE_OP\(\w+, "(\w+)"\)', text, re.M):
+    registry += [name, name + "_backward"]
 documented = set()
 for row in re.findall(r'^\| ([^|]+) \|', open(ops_md).read(), re.M):
     documented.update(re.findall(r'`(\w+)`', row))

@@ -21,6 +21,7 @@ void CastorDialect::initialize() {
       >();
   registerNNOps();
   registerTensorOps();
+  registerElementwiseOps();
   registerBackwardOps();
   registerOptimizerOps();
   registerFusedOps();

@@ -28,13 +28,6 @@ OpFoldResult CastOp::fold(FoldAdaptor) {
   return {};
 }
 
-LogicalResult ClipOp::verify() {
-  if (getMin() && getMax() && getMin()->convertToDouble() > getMax()->convertToDouble())
-    return emitOpError("min ") << getMin()->convertToDouble() << " is greater than max "
-                               << getMax()->convertToDouble();
-  return success();
-}
-
 static LogicalResult inferBroadcast(std::optional<Location> loc, Value lhs, Value rhs,
                                     SmallVectorImpl<Type> &inferred) {
   if (failed(requireSameElementType(loc, {lhs, rhs}, "operands")))

@@ -28,32 +28,6 @@ LogicalResult CastOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImp
   return success();
 }
 
-LogicalResult ReluOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
-  grads.push_back(b.create<ReluBackwardOp>(getLoc(), getType(), dys[0], getResult()));
-  return success();
-}
-
-LogicalResult SigmoidOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
-  grads.push_back(b.create<SigmoidBackwardOp>(getLoc(), getType(), dys[0], getResult()));
-  return success();
-}
-
-LogicalResult ClipOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
-  grads.push_back(b.create<ClipBackwardOp>(getLoc(), getType(), dys[0], getInput(), getMinAttr(), getMaxAttr()));
-  return success();
-}
-
-LogicalResult HardSigmoidOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
-  grads.push_back(
-      b.create<HardSigmoidBackwardOp>(getLoc(), getType(), dys[0], getInput(), getAlphaAttr(), getBetaAttr()));
-  return success();
-}
-
-LogicalResult HardSwishOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
-  grads.push_back(b.create<HardSwishBackwardOp>(getLoc(), getType(), dys[0], getInput()));
-  return success();
-}
-
 LogicalResult TransposeOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
   auto perm = getPerm();
   SmallVector<int64_t> inverse(perm.size());
@@ -66,16 +40,6 @@ LogicalResult TransposeOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVect
 LogicalResult SliceOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
   grads.push_back(b.create<SliceBackwardOp>(getLoc(), getInput().getType(), dys[0], getStartsAttr(), getEndsAttr(),
                                             getStepsAttr()));
-  return success();
-}
-
-LogicalResult GeluOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
-  grads.push_back(b.create<GeluBackwardOp>(getLoc(), getType(), dys[0], getInput(), getTanhAttr()));
-  return success();
-}
-
-LogicalResult ErfOp::buildVjp(OpBuilder &b, ArrayRef<Value> dys, SmallVectorImpl<Value> &grads) {
-  grads.push_back(b.create<ErfBackwardOp>(getLoc(), getType(), dys[0], getInput()));
   return success();
 }
 

@@ -120,6 +120,32 @@ LogicalResult convertUnary(NodeImporter &n) {
   return failed(op) ? failure() : n.setOutput(0, op->getResult());
 }
 
+// A unary element-wise op (ElementwiseOps.td) whose ONNX attributes are floats named as the
+// dialect op's (HardSigmoid's alpha and beta); an absent one takes the dialect's default, ONNX's.
+template <typename OpT>
+LogicalResult convertElementwise(NodeImporter &n) {
+  llvm::SmallVector<llvm::StringRef> names(OpT::getAttributeNames().begin(), OpT::getAttributeNames().end());
+  if (failed(n.checkArity(1, 1)) || failed(n.checkAttrs(llvm::ArrayRef<llvm::StringRef>(names))))
+    return failure();
+  auto x = n.input(0);
+  if (failed(x))
+    return failure();
+  Builder b(n.context());
+  llvm::SmallVector<NamedAttribute> given;
+  for (llvm::StringRef name : names) {
+    auto v = n.attrFloat(name.str(), std::nan(""));
+    if (failed(v))
+      return failure();
+    if (!std::isnan(*v))
+      given.push_back(b.getNamedAttr(name, b.getF64FloatAttr(*v)));
+  }
+  typename OpT::Properties p;
+  if (failed(OpT::setPropertiesFromAttr(p, b.getDictionaryAttr(given), [&] { return mlir::emitError(n.loc()); })))
+    return failure();
+  auto op = n.create<OpT>({*x}, p);
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
 // `role`: what an initializer operand is to the seeded initialisation (--init kaiming).
 template <typename OpT, ParamRole role>
 LogicalResult convertBinary(NodeImporter &n) {
@@ -151,21 +177,6 @@ LogicalResult convertClip(NodeImporter &n) {
     (i == 1 ? p.min : p.max) = b.getF64FloatAttr(v->front());
   }
   auto op = n.create<ClipOp>({*x}, p);
-  return failed(op) ? failure() : n.setOutput(0, op->getResult());
-}
-
-LogicalResult convertHardSigmoid(NodeImporter &n) {
-  if (failed(n.checkArity(1, 1)) || failed(n.checkAttrs({"alpha", "beta"})))
-    return failure();
-  auto x = n.input(0);
-  auto alpha = n.attrFloat("alpha", 0.2), beta = n.attrFloat("beta", 0.5);
-  if (failed(x) || failed(alpha) || failed(beta))
-    return failure();
-  Builder b(n.context());
-  HardSigmoidOp::Properties p;
-  p.alpha = b.getF64FloatAttr(*alpha);
-  p.beta = b.getF64FloatAttr(*beta);
-  auto op = n.create<HardSigmoidOp>({*x}, p);
   return failed(op) ? failure() : n.setOutput(0, op->getResult());
 }
 
@@ -869,7 +880,7 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"Relu", convertUnary<ReluOp>},
       {"Sigmoid", convertUnary<SigmoidOp>},
       {"Clip", convertClip},
-      {"HardSigmoid", convertHardSigmoid},
+      {"HardSigmoid", convertElementwise<HardSigmoidOp>},
       {"HardSwish", convertUnary<HardSwishOp>},
       {"Erf", convertUnary<ErfOp>},
       {"Gelu", convertGelu},

@@ -59,13 +59,14 @@ const onnx::AttributeProto *NodeImporter::findAttr(const std::string &name) cons
 }
 
 LogicalResult NodeImporter::checkAttrs(std::initializer_list<const char *> known) {
-  for (const auto &a : node_.attribute()) {
-    bool found = false;
-    for (const char *k : known)
-      found |= a.name() == k;
-    if (!found)
+  llvm::SmallVector<llvm::StringRef> names(known.begin(), known.end());
+  return checkAttrs(llvm::ArrayRef<llvm::StringRef>(names));
+}
+
+LogicalResult NodeImporter::checkAttrs(llvm::ArrayRef<llvm::StringRef> known) {
+  for (const auto &a : node_.attribute())
+    if (!llvm::is_contained(known, a.name()))
       return fail("attribute '" + a.name() + "' is not supported");
-  }
   return success();
 }
 

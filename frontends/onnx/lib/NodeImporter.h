@@ -112,6 +112,7 @@ public:
   const onnx::AttributeProto *findAttr(const std::string &name) const;
   // Fails naming the first attribute not in `known`.
   mlir::LogicalResult checkAttrs(std::initializer_list<const char *> known);
+  mlir::LogicalResult checkAttrs(llvm::ArrayRef<llvm::StringRef> known);
 
   mlir::LogicalResult setOutput(int i, mlir::Value value);
   // Makes output 0 a constant tensor (a Constant node's value).

@@ -73,6 +73,14 @@
 namespace castor::cuda {
 namespace {
 
+// ReLU6's clip(t, 0, max), as the clip op computes it.
+elementwise::Clip clipTo(double max) {
+  elementwise::Clip clip;
+  clip.min = 0.0;
+  clip.max = max;
+  return clip;
+}
+
 using plan::Kernel;
 using plan::OpId;
 using plan::Tensor;
@@ -216,7 +224,7 @@ Expected<RunFn> fusedBackward(DeviceContext &ctx, const plan::BatchNormParams &a
                                           reservePtr, reserveBytes),
         "cudnnBatchNormalizationBackwardEx (batch norm + ReLU)"));
     if (dz && !add)
-      return cudaStatus(backward(OpId::ReluBackward, c->ref(dy), c->ref(y), c->ref(dz), n, -kInf, kInf, c->stream),
+      return cudaStatus(unaryBackward(elementwise::Relu{}, c->ref(dy), c->ref(y), c->ref(dz), n, c->stream),
                         "relu_backward");
     return Status::ok();
   });
@@ -257,8 +265,8 @@ Expected<RunFn> composedForward(DeviceContext &ctx, const Kernel &k, const Tenso
       CASTOR_RETURN_IF_ERROR(
           cudaStatus(binary(OpId::Add, c->ref(y), c->ref(z), c->ref(y), Broadcast{}, n, c->stream), "add"));
     if (isClip(clipMax))
-      return cudaStatus(unary(OpId::Clip, c->ref(y), c->ref(y), n, 0.0, clipMax, c->stream), "clip");
-    return cudaStatus(unary(OpId::Relu, c->ref(y), c->ref(y), n, -kInf, kInf, c->stream), "relu");
+      return cudaStatus(unary(clipTo(clipMax), c->ref(y), c->ref(y), n, c->stream), "clip");
+    return cudaStatus(unary(elementwise::Relu{}, c->ref(y), c->ref(y), n, c->stream), "relu");
   });
 }
 
@@ -331,11 +339,11 @@ Expected<RunFn> composedBackward(DeviceContext &ctx, const Kernel &k, const Tens
                                                 c->ref(g), A, C, B, /*relu=*/false, float(kInf), coef, c->stream),
                                         "batch_norm_apply (ReLU6's normalised value)"));
       CASTOR_RETURN_IF_ERROR(cudaStatus(
-          backward(OpId::ClipBackward, c->ref(dy), c->ref(g), c->ref(g), n, 0.0, clipMax, c->stream), "clip_backward"));
+          unaryBackward(clipTo(clipMax), c->ref(dy), c->ref(g), c->ref(g), n, c->stream), "clip_backward"));
       return bnRun();
     }
     CASTOR_RETURN_IF_ERROR(cudaStatus(
-        backward(OpId::ReluBackward, c->ref(dy), c->ref(y), c->ref(g), n, -kInf, kInf, c->stream), "relu_backward"));
+        unaryBackward(elementwise::Relu{}, c->ref(dy), c->ref(y), c->ref(g), n, c->stream), "relu_backward"));
     return bnRun();
   });
 }

@@ -13,18 +13,18 @@ using plan::OpId;
 // Library calls where a library has the op (cuDNN, cuBLASLt), the own kernels elsewhere. Batch
 // norm's running-statistics update and the convolution bias gradient are own kernels.
 const plan::OpTable<Builder> &cudaKernels() {
-  static const plan::OpTable<Builder> table = {
+  static const plan::OpTable<Builder> elementwise = {
+#define CASTOR_OP(id, name, category)
+#define CASTOR_ELEMENTWISE_OP(id, name) {OpId::id, own::buildElementwise}, {OpId::id##Backward, own::buildElementwise},
+#include "plan/ops.def"
+#undef CASTOR_ELEMENTWISE_OP
+#undef CASTOR_OP
+  };
+  static const plan::OpTable<Builder> table = plan::OpTable<Builder>{
       {OpId::Conv2d, buildConvolution},
       {OpId::BatchNormTraining, buildBatchNorm},
       {OpId::BatchNormInference, buildBatchNorm},
       {OpId::BatchNormApply, own::buildBatchNormApply},
-      {OpId::Relu, own::buildUnary},
-      {OpId::Sigmoid, own::buildUnary},
-      {OpId::Clip, own::buildUnary},
-      {OpId::HardSigmoid, own::buildUnary},
-      {OpId::HardSwish, own::buildUnary},
-      {OpId::Erf, own::buildUnary},
-      {OpId::Gelu, own::buildUnary},
       {OpId::Add, own::buildBinary},
       {OpId::Transpose, own::buildTranspose},
       {OpId::LayerNorm, own::buildLayerNorm},
@@ -52,13 +52,6 @@ const plan::OpTable<Builder> &cudaKernels() {
       {OpId::ReduceSumTo, own::buildReduceSumTo},
       {OpId::BatchNormTrainingBackward, buildBatchNorm},
       {OpId::BatchNormRunningUpdate, own::buildBatchNormRunningUpdate},
-      {OpId::ReluBackward, own::buildUnaryBackward},
-      {OpId::SigmoidBackward, own::buildUnaryBackward},
-      {OpId::ClipBackward, own::buildUnaryBackward},
-      {OpId::HardSigmoidBackward, own::buildUnaryBackward},
-      {OpId::HardSwishBackward, own::buildUnaryBackward},
-      {OpId::ErfBackward, own::buildUnaryBackward},
-      {OpId::GeluBackward, own::buildUnaryBackward},
       {OpId::DropoutBackward, own::buildDropout},
       {OpId::MaxPool2dBackward, own::buildPoolBackward},
       {OpId::AvgPool2dBackward, own::buildPoolBackward},
@@ -80,7 +73,7 @@ const plan::OpTable<Builder> &cudaKernels() {
       {OpId::GradientStats, own::buildGradientStats},
       {OpId::BatchNormReluTraining, buildBatchNormRelu},
       {OpId::BatchNormReluTrainingBackward, buildBatchNormRelu},
-  };
+  }.merge(elementwise);
   return table;
 }
 

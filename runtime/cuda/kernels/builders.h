@@ -113,8 +113,7 @@ OwnBuilder buildSoftmax;
 OwnBuilder buildSoftmaxCrossEntropy;
 OwnBuilder buildSoftmaxCrossEntropyBackward;
 OwnBuilder buildTranspose;
-OwnBuilder buildUnary;
-OwnBuilder buildUnaryBackward;
+OwnBuilder buildElementwise; // every unary element-wise op of ops.def and its gradient
 OwnBuilder buildUnscaleGradients;
 OwnBuilder buildUpdateLossScale;
 

@@ -63,29 +63,25 @@ Expected<RunFn> buildCopy(DeviceContext &ctx, const std::string &op, const Tenso
   });
 }
 
-// The two parameters of the unary ops and their backward: clip's [min, max] (unbounded sides
-// infinite), hard_sigmoid's alpha and beta, gelu's form (1: tanh); the others take no attributes.
-Expected<std::pair<double, double>> unaryParams(const Kernel &k, OpId op) {
-  if (op == OpId::Clip || op == OpId::ClipBackward) {
-    auto p = plan::parseClip(k);
-    if (!p)
-      return p.status();
-    return std::pair{p->min ? *p->min : -inf, p->max ? *p->max : inf};
+// A unary element-wise op (forward, or with Backward its gradient) from its attributes.
+template <class Op, bool Backward>
+Expected<RunFn> buildElementwiseOf(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
+  const cudaStream_t s = ctx.stream;
+  CASTOR_RETURN_IF_ERROR(operandCheck(k.op(), in, out)(Backward ? 2 : 1, 1));
+  auto op = plan::parseElementwise<Op>(k);
+  if (!op)
+    return op.status().withContext(k.op());
+  const Op f = *op;
+  if constexpr (Backward) {
+    CASTOR_RETURN_IF_ERROR(sameOrder(ctx, k.op(), {in[0], in[1], out[0]}));
+    const Tensor *dy = in[0], *sv = in[1], *dx = out[0];
+    return launch([=]() { return unaryBackward(f, c->ref(dy), c->ref(sv), c->ref(dx), countOf(*dx), s); });
+  } else {
+    CASTOR_RETURN_IF_ERROR(sameOrder(ctx, k.op(), {in[0], out[0]}));
+    const Tensor *x = in[0], *y = out[0];
+    return launch([=]() { return unary(f, c->ref(x), c->ref(y), countOf(*y), s); });
   }
-  if (op == OpId::Gelu || op == OpId::GeluBackward) {
-    auto p = plan::parseGelu(k);
-    if (!p)
-      return p.status();
-    return std::pair{p->tanh ? 1.0 : 0.0, 0.0};
-  }
-  if (op == OpId::HardSigmoid || op == OpId::HardSigmoidBackward) {
-    auto p = plan::parseHardSigmoid(k);
-    if (!p)
-      return p.status();
-    return std::pair{p->alpha, p->beta};
-  }
-  CASTOR_RETURN_IF_ERROR(plan::parseNoAttrs(k));
-  return std::pair{-inf, inf};
 }
 
 // Whether a cast x -> y is a conversion in storage order (what castAll does), between floats.
@@ -146,38 +142,21 @@ Expected<std::optional<RunFn>> buildCastGroup(DeviceContext &ctx, const Kernel &
 
 } // namespace
 
-// relu, sigmoid, clip, hard_sigmoid, hard_swish, erf, gelu
-Expected<RunFn> buildUnary(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
-  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
-  const std::string &op = k.op();
-  const cudaStream_t s = ctx.stream;
-  const auto need = operandCheck(k.op(), in, out);
-  CASTOR_RETURN_IF_ERROR(need(1, 1));
-  const OpId u = opOf(k);
-  auto params = unaryParams(k, u);
-  if (!params)
-    return params.status();
-  const double p0 = params->first, p1 = params->second;
-  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], out[0]}));
-  const Tensor *x = in[0], *y = out[0];
-  return launch([=]() { return unary(u, c->ref(x), c->ref(y), countOf(*y), p0, p1, s); });
-}
-
-// relu_backward, sigmoid_backward, clip_backward, hard_sigmoid_backward, hard_swish_backward
-Expected<RunFn> buildUnaryBackward(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
-  DeviceContext *c = &ctx; // captured by the RunFns: the context outlives them
-  const std::string &op = k.op();
-  const cudaStream_t s = ctx.stream;
-  const auto need = operandCheck(k.op(), in, out);
-  CASTOR_RETURN_IF_ERROR(need(2, 1));
-  const OpId b = opOf(k);
-  auto params = unaryParams(k, b);
-  if (!params)
-    return params.status();
-  const double p0 = params->first, p1 = params->second;
-  CASTOR_RETURN_IF_ERROR(sameOrder(ctx, op, {in[0], in[1], out[0]}));
-  const Tensor *dy = in[0], *sv = in[1], *dx = out[0];
-  return launch([=]() { return backward(b, c->ref(dy), c->ref(sv), c->ref(dx), countOf(*dx), p0, p1, s); });
+// Every unary element-wise op of ops.def and its gradient.
+Expected<RunFn> buildElementwise(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
+  switch (opOf(k)) {
+#define CASTOR_OP(id, name, category)
+#define CASTOR_ELEMENTWISE_OP(id, name)                                                                        \
+  case OpId::id:                                                                                               \
+    return buildElementwiseOf<elementwise::id, false>(ctx, k, in, out);                                       \
+  case OpId::id##Backward:                                                                                     \
+    return buildElementwiseOf<elementwise::id, true>(ctx, k, in, out);
+#include "plan/ops.def"
+#undef CASTOR_ELEMENTWISE_OP
+#undef CASTOR_OP
+  default:
+    return Status::error(k.op() + ": not a unary element-wise op");
+  }
 }
 
 // add, mul

@@ -39,50 +39,18 @@ namespace {
 
 using namespace detail;
 
-__device__ __forceinline__ float accExp(float v) { return expf(v); }
-__device__ __forceinline__ double accExp(double v) { return exp(v); }
+// The formulas of elementwise_ops.h as the maps' functors: (x, unused) -> y, (dy, saved) -> dx.
+template <class Op> struct ForwardOf {
+  Op op;
+  template <typename A> __device__ A operator()(A x, A) const { return op.template forward<A>(x); }
+};
+template <class Op> struct BackwardOf {
+  Op op;
+  template <typename A> __device__ A operator()(A dy, A saved) const { return op.template backward<A>(dy, saved); }
+};
 
 // --- Ops: (x, y) -> result in the accumulation type A ---------------------------------------------
 
-struct ReluOp {
-  template <typename A> __device__ A operator()(A x, A) const { return x > A(0) ? x : (x != x ? x : A(0)); }
-};
-struct SigmoidOp {
-  template <typename A> __device__ A operator()(A x, A) const { return A(1) / (A(1) + accExp(-x)); }
-};
-struct ClipOp {
-  double lo, hi;
-  template <typename A> __device__ A operator()(A x, A) const {
-    return x != x ? x : A(fmin(fmax(double(x), lo), hi));
-  }
-};
-struct HardSigmoidOp {
-  double alpha, beta;
-  template <typename A> __device__ A operator()(A x, A) const {
-    const A z = A(alpha) * x + A(beta);
-    return z < A(0) ? A(0) : (z > A(1) ? A(1) : z); // NaN stays NaN
-  }
-};
-struct HardSwishOp { // as PyTorch: x relu6(x + 3) / 6
-  template <typename A> __device__ A operator()(A x, A) const {
-    A r = x + A(3);
-    r = r < A(0) ? A(0) : (r > A(6) ? A(6) : r);
-    return x * r / A(6);
-  }
-};
-struct ErfOp {
-  template <typename A> __device__ A operator()(A x, A) const { return erf(x); }
-};
-// GELU in the accumulation type (f32 for f16/bf16 data): the exact form x Phi(x), or PyTorch's
-// tanh approximation when `tanhForm`.
-struct GeluOp {
-  bool tanhForm;
-  template <typename A> __device__ A operator()(A x, A) const {
-    if (tanhForm)
-      return A(0.5) * x * (A(1) + tanh(A(0.7978845608028654) * (x + A(0.044715) * x * x * x)));
-    return A(0.5) * x * (A(1) + erf(x * A(0.7071067811865476)));
-  }
-};
 struct AddOp {
   template <typename A> __device__ A operator()(A a, A b) const { return a + b; }
 };
@@ -93,49 +61,6 @@ struct ScaleOp {
   double k;
   template <typename A> __device__ A operator()(A a, A) const { return A(k) * a; }
 };
-// (dy, saved) -> dx
-struct ReluBackOp {
-  template <typename A> __device__ A operator()(A g, A s) const { return s > A(0) ? g : A(0); }
-};
-struct SigmoidBackOp {
-  template <typename A> __device__ A operator()(A g, A s) const { return g * s * (A(1) - s); }
-};
-struct ClipBackOp {
-  double lo, hi;
-  template <typename A> __device__ A operator()(A g, A s) const {
-    return (double(s) >= lo && double(s) <= hi) ? g : A(0);
-  }
-};
-struct HardSigmoidBackOp { // s is the forward's input
-  double alpha, beta;
-  template <typename A> __device__ A operator()(A g, A s) const {
-    const A z = A(alpha) * s + A(beta);
-    return (z > A(0) && z < A(1)) ? g * A(alpha) : A(0);
-  }
-};
-struct ErfBackOp { // s is the forward's input
-  template <typename A> __device__ A operator()(A g, A s) const {
-    return g * A(1.1283791670955126) * exp(-s * s); // 2 / sqrt(pi)
-  }
-};
-struct GeluBackOp { // s is the forward's input
-  bool tanhForm;
-  template <typename A> __device__ A operator()(A g, A s) const {
-    if (tanhForm) {
-      const A k = A(0.7978845608028654), u = k * (s + A(0.044715) * s * s * s), t = tanh(u);
-      return g * (A(0.5) * (A(1) + t) + A(0.5) * s * (A(1) - t * t) * k * (A(1) + A(3 * 0.044715) * s * s));
-    }
-    const A cdf = A(0.5) * (A(1) + erf(s * A(0.7071067811865476)));
-    const A pdf = A(0.3989422804014327) * exp(A(-0.5) * s * s); // 1 / sqrt(2 pi)
-    return g * (cdf + s * pdf);
-  }
-};
-struct HardSwishBackOp { // PyTorch's hardswish_backward, boundaries included
-  template <typename A> __device__ A operator()(A g, A s) const {
-    return s < A(-3) ? A(0) : (s <= A(3) ? g * (s / A(3) + A(0.5)) : g);
-  }
-};
-
 // --- Contiguous maps ---------------------------------------------------------------------------------
 
 // y[i] = op(a[i], b[i]) (NIN 2) or op(a[i]) (NIN 1), one dtype T; 16-byte vectors when `vec`.
@@ -341,47 +266,22 @@ cudaError_t convert(Ref x, Ref y, int64_t n, cudaStream_t s) {
   });
 }
 
-cudaError_t unary(OpId op, Ref x, Ref y, int64_t n, double p0, double p1, cudaStream_t s) {
-  switch (op) {
-  case OpId::Relu:
-    return launchMap<1>(ReluOp{}, x, x, y, n, s);
-  case OpId::Sigmoid:
-    return launchMap<1>(SigmoidOp{}, x, x, y, n, s);
-  case OpId::Clip:
-    return launchMap<1>(ClipOp{p0, p1}, x, x, y, n, s);
-  case OpId::HardSigmoid:
-    return launchMap<1>(HardSigmoidOp{p0, p1}, x, x, y, n, s);
-  case OpId::HardSwish:
-    return launchMap<1>(HardSwishOp{}, x, x, y, n, s);
-  case OpId::Erf:
-    return launchMap<1>(ErfOp{}, x, x, y, n, s);
-  case OpId::Gelu:
-    return launchMap<1>(GeluOp{p0 != 0}, x, x, y, n, s);
-  default:
-    return cudaErrorInvalidValue;
-  }
+template <class Op> cudaError_t unary(const Op &op, Ref x, Ref y, int64_t n, cudaStream_t s) {
+  return launchMap<1>(ForwardOf<Op>{op}, x, x, y, n, s);
 }
 
-cudaError_t backward(OpId op, Ref dy, Ref saved, Ref dx, int64_t n, double p0, double p1, cudaStream_t s) {
-  switch (op) {
-  case OpId::ReluBackward:
-    return launchMap<2>(ReluBackOp{}, dy, saved, dx, n, s);
-  case OpId::SigmoidBackward:
-    return launchMap<2>(SigmoidBackOp{}, dy, saved, dx, n, s);
-  case OpId::ClipBackward:
-    return launchMap<2>(ClipBackOp{p0, p1}, dy, saved, dx, n, s);
-  case OpId::HardSigmoidBackward:
-    return launchMap<2>(HardSigmoidBackOp{p0, p1}, dy, saved, dx, n, s);
-  case OpId::HardSwishBackward:
-    return launchMap<2>(HardSwishBackOp{}, dy, saved, dx, n, s);
-  case OpId::ErfBackward:
-    return launchMap<2>(ErfBackOp{}, dy, saved, dx, n, s);
-  case OpId::GeluBackward:
-    return launchMap<2>(GeluBackOp{p0 != 0}, dy, saved, dx, n, s);
-  default:
-    return cudaErrorInvalidValue;
-  }
+template <class Op> cudaError_t unaryBackward(const Op &op, Ref dy, Ref saved, Ref dx, int64_t n, cudaStream_t s) {
+  return launchMap<2>(BackwardOf<Op>{op}, dy, saved, dx, n, s);
 }
+
+// One instance of each for every unary element-wise op of the registry.
+#define CASTOR_OP(id, name, category)
+#define CASTOR_ELEMENTWISE_OP(id, name)                                                                        \
+  template cudaError_t unary<elementwise::id>(const elementwise::id &, Ref, Ref, int64_t, cudaStream_t);      \
+  template cudaError_t unaryBackward<elementwise::id>(const elementwise::id &, Ref, Ref, Ref, int64_t, cudaStream_t);
+#include "plan/ops.def"
+#undef CASTOR_ELEMENTWISE_OP
+#undef CASTOR_OP
 
 cudaError_t binary(OpId op, Ref a, Ref b, Ref c, const Broadcast &bc, int64_t n, cudaStream_t s) {
   const Broadcast simple = simplifyBroadcast(bc);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "cuda/kernels/types.h"
+#include "plan/elementwise_ops.h"
 #include "plan/op_registry.h"
 
 namespace castor::cuda {
@@ -18,17 +19,17 @@ struct Broadcast {
 // Merges adjacent dims that every operand walks contiguously and drops dims of size 1.
 Broadcast simplifyBroadcast(const Broadcast &bc);
 
-// The element-wise launchers take the registry's op (relu, sigmoid, clip, hard_sigmoid, hard_swish, erf;
-// add, mul; their backward ops) and refuse any other with cudaErrorInvalidValue. p0 and p1 are the
-// op's parameters: clip's [min, max], hard_sigmoid's alpha and beta, gelu's form in p0 (1: the
-// tanh approximation); ignored by the others.
 using plan::OpId;
 
 // x -> y of the same element count in the same storage order (any pair of f32/f16/bf16/f64/i64).
 cudaError_t convert(Ref x, Ref y, int64_t n, cudaStream_t s);
-cudaError_t unary(OpId op, Ref x, Ref y, int64_t n, double p0, double p1, cudaStream_t s);
+// A unary element-wise op of elementwise_ops.h (its attributes in `op`), computed in the
+// accumulation type: y = op.forward(x); its gradient dx = op.backward(dy, saved). Instantiated for
+// every CASTOR_ELEMENTWISE_OP of ops.def.
+template <class Op> cudaError_t unary(const Op &op, Ref x, Ref y, int64_t n, cudaStream_t s);
+template <class Op> cudaError_t unaryBackward(const Op &op, Ref dy, Ref saved, Ref dx, int64_t n, cudaStream_t s);
+// add or mul (any other op: cudaErrorInvalidValue).
 cudaError_t binary(OpId op, Ref a, Ref b, Ref c, const Broadcast &bc, int64_t n, cudaStream_t s);
-cudaError_t backward(OpId op, Ref dy, Ref saved, Ref dx, int64_t n, double p0, double p1, cudaStream_t s);
 cudaError_t fill(Ref y, int64_t n, double value, cudaStream_t s);
 // y = scale * x broadcast into y (the gemm's addend C before the product is added).
 cudaError_t broadcastScaled(Ref x, Ref y, const Broadcast &bc, int64_t n, double scale, cudaStream_t s);

@@ -121,60 +121,6 @@ def Castor_LayerNormBackwardOp : Castor_BackwardOp<"layer_norm_backward", [Infer
   }];
 }
 
-// The gradient of an elementwise activation computed from the forward op's saved output
-// (`saved` is y, not x): relu_backward masks dy, sigmoid_backward scales it by y * (1 - y).
-class Castor_ActivationBackwardOp<string mnemonic, string summaryText>
-    : Castor_BackwardOp<mnemonic, [AllTypesMatch<["output_grad", "input_grad"]>]> {
-  let summary = summaryText;
-  let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$saved);
-  let results = (outs Castor_FloatTensor:$input_grad);
-  let assemblyFormat = "$output_grad `,` $saved attr-dict `:` functional-type(operands, results)";
-}
-
-def Castor_ReluBackwardOp : Castor_ActivationBackwardOp<"relu_backward",
-    "gradient of relu: dy where the forward output is positive"> {
-  let description = [{
-    ```mlir
-    %dx = castor.relu_backward %dy, %y : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
-    ```
-  }];
-}
-
-def Castor_SigmoidBackwardOp : Castor_ActivationBackwardOp<"sigmoid_backward",
-    "gradient of sigmoid: dy * y * (1 - y) of the forward output y"> {
-  let description = [{
-    ```mlir
-    %dx = castor.sigmoid_backward %dy, %y : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
-    ```
-  }];
-}
-
-def Castor_ClipBackwardOp : Castor_BackwardOp<"clip_backward", [AllTypesMatch<["output_grad", "input_grad"]>]> {
-  let summary = "dy where min <= x <= max";
-  let description = [{
-    ```mlir
-    %dx = castor.clip_backward %dy, %x {min = 0.0 : f64, max = 6.0 : f64} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
-    ```
-  }];
-  let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$input,
-                       OptionalAttr<F64Attr>:$min, OptionalAttr<F64Attr>:$max);
-  let results = (outs Castor_FloatTensor:$input_grad);
-  let assemblyFormat = "$output_grad `,` $input attr-dict `:` functional-type(operands, results)";
-}
-
-def Castor_HardSigmoidBackwardOp : Castor_BackwardOp<"hard_sigmoid_backward", [AllTypesMatch<["output_grad", "input_grad"]>]> {
-  let summary = "dy * alpha where 0 < alpha * x + beta < 1, else 0";
-  let description = [{
-    ```mlir
-    %dx = castor.hard_sigmoid_backward %dy, %x {alpha = 0.16666666666666666 : f64, beta = 5.0e-01 : f64} : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
-    ```
-  }];
-  let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$input,
-                       DefaultValuedAttr<F64Attr, "0.2">:$alpha, DefaultValuedAttr<F64Attr, "0.5">:$beta);
-  let results = (outs Castor_FloatTensor:$input_grad);
-  let assemblyFormat = "$output_grad `,` $input attr-dict `:` functional-type(operands, results)";
-}
-
 def Castor_AttentionBackwardOp : Castor_BackwardOp<"attention_backward", [InferTypeOpAdaptor]> {
   let summary = "gradients of attention with respect to q, k and v";
   let description = [{
@@ -195,44 +141,6 @@ def Castor_AttentionBackwardOp : Castor_BackwardOp<"attention_backward", [InferT
   let assemblyFormat = [{
     $q `,` $k `,` $v `,` $output `,` $stats `,` $output_grad attr-dict `:` functional-type(operands, results)
   }];
-}
-
-def Castor_GeluBackwardOp : Castor_BackwardOp<"gelu_backward", [AllTypesMatch<["output_grad", "input_grad"]>]> {
-  let summary = "dy * gelu'(x): dy * (Phi(x) + x phi(x)), or the derivative of the tanh form";
-  let description = [{
-    ```mlir
-    %dx = castor.gelu_backward %dy, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
-    ```
-  }];
-  let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$input, UnitAttr:$tanh);
-  let results = (outs Castor_FloatTensor:$input_grad);
-  let assemblyFormat = "$output_grad `,` $input attr-dict `:` functional-type(operands, results)";
-}
-
-def Castor_HardSwishBackwardOp : Castor_BackwardOp<"hard_swish_backward", [AllTypesMatch<["output_grad", "input_grad"]>]> {
-  let summary = "0 where x < -3, dy * (x / 3 + 1 / 2) where -3 <= x <= 3, dy where x > 3";
-  let description = [{
-    As PyTorch's hardswish_backward, boundaries included.
-
-    ```mlir
-    %dx = castor.hard_swish_backward %dy, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
-    ```
-  }];
-  let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$input);
-  let results = (outs Castor_FloatTensor:$input_grad);
-  let assemblyFormat = "$output_grad `,` $input attr-dict `:` functional-type(operands, results)";
-}
-
-def Castor_ErfBackwardOp : Castor_BackwardOp<"erf_backward", [AllTypesMatch<["output_grad", "input_grad"]>]> {
-  let summary = "gradient of erf: dy * 2 / sqrt(pi) * exp(-x^2)";
-  let description = [{
-    ```mlir
-    %dx = castor.erf_backward %dy, %x : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
-    ```
-  }];
-  let arguments = (ins Castor_FloatTensor:$output_grad, Castor_FloatTensor:$input);
-  let results = (outs Castor_FloatTensor:$input_grad);
-  let assemblyFormat = "$output_grad `,` $input attr-dict `:` functional-type(operands, results)";
 }
 
 def Castor_MaxPool2dBackwardOp : Castor_BackwardOp<"max_pool2d_backward", [AllTypesMatch<["input", "input_grad"]>]> {

@@ -28,6 +28,7 @@ def Castor_Dialect : Dialect {
     // Each op file registers its own ops, so no translation unit holds them all.
     void registerNNOps();
     void registerTensorOps();
+    void registerElementwiseOps();
     void registerBackwardOps();
     void registerOptimizerOps();
     void registerFusedOps();

@@ -8,6 +8,8 @@
 #define GET_OP_CLASSES
 #include "castor/Dialect/TensorOps.h.inc"
 #define GET_OP_CLASSES
+#include "castor/Dialect/ElementwiseOps.h.inc"
+#define GET_OP_CLASSES
 #include "castor/Dialect/BackwardOps.h.inc"
 #define GET_OP_CLASSES
 #include "castor/Dialect/OptimizerOps.h.inc"

@@ -1,0 +1,151 @@
+// What each element-wise op computes: its scalar formula and its derivative, once.
+//
+// Every unary element-wise op of the registry (ops.def's CASTOR_ELEMENTWISE_OP lines) is one
+// struct here. The plan's attribute parser (op_attrs.h: parseElementwise), the validator's rule,
+// the CPU reference kernel (in f64), the CUDA kernel (in the accumulation type, f32 for
+// f16/bf16 data) and the rows of ops.md (checked by runtime.elementwise-documented) all come
+// from it; the compiler's dialect declares the op and its gradient with one `defm` in
+// ElementwiseOps.td, whose VJP emits `<op>_backward`(dy, saved).
+//
+// An op struct has
+//   - `formula`, `derivative`: the text of ops.md's rows;
+//   - `saved`: what `<op>_backward` receives besides dy, the forward's input x or output y;
+//   - its attributes as fields with their defaults, listed by `attrs(visit)`;
+//   - `check()`: nullptr, or why the attribute values are refused;
+//   - `forward(x)` and `backward(dy, saved)`, templates over the arithmetic type (f32 or f64),
+//     host and device.
+// Plain C++ without protobuf: the CUDA kernels (.cu) include it.
+#pragma once
+
+#include <math.h>
+
+#if defined(__CUDACC__)
+#define CASTOR_HD __host__ __device__ __forceinline__
+#else
+#define CASTOR_HD inline
+#endif
+
+namespace castor::elementwise {
+
+enum class Saved { Input, Output };
+
+// The math functions of the formulas, one overload per arithmetic type (host and device).
+namespace math {
+CASTOR_HD float exp(float v) { return ::expf(v); }
+CASTOR_HD double exp(double v) { return ::exp(v); }
+CASTOR_HD float erf(float v) { return ::erff(v); }
+CASTOR_HD double erf(double v) { return ::erf(v); }
+CASTOR_HD float tanh(float v) { return ::tanhf(v); }
+CASTOR_HD double tanh(double v) { return ::tanh(v); }
+CASTOR_HD float log1p(float v) { return ::log1pf(v); }
+CASTOR_HD double log1p(double v) { return ::log1p(v); }
+template <class A> CASTOR_HD bool isNan(A v) { return v != v; }
+// min(max(v, lo), hi), NaN staying NaN.
+template <class A> CASTOR_HD A clamp(A v, A lo, A hi) { return v < lo ? lo : (v > hi ? hi : v); }
+} // namespace math
+
+// Ops whose attributes need no check beyond their types.
+struct AnyAttrs {
+  const char *check() const { return nullptr; }
+};
+
+struct Relu : AnyAttrs {
+  static constexpr const char *formula = "max(x, 0)";
+  static constexpr const char *derivative = "dy where y > 0, else 0";
+  static constexpr Saved saved = Saved::Output;
+  template <class V> void attrs(V &&) {}
+  template <class A> CASTOR_HD A forward(A x) const { return x > A(0) ? x : (math::isNan(x) ? x : A(0)); }
+  template <class A> CASTOR_HD A backward(A dy, A y) const { return y > A(0) ? dy : A(0); }
+};
+
+struct Sigmoid : AnyAttrs {
+  static constexpr const char *formula = "1 / (1 + exp(-x))";
+  static constexpr const char *derivative = "dy y (1 - y)";
+  static constexpr Saved saved = Saved::Output;
+  template <class V> void attrs(V &&) {}
+  template <class A> CASTOR_HD A forward(A x) const { return A(1) / (A(1) + math::exp(-x)); }
+  template <class A> CASTOR_HD A backward(A dy, A y) const { return dy * y * (A(1) - y); }
+};
+
+// ReLU6 is clip with min 0 and max 6; an absent bound is infinite.
+struct Clip : AnyAttrs {
+  static constexpr const char *formula = "min(max(x, min), max)";
+  static constexpr const char *derivative = "dy where min <= x <= max (inclusive), else 0";
+  static constexpr Saved saved = Saved::Input;
+  double min = -INFINITY, max = INFINITY;
+  template <class V> void attrs(V &&visit) {
+    visit("min", min);
+    visit("max", max);
+  }
+  template <class A> CASTOR_HD A forward(A x) const {
+    return math::isNan(x) ? x : A(math::clamp(double(x), min, max));
+  }
+  template <class A> CASTOR_HD A backward(A dy, A x) const {
+    return (double(x) >= min && double(x) <= max) ? dy : A(0);
+  }
+};
+
+// ONNX HardSigmoid's defaults; PyTorch's hardsigmoid exports alpha 1/6.
+struct HardSigmoid {
+  static constexpr const char *formula = "max(0, min(1, alpha x + beta))";
+  static constexpr const char *derivative = "dy alpha where 0 < alpha x + beta < 1, else 0";
+  static constexpr Saved saved = Saved::Input;
+  double alpha = 0.2, beta = 0.5;
+  template <class V> void attrs(V &&visit) {
+    visit("alpha", alpha);
+    visit("beta", beta);
+  }
+  const char *check() const { return isfinite(alpha) && isfinite(beta) ? nullptr : "alpha and beta must be finite"; }
+  template <class A> CASTOR_HD A forward(A x) const { return math::clamp(A(alpha) * x + A(beta), A(0), A(1)); }
+  template <class A> CASTOR_HD A backward(A dy, A x) const {
+    const A z = A(alpha) * x + A(beta);
+    return (z > A(0) && z < A(1)) ? dy * A(alpha) : A(0);
+  }
+};
+
+// As PyTorch's hardswish and hardswish_backward, boundaries included.
+struct HardSwish : AnyAttrs {
+  static constexpr const char *formula = "x relu6(x + 3) / 6";
+  static constexpr const char *derivative = "0 where x < -3, dy (x/3 + 1/2) where -3 <= x <= 3, dy where x > 3";
+  static constexpr Saved saved = Saved::Input;
+  template <class V> void attrs(V &&) {}
+  template <class A> CASTOR_HD A forward(A x) const { return x * math::clamp(x + A(3), A(0), A(6)) / A(6); }
+  template <class A> CASTOR_HD A backward(A dy, A x) const {
+    return x < A(-3) ? A(0) : (x <= A(3) ? dy * (x / A(3) + A(0.5)) : dy);
+  }
+};
+
+struct Erf : AnyAttrs {
+  static constexpr const char *formula = "erf(x)";
+  static constexpr const char *derivative = "dy 2/sqrt(pi) exp(-x^2)";
+  static constexpr Saved saved = Saved::Input;
+  template <class V> void attrs(V &&) {}
+  template <class A> CASTOR_HD A forward(A x) const { return math::erf(x); }
+  template <class A> CASTOR_HD A backward(A dy, A x) const { return dy * A(1.1283791670955126) * math::exp(-x * x); }
+};
+
+// x Phi(x), or with `tanh` PyTorch's approximation (gelu(approximate="tanh")).
+struct Gelu : AnyAttrs {
+  static constexpr const char *formula =
+      "x Phi(x) = x (1 + erf(x / sqrt(2))) / 2; with tanh: x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) / 2";
+  static constexpr const char *derivative = "dy (Phi(x) + x phi(x)), or the derivative of the tanh form";
+  static constexpr Saved saved = Saved::Input;
+  bool tanh = false;
+  template <class V> void attrs(V &&visit) { visit("tanh", tanh); }
+  template <class A> CASTOR_HD A forward(A x) const {
+    if (tanh)
+      return A(0.5) * x * (A(1) + math::tanh(A(0.7978845608028654) * (x + A(0.044715) * x * x * x)));
+    return A(0.5) * x * (A(1) + math::erf(x * A(0.7071067811865476)));
+  }
+  template <class A> CASTOR_HD A backward(A dy, A x) const {
+    if (tanh) {
+      const A k = A(0.7978845608028654), t = math::tanh(k * (x + A(0.044715) * x * x * x));
+      return dy * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * k * (A(1) + A(3 * 0.044715) * x * x));
+    }
+    const A cdf = A(0.5) * (A(1) + math::erf(x * A(0.7071067811865476)));
+    const A pdf = A(0.3989422804014327) * math::exp(A(-0.5) * x * x); // 1 / sqrt(2 pi)
+    return dy * (cdf + x * pdf);
+  }
+};
+
+} // namespace castor::elementwise
