@@ -124,6 +124,18 @@ struct Erf : AnyAttrs {
   template <class A> CASTOR_HD A backward(A dy, A x) const { return dy * A(1.1283791670955126) * math::exp(-x * x); }
 };
 
+// ONNX LeakyRelu's and PyTorch's default slope 0.01.
+struct LeakyRelu {
+  static constexpr const char *formula = "x where x >= 0, else alpha x";
+  static constexpr const char *derivative = "dy where x >= 0, else alpha dy";
+  static constexpr Saved saved = Saved::Input;
+  double alpha = 0.01;
+  template <class V> void attrs(V &&visit) { visit("alpha", alpha); }
+  const char *check() const { return isfinite(alpha) ? nullptr : "alpha must be finite"; }
+  template <class A> CASTOR_HD A forward(A x) const { return x >= A(0) ? x : A(alpha) * x; }
+  template <class A> CASTOR_HD A backward(A dy, A x) const { return x >= A(0) ? dy : A(alpha) * dy; }
+};
+
 // x Phi(x), or with `tanh` PyTorch's approximation (gelu(approximate="tanh")).
 struct Gelu : AnyAttrs {
   static constexpr const char *formula =

@@ -123,7 +123,11 @@ func.func @elementwise(%a: tensor<2x3x4x4xf32>, %s: tensor<1x3x1x1xf32>) -> tens
   %9 = castor.gelu %8 : tensor<2x3x4x4xf32>
   // CHECK: castor.gelu %{{.*}} {tanh} : tensor<2x3x4x4xf32>
   %10 = castor.gelu %9 {tanh} : tensor<2x3x4x4xf32>
-  return %10 : tensor<2x3x4x4xf32>
+  // CHECK: castor.leaky_relu %{{.*}} {alpha = 2.000000e-01 : f64} : tensor<2x3x4x4xf32>
+  %11 = castor.leaky_relu %10 {alpha = 0.2 : f64} : tensor<2x3x4x4xf32>
+  // CHECK: castor.leaky_relu_backward %{{.*}}, %{{.*}} {alpha = 2.000000e-01 : f64} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %12 = castor.leaky_relu_backward %11, %10 {alpha = 0.2 : f64} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  return %12 : tensor<2x3x4x4xf32>
 }
 
 // -----

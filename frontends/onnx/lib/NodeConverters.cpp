@@ -881,6 +881,7 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"Sigmoid", convertUnary<SigmoidOp>},
       {"Clip", convertClip},
       {"HardSigmoid", convertElementwise<HardSigmoidOp>},
+      {"LeakyRelu", convertElementwise<LeakyReluOp>},
       {"HardSwish", convertUnary<HardSwishOp>},
       {"Erf", convertUnary<ErfOp>},
       {"Gelu", convertGelu},

@@ -74,4 +74,9 @@ defm Castor_Erf : Castor_Elementwise<"erf", "the error function", (ins), /*saves
 defm Castor_Gelu : Castor_Elementwise<"gelu", "x * Phi(x), the Gaussian error linear unit", (ins UnitAttr:$tanh),
     /*savesOutput=*/0, "%t = castor.gelu %x {tanh} : tensor<2x197x3072xf32>">;
 
+// ONNX LeakyRelu; PyTorch's leaky_relu (negative_slope 0.01 by default).
+defm Castor_LeakyRelu : Castor_Elementwise<"leaky_relu", "x where x >= 0, else alpha * x",
+    (ins DefaultValuedAttr<F64Attr, "0.01">:$alpha), /*savesOutput=*/0,
+    "%y = castor.leaky_relu %x {alpha = 1.0e-01 : f64} : tensor<1x64x56x56xf32>">;
+
 #endif // CASTOR_ELEMENTWISE_OPS_TD
