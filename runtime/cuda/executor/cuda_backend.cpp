@@ -1,7 +1,7 @@
 // The CUDA backend: one device arena, every kernel of the plan in order on one stream, the whole
 // step captured once as a CUDA graph and replayed.
 //
-// Each plan kernel is turned into a RunFn by the builder of its family (executor/device_context.h:
+// Each plan kernel is turned into a RunFn by the builder of its family (base/device_context.h:
 // conv.cpp, batch_norm.cpp, cublaslt/matmul.cpp (cuBLASLt), kernels/builders.cpp). In plans that convolve
 // fp16/bf16 data, rank-4 float tensors are stored channels-last; upload and download convert, so
 // the host sees the plan's row-major layout.
@@ -32,9 +32,9 @@
 #include "cuda/tuning/compile_ahead.h"
 #include "cuda/tuning/tuner.h"
 #include "cuda/tuning/tuning_cache.h"
-#include "cuda/executor/device_context.h"
+#include "cuda/base/device_context.h"
 #include "cuda/executor/image_decoder.h"
-#include "cuda/executor/step_timeline.h"
+#include "cuda/base/step_timeline.h"
 #include "cuda/executor/kernel_table.h"
 #include "plan/storage_order.h"
 #include "plan/op_attrs.h"
