@@ -33,7 +33,7 @@
 #include "cuda/tuning/tuner.h"
 #include "cuda/tuning/tuning_cache.h"
 #include "cuda/base/device_context.h"
-#include "cuda/executor/image_decoder.h"
+#include "cuda/data/image_decoder.h"
 #include "cuda/base/step_timeline.h"
 #include "cuda/executor/kernel_table.h"
 #include "plan/storage_order.h"

@@ -1,4 +1,4 @@
-#include "cuda/executor/image_decoder.h"
+#include "cuda/data/image_decoder.h"
 
 #include "cuda/base/step_timeline.h"
 #include "cuda/kernels/resample.h"
