@@ -25,6 +25,7 @@
 // the steps' and the image decoding's time goes (step_timeline.h).
 
 #include "castor/cuda_backend.h"
+#include "core/poison_schedule.h"
 #include "cuda/kernels/elementwise.h"
 #include "cuda/kernels/layout.h"
 #include "cuda/kernels/pixels.h"
@@ -273,17 +274,8 @@ public:
       CASTOR_CUDA(allocate(&ctx_.workspace, ctx_.workspaceBytes));
     for (auto &[key, buffer] : ctx_.persistent)
       allocated_ += buffer.second;
-    if (poison_) {
-      poisonAfter_.resize(size_t(plan_.kernels_size()));
-      auto ranges = plan::computeLiveRanges(plan_);
-      for (const Tensor &t : plan_.tensors()) {
-        if (t.kind() != Tensor::ACTIVATION && t.kind() != Tensor::INPUT)
-          continue;
-        int64_t end = ranges[t.id()].end;
-        if (end >= 0 && end < plan_.kernels_size())
-          poisonAfter_[size_t(end)].push_back(&t);
-      }
-    }
+    if (poison_)
+      poisonAfter_ = poisonSchedule(plan_);
     CASTOR_CUDA(cudaStreamSynchronize(ctx_.stream));
     phases.mark("rest");
     if (std::string tuning = cuda::tuning::tuningSummary(); !tuning.empty())
