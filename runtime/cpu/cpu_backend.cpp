@@ -9,6 +9,7 @@
 // thread count. The heavy loops (convolutions, gemm, matmul) are register-tiled in
 // tiled_kernels.h, summing each output's terms in the same order as the plain loops.
 #include "castor/backend.h"
+#include "core/poison_schedule.h"
 #include "cpu/cpu_internal.h"
 #include "cpu/rounding_noise.h"
 #include "plan/plan_validator.h"
@@ -85,17 +86,8 @@ public:
         return fn.status().withContext(where);
       kernels_.push_back(std::move(*fn));
     }
-    if (poison_) {
-      poisonAfter_.resize(plan_.kernels_size());
-      auto ranges = plan::computeLiveRanges(plan_);
-      for (const Tensor &t : plan_.tensors()) {
-        if (t.kind() != Tensor::ACTIVATION && t.kind() != Tensor::INPUT)
-          continue;
-        int64_t end = ranges[t.id()].end;
-        if (end >= 0 && end < plan_.kernels_size())
-          poisonAfter_[end].push_back(&t);
-      }
-    }
+    if (poison_)
+      poisonAfter_ = poisonSchedule(plan_);
     return Status::ok();
   }
 

@@ -1,6 +1,7 @@
 // JPEG through TurboJPEG: the same libjpeg-turbo decoder Pillow links, with the same defaults
 // (ISLOW DCT, fancy upsampling), so the RGB bytes are Pillow's.
 #include "data/image_codecs.h"
+#include "data/pillow_color.h"
 
 #include <turbojpeg.h>
 

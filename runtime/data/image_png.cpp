@@ -5,6 +5,7 @@
 // C++ object with a destructor: everything it fills lives in the caller's RawPng, and a longjmp
 // only unwinds libpng's C frames.
 #include "data/image_codecs.h"
+#include "data/pillow_color.h"
 
 #include <png.h>
 

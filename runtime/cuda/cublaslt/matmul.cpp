@@ -22,6 +22,7 @@
 // cuBLASLt gives the same bits for one algorithm and workspace on one GPU and stream (its split-K
 // reductions keep a fixed order).
 #include "cuda/cublaslt/matmul.h"
+#include "cuda/kernels/broadcast.h"
 #include "cuda/kernels/elementwise.h"
 
 #include "castor/shape_rules.h"

@@ -1,7 +1,7 @@
 // gemm and matmul through cuBLASLt (kernel_table.cpp maps the ops to this builder).
 #pragma once
 
-#include "cuda/executor/device_context.h"
+#include "cuda/base/device_context.h"
 
 namespace castor::cuda {
 

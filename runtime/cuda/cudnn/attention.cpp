@@ -36,6 +36,7 @@ namespace {
 namespace fe = cudnn_frontend;
 using frontend::feStatus;
 using frontend::feType;
+using plan::OpId;
 using plan::Tensor;
 
 // Tensor uids of the graph (the variant pack maps them to arena pointers).

@@ -1,7 +1,7 @@
 // The kernel builders that run through cuDNN (kernel_table.cpp maps ops to them).
 #pragma once
 
-#include "cuda/executor/device_context.h"
+#include "cuda/base/device_context.h"
 #include "cuda/tuning/compile_ahead.h"
 
 namespace castor::cuda {

@@ -5,6 +5,7 @@
 // CASTOR_CONV_API=legacy forces the legacy API everywhere (for comparisons).
 #include "cuda/cudnn/builders.h"
 #include "cuda/cudnn/convolution.h"
+#include "cuda/kernels/broadcast.h"
 #include "cuda/kernels/elementwise.h"
 #include "cuda/tuning/tuner.h"
 

@@ -2,7 +2,7 @@
 // convolution described once, in forward terms, whichever pass the kernel computes.
 #pragma once
 
-#include "cuda/executor/device_context.h"
+#include "cuda/base/device_context.h"
 #include "cuda/tuning/compile_ahead.h"
 #include "cuda/tuning/tuner.h"
 

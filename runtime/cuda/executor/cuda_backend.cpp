@@ -1,7 +1,7 @@
 // The CUDA backend: one device arena, every kernel of the plan in order on one stream, the whole
 // step captured once as a CUDA graph and replayed.
 //
-// Each plan kernel is turned into a RunFn by the builder of its family (executor/device_context.h:
+// Each plan kernel is turned into a RunFn by the builder of its family (base/device_context.h:
 // conv.cpp, batch_norm.cpp, cublaslt/matmul.cpp (cuBLASLt), kernels/builders.cpp). In plans that convolve
 // fp16/bf16 data, rank-4 float tensors are stored channels-last; upload and download convert, so
 // the host sees the plan's row-major layout.
@@ -25,6 +25,7 @@
 // the steps' and the image decoding's time goes (step_timeline.h).
 
 #include "castor/cuda_backend.h"
+#include "core/poison_schedule.h"
 #include "cuda/kernels/elementwise.h"
 #include "cuda/kernels/layout.h"
 #include "cuda/kernels/pixels.h"
@@ -32,9 +33,9 @@
 #include "cuda/tuning/compile_ahead.h"
 #include "cuda/tuning/tuner.h"
 #include "cuda/tuning/tuning_cache.h"
-#include "cuda/executor/device_context.h"
-#include "cuda/executor/image_decoder.h"
-#include "cuda/executor/step_timeline.h"
+#include "cuda/base/device_context.h"
+#include "cuda/data/image_decoder.h"
+#include "cuda/base/step_timeline.h"
 #include "cuda/executor/kernel_table.h"
 #include "plan/storage_order.h"
 #include "plan/op_attrs.h"
@@ -273,17 +274,8 @@ public:
       CASTOR_CUDA(allocate(&ctx_.workspace, ctx_.workspaceBytes));
     for (auto &[key, buffer] : ctx_.persistent)
       allocated_ += buffer.second;
-    if (poison_) {
-      poisonAfter_.resize(size_t(plan_.kernels_size()));
-      auto ranges = plan::computeLiveRanges(plan_);
-      for (const Tensor &t : plan_.tensors()) {
-        if (t.kind() != Tensor::ACTIVATION && t.kind() != Tensor::INPUT)
-          continue;
-        int64_t end = ranges[t.id()].end;
-        if (end >= 0 && end < plan_.kernels_size())
-          poisonAfter_[size_t(end)].push_back(&t);
-      }
-    }
+    if (poison_)
+      poisonAfter_ = poisonSchedule(plan_);
     CASTOR_CUDA(cudaStreamSynchronize(ctx_.stream));
     phases.mark("rest");
     if (std::string tuning = cuda::tuning::tuningSummary(); !tuning.empty())

@@ -3,7 +3,7 @@
 // when a plan is loaded; the runtime tests list them.
 #pragma once
 
-#include "cuda/executor/device_context.h"
+#include "cuda/base/device_context.h"
 #include "cuda/tuning/compile_ahead.h"
 
 namespace castor::cuda {

@@ -4,7 +4,7 @@
 // optimizer.cpp); this file holds the helpers they share. executor/kernel_table.cpp maps ops to
 // builders.
 //
-// Layouts: a rank-4 float tensor may be stored channels-last (executor/device_context.h). Same-shape
+// Layouts: a rank-4 float tensor may be stored channels-last (base/device_context.h). Same-shape
 // element-wise kernels are layout-agnostic when every operand has the same storage order;
 // broadcasts index each operand by its storage strides in the output's storage order;
 // reductions, pooling, dropout (its mask is keyed by the logical index), concat/split and

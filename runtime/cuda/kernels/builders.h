@@ -5,7 +5,8 @@
 
 #include <functional>
 
-#include "cuda/executor/device_context.h"
+#include "cuda/base/device_context.h"
+#include "cuda/kernels/elementwise.h"
 
 #include <limits>
 #include <string>

@@ -2,7 +2,7 @@
 // behind plain C++ launch functions, one header per .cu file, so that the host code never includes device code and the
 // .cu files never include the plan's protobuf headers.
 //
-// Every operand is a Ref: a device pointer and its dtype (the plan's DType values). The dtype is
+// Every operand is a Ref (base/device_ref.h): a device pointer and its dtype (the plan's DType values). The dtype is
 // dispatched once on the host into a template instantiation: operands of one dtype f32/f16/bf16
 // compute in fp32, f64 in fp64; operands of mixed dtypes run a slower instantiation that computes
 // in fp64. Each result is rounded once into its output's dtype. Sums accumulate in fp32 within a
@@ -20,6 +20,8 @@
 // CUDA graph. Functions return the launch error (cudaSuccess when none).
 #pragma once
 
+#include "cuda/base/device_ref.h"
+
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
@@ -27,15 +29,6 @@
 #include <vector>
 
 namespace castor::cuda {
-
-enum DType : int { kF32 = 1, kF16 = 2, kBF16 = 3, kF64 = 4, kI64 = 5 };
-
-struct Ref {
-  void *p = nullptr;
-  int dt = kF32;
-};
-
-constexpr int kMaxRank = 8;
 
 // The number of multiprocessors the grids are sized for (the builders pass ctx.smCount).
 void configureDevice(int smCount);

@@ -12,7 +12,7 @@
 // build returns (a workspace size and an enqueue function).
 #pragma once
 
-#include "cuda/executor/device_context.h"
+#include "cuda/base/device_context.h"
 
 #include <functional>
 #include <string>

@@ -22,7 +22,7 @@
 // read or written never fails a run (one warning on stderr per process).
 #pragma once
 
-#include "cuda/executor/device_context.h"
+#include "cuda/base/device_context.h"
 #include "cuda/tuning/cache_format.h"
 
 #include <optional>

@@ -1,3 +1,5 @@
+// Pillow's BILINEAR resampling taps (castor/image_resize.h): the host's resize plan, which the
+// host resize (pillow_resample.cpp) and the device decoder's (cuda/data/image_decoder.cpp) both run.
 #include "castor/image_resize.h"
 
 #include <algorithm>

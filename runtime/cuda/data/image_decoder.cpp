@@ -1,6 +1,6 @@
-#include "cuda/executor/image_decoder.h"
+#include "cuda/data/image_decoder.h"
 
-#include "cuda/executor/step_timeline.h"
+#include "cuda/base/step_timeline.h"
 #include "cuda/kernels/resample.h"
 
 #include <algorithm>

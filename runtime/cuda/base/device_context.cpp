@@ -1,28 +1,12 @@
-// Helpers shared by the CUDA backend's kernel builders, and the table of which builder runs
-// which plan op.
-#include "cuda/executor/device_context.h"
+// What every kernel builder of the CUDA backend sees (device_context.h): the persistent buffers,
+// the workspace budget, the tensors' shapes and layouts.
+#include "cuda/base/device_context.h"
 
 #include <algorithm>
 
 #include <unordered_map>
 
 namespace castor::cuda {
-
-Status cudaStatus(cudaError_t e, const char *what) {
-  if (e == cudaSuccess)
-    return Status::ok();
-  return Status::error(std::string(what) + ": " + cudaGetErrorString(e));
-}
-Status cudnnStatus(cudnnStatus_t e, const char *what) {
-  if (e == CUDNN_STATUS_SUCCESS)
-    return Status::ok();
-  return Status::error(std::string(what) + ": " + cudnnGetErrorString(e));
-}
-Status cublasStatus(cublasStatus_t e, const char *what) {
-  if (e == CUBLAS_STATUS_SUCCESS)
-    return Status::ok();
-  return Status::error(std::string(what) + ": " + cublasGetStatusName(e) + " (" + cublasGetStatusString(e) + ")");
-}
 
 Expected<void *> DeviceContext::persistentBuffer(uint32_t key, size_t bytes) {
   auto it = persistent.find(key);
@@ -117,48 +101,6 @@ cudnnDataType_t cudnnType(plan::DType t) {
 }
 
 bool isFloat(plan::DType t) { return t == plan::F32 || t == plan::F16 || t == plan::BF16 || t == plan::F64; }
-
-// Element strides of `in` (right-aligned against `out`, 0 where it broadcasts).
-std::vector<int64_t> broadcastStrides(const Shape &in, const Shape &out) {
-  std::vector<int64_t> strides(out.size(), 0);
-  int64_t stride = 1;
-  for (size_t i = 0; i < in.size(); ++i) {
-    const size_t d = in.size() - 1 - i, o = out.size() - 1 - i;
-    strides[o] = in[d] == 1 ? 0 : stride;
-    stride *= in[d];
-  }
-  return strides;
-}
-
-Expected<Broadcast> makeBroadcast(const Shape &a, const Shape &b, const Shape &out) {
-  Broadcast bc;
-  if (a == out && b == out)
-    return bc; // rank 0: same shapes, flat indices
-  if (out.size() > size_t(kMaxRank))
-    return Status::error("broadcasting over more than " + std::to_string(kMaxRank) + " dimensions");
-  bc.rank = int(out.size());
-  auto sa = broadcastStrides(a, out), sb = broadcastStrides(b, out);
-  for (size_t d = 0; d < out.size(); ++d)
-    bc.out[d] = out[d], bc.sa[d] = sa[d], bc.sb[d] = sb[d];
-  return bc;
-}
-
-// Flat indices of the batch entries of `in` broadcast against `out` (matmul's batch dims).
-std::vector<int64_t> broadcastIndex(const Shape &in, const Shape &out) {
-  const auto strides = broadcastStrides(in, out);
-  const int64_t n = span(out, 0, out.size());
-  std::vector<int64_t> map(size_t(n), 0);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t rest = i, at = 0;
-    for (size_t d = out.size(); d-- > 0;) {
-      at += (rest % out[d]) * strides[d];
-      rest /= out[d];
-    }
-    map[size_t(i)] = at;
-  }
-  return map;
-}
-
 
 RunFn launch(std::function<cudaError_t()> f) {
   return [f]() { return cudaStatus(f(), "kernel launch"); };

@@ -6,8 +6,8 @@
 #pragma once
 
 #include "castor/status.h"
-#include "cuda/kernels/elementwise.h"
-#include "cuda/kernels/types.h"
+#include "cuda/base/cuda_status.h"
+#include "cuda/base/device_ref.h"
 #include "plan/op_registry.h"
 #include "plan/plan.h"
 
@@ -34,14 +34,6 @@ namespace castor::cuda {
 using RunFn = std::function<Status()>;
 using Shape = std::vector<int64_t>;
 using TensorList = std::vector<const plan::Tensor *>;
-
-Status cudaStatus(cudaError_t e, const char *what);
-Status cudnnStatus(cudnnStatus_t e, const char *what);
-Status cublasStatus(cublasStatus_t e, const char *what);
-
-#define CASTOR_CUDA(call) CASTOR_RETURN_IF_ERROR(::castor::cuda::cudaStatus((call), #call))
-#define CASTOR_CUDNN(call) CASTOR_RETURN_IF_ERROR(::castor::cuda::cudnnStatus((call), #call))
-#define CASTOR_CUBLAS(call) CASTOR_RETURN_IF_ERROR(::castor::cuda::cublasStatus((call), #call))
 
 // Where the bytes of a tensor lie in the arena. The plan's tensors are row-major; when
 // channelsLastEnabled (plans that convolve fp16/bf16 data, see executor/cuda_backend.cpp) the backend
@@ -195,13 +187,6 @@ bool overlap(const plan::Tensor *a, const plan::Tensor *b);
 bool isFloat(plan::DType t);
 // cuDNN's name of a float dtype (f32 for anything else).
 cudnnDataType_t cudnnType(plan::DType t);
-
-// Element strides of `in` right-aligned against `out` (0 where it broadcasts); the broadcast of
-// two operands against an output (rank 0 when all three shapes are equal: flat indices); the
-// flat index in `in` of every batch entry of `out` (matmul's batch dims).
-std::vector<int64_t> broadcastStrides(const Shape &in, const Shape &out);
-Expected<Broadcast> makeBroadcast(const Shape &a, const Shape &b, const Shape &out);
-std::vector<int64_t> broadcastIndex(const Shape &in, const Shape &out);
 
 // A RunFn around a launch function returning a cudaError_t.
 RunFn launch(std::function<cudaError_t()> f);

@@ -1,4 +1,4 @@
-#include "cuda/executor/step_timeline.h"
+#include "cuda/base/step_timeline.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,0 +1,23 @@
+#include "cuda/base/cuda_status.h"
+
+#include <string>
+
+namespace castor::cuda {
+
+Status cudaStatus(cudaError_t e, const char *what) {
+  if (e == cudaSuccess)
+    return Status::ok();
+  return Status::error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+Status cudnnStatus(cudnnStatus_t e, const char *what) {
+  if (e == CUDNN_STATUS_SUCCESS)
+    return Status::ok();
+  return Status::error(std::string(what) + ": " + cudnnGetErrorString(e));
+}
+Status cublasStatus(cublasStatus_t e, const char *what) {
+  if (e == CUBLAS_STATUS_SUCCESS)
+    return Status::ok();
+  return Status::error(std::string(what) + ": " + cublasGetStatusName(e) + " (" + cublasGetStatusString(e) + ")");
+}
+
+} // namespace castor::cuda
