@@ -1,6 +1,7 @@
 // castor-loss-scale: dynamic loss scaling and gradient clipping inside the training step.
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
+#include "castor/Support/OptionChoices.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -11,6 +12,14 @@ namespace castor {
 
 using namespace mlir;
 using namespace castor;
+
+std::string castor::checkLossScaleOptions(StringRef mode, double init) {
+  if (std::string error = choices::checkChoice("loss-scale mode", mode, choices::kLossScaleModes); !error.empty())
+    return error + ", got '" + mode.str() + "'";
+  if ((mode == "dynamic" || mode == "static") && !(init > 0))
+    return "the loss scale must be positive";
+  return {};
+}
 
 namespace {
 
@@ -23,12 +32,8 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
       getOperation().emitError("no @train_step: run castor-make-train-step first");
       return signalPassFailure();
     }
-    if (mode != "dynamic" && mode != "static" && mode != "guard" && mode != "none") {
-      step.emitError("loss-scale mode must be dynamic, static, guard or none, got '") << mode << "'";
-      return signalPassFailure();
-    }
-    if ((mode == "dynamic" || mode == "static") && !(init > 0)) {
-      step.emitError("the loss scale must be positive");
+    if (std::string error = checkLossScaleOptions(mode, init); !error.empty()) {
+      step.emitError(error);
       return signalPassFailure();
     }
     if (mode == "none" && clipGradNorm <= 0)

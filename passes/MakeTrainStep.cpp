@@ -1,6 +1,7 @@
 // castor-make-train-step: the whole training step from the forward function with its loss.
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
+#include "castor/Support/OptionChoices.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -316,8 +317,8 @@ LogicalResult TrainStepBuilder::buildOptimizer() {
       [&] { slots_[iteration_].updated = b_.create<IncrementOp>(loc, iteration.getType(), iteration); });
   if (opts_.optimizer == "none")
     return success();
-  if (opts_.optimizer != "sgd" && opts_.optimizer != "adamw")
-    return forward_.emitError("unknown optimizer '") << opts_.optimizer << "' (expected sgd, adamw or none)";
+  if (std::string error = choices::checkChoice("optimizer", opts_.optimizer, choices::kOptimizers); !error.empty())
+    return forward_.emitError(error) << ", got '" << opts_.optimizer << "'";
 
   Value lr = b_.create<LrScheduleOp>(loc, f32Scalar, iteration, b_.getStringAttr(opts_.schedule),
                                      b_.getF64FloatAttr(opts_.lr), b_.getI64IntegerAttr(opts_.warmupSteps),

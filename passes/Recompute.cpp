@@ -4,6 +4,7 @@
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
 #include "castor/Plan/StepLiveness.h"
+#include "castor/Support/OptionChoices.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -51,6 +52,17 @@ uint64_t castor::parseByteSize(StringRef text) {
   if (text.trim().getAsDouble(value) || !(value > 0))
     return 0;
   return uint64_t(value * factor);
+}
+
+std::string castor::checkRecomputeOptions(StringRef policy, StringRef memoryBudget) {
+  if (std::string error = choices::checkChoice("recompute policy", policy, choices::kRecomputePolicies);
+      !error.empty())
+    return error + ", got '" + policy.str() + "'";
+  if (policy == "auto" && !parseByteSize(memoryBudget))
+    return "recompute policy auto needs a memory budget such as 6GiB, got '" + memoryBudget.str() + "'";
+  if (policy != "auto" && !memoryBudget.empty())
+    return "a memory budget needs the recompute policy auto, not " + policy.str();
+  return {};
 }
 
 namespace {
@@ -140,21 +152,11 @@ struct RecomputePass : castor::impl::CastorRecomputeBase<RecomputePass> {
 
   void runOnOperation() override {
     func::FuncOp f = getOperation();
-    if (policy != "none" && policy != "cheap" && policy != "auto") {
-      f.emitError("unknown recompute policy '") << policy << "' (expected none, cheap or auto)";
+    if (std::string error = castor::checkRecomputeOptions(policy, memoryBudget); !error.empty()) {
+      f.emitError(error);
       return signalPassFailure();
     }
-    uint64_t budget = 0;
-    if (policy == "auto") {
-      budget = castor::parseByteSize(memoryBudget);
-      if (!budget) {
-        f.emitError("recompute policy auto needs a memory budget such as 6GiB, got '") << memoryBudget << "'";
-        return signalPassFailure();
-      }
-    } else if (!memoryBudget.empty()) {
-      f.emitError("a memory budget needs the recompute policy auto, not ") << policy;
-      return signalPassFailure();
-    }
+    const uint64_t budget = policy == "auto" ? castor::parseByteSize(memoryBudget) : 0;
     if (f.isExternal())
       return;
     f->setAttr("castor.recompute_policy", StringAttr::get(&getContext(), policy));

@@ -1,6 +1,7 @@
 // castor-select-kernels: names the runtime kernel of every op of a function.
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Plan/PlanPasses.h"
+#include "castor/Support/OptionChoices.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -17,8 +18,9 @@ struct SelectKernelsPass : castor::impl::CastorSelectKernelsBase<SelectKernelsPa
   using CastorSelectKernelsBase::CastorSelectKernelsBase;
 
   void runOnOperation() override {
-    if (target != "cpu" && target != "cuda") {
-      getOperation().emitError("unknown target '") << target << "' (expected cpu or cuda)";
+    if (std::string error = castor::choices::checkChoice("target", target, castor::choices::kTargets);
+        !error.empty()) {
+      getOperation().emitError(error) << ", got '" << target << "'";
       return signalPassFailure();
     }
     // A plan's outputs are written by kernels: copy returned arguments, parameters and
