@@ -51,6 +51,8 @@ struct PlanMemoryPass : castor::impl::CastorPlanMemoryBase<PlanMemoryPass> {
     }
     func->setAttr("castor.arena_bytes", b.getI64IntegerAttr(int64_t(layout.arenaBytes)));
     func->setAttr("castor.tensor_bytes", b.getI64IntegerAttr(int64_t(layout.totalBytes)));
+    if (workspaceLimit >= 0)
+      func->setAttr("castor.workspace_limit", b.getI64IntegerAttr(workspaceLimit));
   }
 };
 
