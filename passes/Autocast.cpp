@@ -1,6 +1,7 @@
 // castor-autocast: mixed precision by explicit casts, chosen per op from its precision class.
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
+#include "castor/Support/OptionChoices.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/TypeUtilities.h"
@@ -223,15 +224,12 @@ struct AutocastPass : castor::impl::CastorAutocastBase<AutocastPass> {
       getOperation().emitError("no @forward function to autocast");
       return signalPassFailure();
     }
-    Type low;
-    if (precision == "fp16")
-      low = Float16Type::get(&getContext());
-    else if (precision == "bf16")
-      low = BFloat16Type::get(&getContext());
-    else {
-      forward.emitError("precision must be fp16 or bf16, got '") << precision << "'";
+    if (std::string error = castor::choices::checkChoice("precision", precision, castor::choices::kLowPrecisions);
+        !error.empty()) {
+      forward.emitError(error) << ", got '" << precision << "'";
       return signalPassFailure();
     }
+    Type low = precision == "fp16" ? Type(Float16Type::get(&getContext())) : Type(BFloat16Type::get(&getContext()));
     Policy rules;
     if (failed(Policy::load(policy, forward.getLoc(), rules)) || failed(Autocaster(forward, low, rules).run()))
       signalPassFailure();

@@ -2,6 +2,7 @@
 #include "BatchNormInference.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
+#include "castor/Support/OptionChoices.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -35,8 +36,9 @@ struct BatchNormFormPass : castor::impl::CastorBatchNormFormBase<BatchNormFormPa
   using CastorBatchNormFormBase::CastorBatchNormFormBase;
 
   void runOnOperation() override {
-    if (form != "as-exported" && form != "train" && form != "frozen") {
-      getOperation().emitError("form must be as-exported, train or frozen, not '") << form << "'";
+    if (std::string error = castor::choices::checkChoice("form", form, castor::choices::kBatchNormForms);
+        !error.empty()) {
+      getOperation().emitError(error) << ", not '" << form << "'";
       return signalPassFailure();
     }
     auto forward = getOperation().lookupSymbol<func::FuncOp>("forward");

@@ -1,9 +1,11 @@
 // castor-recompute: values of cheap ops (RecomputeOpInterface) that the backward reads are
 // computed again just before their first backward reader instead of staying alive from the
 // forward; `auto` picks the fewest such values whose planned peak fits a memory budget.
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
 #include "castor/Plan/StepLiveness.h"
+#include "castor/Support/OptionChoices.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -51,6 +53,17 @@ uint64_t castor::parseByteSize(StringRef text) {
   if (text.trim().getAsDouble(value) || !(value > 0))
     return 0;
   return uint64_t(value * factor);
+}
+
+std::string castor::checkRecomputeOptions(StringRef policy, StringRef memoryBudget) {
+  if (std::string error = choices::checkChoice("recompute policy", policy, choices::kRecomputePolicies);
+      !error.empty())
+    return error + ", got '" + policy.str() + "'";
+  if (policy == "auto" && !parseByteSize(memoryBudget))
+    return "recompute policy auto needs a memory budget such as 6GiB, got '" + memoryBudget.str() + "'";
+  if (policy != "auto" && !memoryBudget.empty())
+    return "a memory budget needs the recompute policy auto, not " + policy.str();
+  return {};
 }
 
 namespace {
@@ -108,7 +121,7 @@ int64_t recompute(func::FuncOp f, size_t boundary, ArrayRef<Candidate> chosen) {
     Value c = cheap.buildRecompute(b, llvm::cast<OpResult>(v).getResultNumber(), operands);
     if (!c) // a result that cannot be recomputed alone: keep the original
       return Value();
-    c.getDefiningOp()->setAttr("castor.recomputed", b.getUnitAttr());
+    c.getDefiningOp()->setAttr(castor::attr::kRecomputed, b.getUnitAttr());
     flops += llvm::cast<RankedTensorType>(c.getType()).getNumElements() * cheap.getRecomputeFlopsPerElement();
     copyOf[v] = c;
     return c;
@@ -140,24 +153,14 @@ struct RecomputePass : castor::impl::CastorRecomputeBase<RecomputePass> {
 
   void runOnOperation() override {
     func::FuncOp f = getOperation();
-    if (policy != "none" && policy != "cheap" && policy != "auto") {
-      f.emitError("unknown recompute policy '") << policy << "' (expected none, cheap or auto)";
+    if (std::string error = castor::checkRecomputeOptions(policy, memoryBudget); !error.empty()) {
+      f.emitError(error);
       return signalPassFailure();
     }
-    uint64_t budget = 0;
-    if (policy == "auto") {
-      budget = castor::parseByteSize(memoryBudget);
-      if (!budget) {
-        f.emitError("recompute policy auto needs a memory budget such as 6GiB, got '") << memoryBudget << "'";
-        return signalPassFailure();
-      }
-    } else if (!memoryBudget.empty()) {
-      f.emitError("a memory budget needs the recompute policy auto, not ") << policy;
-      return signalPassFailure();
-    }
+    const uint64_t budget = policy == "auto" ? castor::parseByteSize(memoryBudget) : 0;
     if (f.isExternal())
       return;
-    f->setAttr("castor.recompute_policy", StringAttr::get(&getContext(), policy));
+    f->setAttr(castor::attr::kRecomputePolicy, StringAttr::get(&getContext(), policy));
     if (policy == "none")
       return;
     if (!f.getBody().hasOneBlock()) {
@@ -272,8 +275,8 @@ struct RecomputePass : castor::impl::CastorRecomputeBase<RecomputePass> {
       chosen.assign(candidates.begin(), candidates.begin() + long(hi));
     }
     const int64_t flops = recompute(f, *boundary, chosen);
-    f->setAttr("castor.recomputed_values", b.getI64IntegerAttr(int64_t(chosen.size())));
-    f->setAttr("castor.recompute_flops", b.getI64IntegerAttr(flops));
+    f->setAttr(castor::attr::kRecomputedValues, b.getI64IntegerAttr(int64_t(chosen.size())));
+    f->setAttr(castor::attr::kRecomputeFlops, b.getI64IntegerAttr(flops));
   }
 };
 

@@ -1,4 +1,5 @@
 // RUN: castor-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(castor-select-kernels,castor-plan-memory))' | FileCheck %s
+// RUN: castor-opt %s -split-input-file -pass-pipeline='builtin.module(func.func(castor-select-kernels,castor-plan-memory{workspace-limit=1048576}))' | FileCheck --check-prefix=LIMIT %s
 
 // A chain of 1 KiB tensors: a kernel's output reuses the bytes of a tensor that died at an
 // earlier kernel, never those of its own operands. Parameters live for the whole step.
@@ -6,6 +7,11 @@
 // CHECK-SAME: castor.arena_bytes = 3072 : i64
 // CHECK-SAME: castor.input_offsets = array<i64: [[IN:[0-9]+]]>
 // CHECK-SAME: castor.tensor_bytes = 6144 : i64
+// Without workspace-limit no limit is recorded (the plan then has neither a limit nor a
+// predicted peak); with one, the function carries it for the plan emitter.
+// CHECK-NOT: castor.workspace_limit
+// LIMIT-LABEL: func @chain
+// LIMIT-SAME: castor.workspace_limit = 1048576 : i64
 func.func @chain(%x: tensor<256xf32>) -> tensor<256xf32> {
   // CHECK: castor.parameter "b" {castor.offsets = array<i64: [[B:[0-9]+]]>
   %b = castor.parameter "b" {trainable} : tensor<256xf32>

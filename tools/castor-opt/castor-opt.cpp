@@ -1,7 +1,9 @@
-// castor-opt: mlir-opt with the castor dialect and Castor's passes (the graph-level ones and
-// the lowering to plan-level form), for pass tests.
+// castor-opt: mlir-opt with the castor dialect, Castor's passes (the graph-level ones and the
+// lowering to plan-level form) and the compile pipelines (castor-train-pipeline,
+// castor-inference-pipeline), for pass and pipeline tests.
 #include "castor/Dialect/CastorDialect.h"
 #include "castor/Passes/Passes.h"
+#include "castor/Pipeline/Pipeline.h"
 #include "castor/Plan/PlanPasses.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -15,5 +17,6 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   castor::registerCastorPasses();
   castor::registerCastorPlanPasses();
+  castor::registerCastorPipelines();
   return mlir::asMainReturnCode(mlir::MlirOptMain(argc, argv, "Castor optimizer driver\n", registry));
 }

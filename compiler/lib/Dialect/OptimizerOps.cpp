@@ -1,6 +1,7 @@
 // Verifiers and buffer ties of the ops in OptimizerOps.td.
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Dialect/ShapeInference.h"
+#include "castor/Support/OptionChoices.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -109,8 +110,8 @@ std::optional<unsigned> UpdateLossScaleOp::getTiedOperandIndex(unsigned result) 
 
 LogicalResult LrScheduleOp::verify() {
   StringRef kind = getKind();
-  if (kind != "constant" && kind != "step" && kind != "cosine")
-    return emitOpError("kind must be constant, step or cosine, got '") << kind << "'";
+  if (std::string error = choices::checkChoice("kind", kind, choices::kSchedules); !error.empty())
+    return emitOpError(error) << ", got '" << kind << "'";
   if (int64_t(getWarmupSteps()) < 0 || int64_t(getStepSize()) < 1 || int64_t(getTotalSteps()) < 1)
     return emitOpError("warmup_steps must be >= 0, step_size and total_steps >= 1");
   return success();

@@ -52,10 +52,15 @@ def CastorPlanMemory : Pass<"castor-plan-memory", "mlir::func::FuncOp"> {
     takes its state operand's bytes, and so does a view (castor-plan-views). Offsets come from the memory planner (`castor::planArena`,
     MemoryPlanner.h): tensors whose lifetimes intersect never share bytes. Results get `castor.offsets` (one per result),
     the function `castor.input_offsets`, `castor.arena_bytes` and `castor.tensor_bytes` (the
-    sum of all tensors, the arena's size without reuse).
+    sum of all tensors, the arena's size without reuse). With `workspace-limit` the function
+    also gets `castor.workspace_limit`, from which the plan emitter sets the plan's workspace
+    limit and its predicted peak.
   }];
   let options = [
     Option<"alignment", "alignment", "int64_t", /*default=*/"256", "byte alignment of every offset">,
+    Option<"workspaceLimit", "workspace-limit", "int64_t", /*default=*/"-1",
+           "library workspace the plan allows, in bytes (0: the default, 1/32 of the arena between 128 MiB "
+           "and 1 GiB; -1: none recorded, so the plan has no limit and no predicted peak)">,
   ];
   let dependentDialects = ["::castor::CastorDialect"];
 }
