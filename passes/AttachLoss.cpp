@@ -1,6 +1,8 @@
 // castor-attach-loss: appends the training loss to @forward.
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
+#include "castor/state_names.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -49,9 +51,11 @@ struct AttachLossPass : castor::impl::CastorAttachLossBase<AttachLossPass> {
     ret.erase();
 
     forward.setFunctionType(b.getFunctionType(body.getArgumentTypes(), {loss.getType(), logits.getType()}));
-    auto named = [&](StringRef name) { return b.getDictionaryAttr(b.getNamedAttr("castor.name", b.getStringAttr(name))); };
-    forward.setAllArgAttrs(ArrayRef<DictionaryAttr>{named("images"), named("labels")});
-    forward.setAllResultAttrs(ArrayRef<DictionaryAttr>{named("loss"), named("logits")});
+    auto named = [&](StringRef name) {
+      return b.getDictionaryAttr(b.getNamedAttr(castor::attr::kName, b.getStringAttr(name)));
+    };
+    forward.setAllArgAttrs(ArrayRef<DictionaryAttr>{named(castor::names::kImages), named(castor::names::kLabels)});
+    forward.setAllResultAttrs(ArrayRef<DictionaryAttr>{named(castor::names::kLoss), named(castor::names::kLogits)});
   }
 };
 

@@ -1,7 +1,9 @@
 // castor-data-parallel: gradients averaged across replicas, one all_reduce per bucket.
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
 #include "castor/Plan/StepLiveness.h"
+#include "castor/state_names.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -97,12 +99,12 @@ struct DataParallelPass : castor::impl::CastorDataParallelBase<DataParallelPass>
     auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
     OpBuilder b(ret);
     for (OpOperand &operand : ret->getOpOperands()) {
-      auto name = step.getResultAttrOfType<StringAttr>(operand.getOperandNumber(), "castor.name");
-      if (!name || (name.getValue() != "loss" && name.getValue() != "correct"))
+      auto name = step.getResultAttrOfType<StringAttr>(operand.getOperandNumber(), attr::kName);
+      if (!name || (name.getValue() != names::kLoss && name.getValue() != names::kCorrect))
         continue;
       Value v = operand.get();
       auto reduce = b.create<AllReduceOp>(ret.getLoc(), TypeRange{v.getType()}, ValueRange{v},
-                                          b.getStringAttr(name.getValue() == "loss" ? "mean" : "sum"));
+                                          b.getStringAttr(name.getValue() == names::kLoss ? "mean" : "sum"));
       operand.set(reduce.getReduced()[0]);
     }
   }

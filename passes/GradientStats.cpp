@@ -1,6 +1,8 @@
 // castor-gradient-stats: per-parameter gradient statistics as outputs of train_step.
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
+#include "castor/state_names.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -33,13 +35,14 @@ struct GradientStatsPass : castor::impl::CastorGradientStatsBase<GradientStatsPa
       if (!llvm::isa<SgdUpdateOp, AdamwUpdateOp>(op))
         continue;
       auto param = llvm::dyn_cast<BlockArgument>(op.getOperand(0));
-      auto name = param ? step.getArgAttrOfType<StringAttr>(param.getArgNumber(), "castor.state") : StringAttr();
+      auto name = param ? step.getArgAttrOfType<StringAttr>(param.getArgNumber(), attr::kState) : StringAttr();
       if (!name) {
         op.emitError("updates a parameter that is not training state");
         return signalPassFailure();
       }
       results.push_back(b.create<GradientStatsOp>(op.getLoc(), statsType, op.getOperand(1)));
-      attrs.push_back(b.getDictionaryAttr(b.getNamedAttr("castor.name", b.getStringAttr("grad_stats:" + name.str()))));
+      StringAttr output = b.getStringAttr(names::kGradStatsPrefix + name.str());
+      attrs.push_back(b.getDictionaryAttr(b.getNamedAttr(attr::kName, output)));
     }
     b.create<func::ReturnOp>(ret.getLoc(), results);
     ret.erase();

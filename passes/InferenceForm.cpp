@@ -1,7 +1,9 @@
 // castor-inference-form: @forward as evaluation runs it.
 #include "BatchNormInference.h"
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
+#include "castor/state_names.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -38,8 +40,8 @@ struct InferenceFormPass : castor::impl::CastorInferenceFormBase<InferenceFormPa
       forward.emitError("evaluation needs a model with one input and one output");
       return signalPassFailure();
     }
-    forward.setArgAttr(0, "castor.name", b.getStringAttr("images"));
-    forward.setResultAttr(0, "castor.name", b.getStringAttr("output"));
+    forward.setArgAttr(0, castor::attr::kName, b.getStringAttr(castor::names::kImages));
+    forward.setResultAttr(0, castor::attr::kName, b.getStringAttr(castor::names::kOutput));
   }
 };
 

@@ -1,7 +1,9 @@
 // castor-loss-scale: dynamic loss scaling and gradient clipping inside the training step.
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
 #include "castor/Support/OptionChoices.h"
+#include "castor/state_names.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
@@ -47,12 +49,12 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
   Value addState(func::FuncOp step, StringRef name, Type type, Init initKind, std::optional<double> value) {
     OpBuilder b(step.getContext());
     unsigned argIndex = 0;
-    while (argIndex < step.getNumArguments() && step.getArgAttr(argIndex, "castor.state"))
+    while (argIndex < step.getNumArguments() && step.getArgAttr(argIndex, attr::kState))
       ++argIndex;
-    SmallVector<NamedAttribute> attrs{b.getNamedAttr("castor.state", b.getStringAttr(name)),
-                                      b.getNamedAttr("castor.init", InitAttr::get(b.getContext(), initKind))};
+    SmallVector<NamedAttribute> attrs{b.getNamedAttr(attr::kState, b.getStringAttr(name)),
+                                      b.getNamedAttr(attr::kInit, InitAttr::get(b.getContext(), initKind))};
     if (value)
-      attrs.push_back(b.getNamedAttr("castor.init_value", b.getF64FloatAttr(*value)));
+      attrs.push_back(b.getNamedAttr(attr::kInitValue, b.getF64FloatAttr(*value)));
     step.insertArgument(argIndex, type, b.getDictionaryAttr(attrs), step.getLoc());
     updated_[name] = step.getArgument(argIndex);
     return step.getArgument(argIndex);
@@ -77,11 +79,11 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
 
     Value scale, tracker, skipped;
     if (mode == "dynamic") {
-      scale = addState(step, "castor.loss_scale", f32, Init::fill, double(init));
-      tracker = addState(step, "castor.loss_scale_growth_tracker", i64, Init::zeros, std::nullopt);
+      scale = addState(step, names::kLossScale, f32, Init::fill, double(init));
+      tracker = addState(step, names::kLossScaleGrowthTracker, i64, Init::zeros, std::nullopt);
     }
     if (mode != "none")
-      skipped = addState(step, "castor.skipped_steps", i64, Init::zeros, std::nullopt);
+      skipped = addState(step, names::kSkippedSteps, i64, Init::zeros, std::nullopt);
 
     OpBuilder b(updates.front());
     // `guard` checks the gradients as an unscale by exactly 1 does (x * 1 keeps every bit), without
@@ -141,8 +143,8 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
     }
     for (auto inc : llvm::to_vector(body.getOps<IncrementOp>()))
       if (auto arg = llvm::dyn_cast<BlockArgument>(inc.getCounter());
-          arg && step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "castor.state") &&
-          step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "castor.state").getValue() == "castor.optimizer_step") {
+          arg && step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kState) &&
+          step.getArgAttrOfType<StringAttr>(arg.getArgNumber(), attr::kState).getValue() == names::kOptimizerStep) {
         inc.getFlagMutable().assign(foundInf);
         inc.setWhen("clear");
         inc->moveAfter(foundInf.getDefiningOp());
@@ -150,21 +152,21 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
 
     b.setInsertionPoint(ret);
     Value skippedNext = b.create<IncrementOp>(loc, i64, skipped, foundInf, b.getStringAttr("set"));
-    updated_["castor.skipped_steps"] = skippedNext;
-    outputs_.push_back({"skipped_steps", b.create<IdentityOp>(loc, skippedNext)});
+    updated_[names::kSkippedSteps] = skippedNext;
+    outputs_.push_back({names::kSkippedStepsOutput, b.create<IdentityOp>(loc, skippedNext)});
     Value scaleOut = scale, trackerOut;
     if (mode == "dynamic") {
       auto update = b.create<UpdateLossScaleOp>(loc, f32, i64, scale, tracker, foundInf, b.getF64FloatAttr(growth),
                                                 b.getF64FloatAttr(backoff), b.getI64IntegerAttr(interval));
-      updated_["castor.loss_scale"] = update.getNewScale();
-      updated_["castor.loss_scale_growth_tracker"] = update.getNewGrowthTracker();
+      updated_[names::kLossScale] = update.getNewScale();
+      updated_[names::kLossScaleGrowthTracker] = update.getNewGrowthTracker();
       scaleOut = update.getNewScale();
       trackerOut = update.getNewGrowthTracker();
     }
     if (mode != "guard")
-      outputs_.push_back({"loss_scale", b.create<IdentityOp>(loc, scaleOut)});
+      outputs_.push_back({names::kLossScaleOutput, b.create<IdentityOp>(loc, scaleOut)});
     if (trackerOut)
-      outputs_.push_back({"steps_since_overflow", b.create<IdentityOp>(loc, trackerOut)});
+      outputs_.push_back({names::kStepsSinceOverflow, b.create<IdentityOp>(loc, trackerOut)});
     finishResults(step, ret);
     return success();
   }
@@ -175,16 +177,16 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
     SmallVector<Value> results;
     SmallVector<DictionaryAttr> attrs;
     unsigned i = 0;
-    for (; i < ret.getNumOperands() && step.getResultAttr(i, "castor.state"); ++i) {
+    for (; i < ret.getNumOperands() && step.getResultAttr(i, attr::kState); ++i) {
       results.push_back(ret.getOperand(i));
       attrs.push_back(step.getResultAttrDict(i));
     }
     for (unsigned a = 0; a < step.getNumArguments(); ++a) {
-      auto name = step.getArgAttrOfType<StringAttr>(a, "castor.state");
+      auto name = step.getArgAttrOfType<StringAttr>(a, attr::kState);
       if (!name || !updated_.count(name.getValue()))
         continue;
       results.push_back(updated_[name.getValue()]);
-      attrs.push_back(b.getDictionaryAttr(b.getNamedAttr("castor.state", name)));
+      attrs.push_back(b.getDictionaryAttr(b.getNamedAttr(attr::kState, name)));
     }
     for (; i < ret.getNumOperands(); ++i) {
       results.push_back(ret.getOperand(i));
@@ -192,7 +194,7 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
     }
     for (auto &[name, value] : outputs_) {
       results.push_back(value);
-      attrs.push_back(b.getDictionaryAttr(b.getNamedAttr("castor.name", b.getStringAttr(name))));
+      attrs.push_back(b.getDictionaryAttr(b.getNamedAttr(attr::kName, b.getStringAttr(name))));
     }
     b.create<func::ReturnOp>(ret.getLoc(), results);
     ret.erase();

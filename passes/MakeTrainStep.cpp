@@ -1,7 +1,9 @@
 // castor-make-train-step: the whole training step from the forward function with its loss.
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
 #include "castor/Support/OptionChoices.h"
+#include "castor/state_names.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/IRMapping.h"
@@ -88,15 +90,15 @@ LogicalResult TrainStepBuilder::run() {
     Type type = slots_[i].type;
     buffer = slots_.size();
     if (opts_.optimizer == "sgd")
-      addState(name + ".momentum_buffer", type, Init::zeros);
+      addState(name + names::kMomentumBufferSuffix, type, Init::zeros);
     else {
-      addState(name + ".exp_avg", type, Init::zeros);
-      addState(name + ".exp_avg_sq", type, Init::zeros);
+      addState(name + names::kExpAvgSuffix, type, Init::zeros);
+      addState(name + names::kExpAvgSqSuffix, type, Init::zeros);
     }
   }
   auto counterType = RankedTensorType::get({}, IntegerType::get(ctx, 64));
-  iteration_ = addState("castor.iteration", counterType, Init::zeros);
-  optimizerStep_ = addState("castor.optimizer_step", counterType, Init::zeros);
+  iteration_ = addState(names::kIteration, counterType, Init::zeros);
+  optimizerStep_ = addState(names::kOptimizerStep, counterType, Init::zeros);
 
   // train_step(state..., images, labels); with k micro-batches the batch is k times larger.
   int64_t k = opts_.microBatches;
@@ -119,14 +121,14 @@ LogicalResult TrainStepBuilder::run() {
   for (auto [i, s] : llvm::enumerate(slots_)) {
     s.arg = s.updated = body->getArgument(i);
     slotOfArg_[s.arg] = i;
-    step_.setArgAttr(i, "castor.state", b_.getStringAttr(s.name));
-    step_.setArgAttr(i, "castor.init", InitAttr::get(ctx, s.init));
+    step_.setArgAttr(i, attr::kState, b_.getStringAttr(s.name));
+    step_.setArgAttr(i, attr::kInit, InitAttr::get(ctx, s.init));
     if (s.trainable)
-      step_.setArgAttr(i, "castor.trainable", b_.getUnitAttr());
+      step_.setArgAttr(i, attr::kTrainable, b_.getUnitAttr());
   }
   Value images = body->getArgument(slots_.size()), labels = body->getArgument(slots_.size() + 1);
-  step_.setArgAttr(slots_.size(), "castor.name", b_.getStringAttr("images"));
-  step_.setArgAttr(slots_.size() + 1, "castor.name", b_.getStringAttr("labels"));
+  step_.setArgAttr(slots_.size(), attr::kName, b_.getStringAttr(names::kImages));
+  step_.setArgAttr(slots_.size() + 1, attr::kName, b_.getStringAttr(names::kLabels));
   Value iteration = slots_[iteration_].arg;
   b_.setInsertionPointToEnd(body);
   SmallVector<Value> imageParts{images}, labelParts{labels};
@@ -220,16 +222,16 @@ LogicalResult TrainStepBuilder::run() {
   b_.create<func::ReturnOp>(forward_.getLoc(), results);
   step_.setFunctionType(b_.getFunctionType(argTypes, ValueRange(results).getTypes()));
   for (auto [i, s] : llvm::enumerate(slots_))
-    step_.setResultAttr(i, "castor.state", b_.getStringAttr(s.name));
-  step_.setResultAttr(slots_.size(), "castor.name", b_.getStringAttr("loss"));
-  step_.setResultAttr(slots_.size() + 1, "castor.name", b_.getStringAttr("correct"));
+    step_.setResultAttr(i, attr::kState, b_.getStringAttr(s.name));
+  step_.setResultAttr(slots_.size(), attr::kName, b_.getStringAttr(names::kLoss));
+  step_.setResultAttr(slots_.size() + 1, attr::kName, b_.getStringAttr(names::kCorrect));
   unsigned r = slots_.size() + 2;
   if (lr_)
-    step_.setResultAttr(r++, "castor.name", b_.getStringAttr("lr"));
+    step_.setResultAttr(r++, attr::kName, b_.getStringAttr(names::kLr));
   if (opts_.emitGradients)
     for (auto &s : slots_)
       if (s.trainable)
-        step_.setResultAttr(r++, "castor.name", b_.getStringAttr("grad:" + s.name));
+        step_.setResultAttr(r++, attr::kName, b_.getStringAttr(names::kGradPrefix + s.name));
   forward_.erase();
   return success();
 }

@@ -1,6 +1,7 @@
 // castor-recompute: values of cheap ops (RecomputeOpInterface) that the backward reads are
 // computed again just before their first backward reader instead of staying alive from the
 // forward; `auto` picks the fewest such values whose planned peak fits a memory budget.
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
 #include "castor/Plan/StepLiveness.h"
@@ -120,7 +121,7 @@ int64_t recompute(func::FuncOp f, size_t boundary, ArrayRef<Candidate> chosen) {
     Value c = cheap.buildRecompute(b, llvm::cast<OpResult>(v).getResultNumber(), operands);
     if (!c) // a result that cannot be recomputed alone: keep the original
       return Value();
-    c.getDefiningOp()->setAttr("castor.recomputed", b.getUnitAttr());
+    c.getDefiningOp()->setAttr(castor::attr::kRecomputed, b.getUnitAttr());
     flops += llvm::cast<RankedTensorType>(c.getType()).getNumElements() * cheap.getRecomputeFlopsPerElement();
     copyOf[v] = c;
     return c;
@@ -159,7 +160,7 @@ struct RecomputePass : castor::impl::CastorRecomputeBase<RecomputePass> {
     const uint64_t budget = policy == "auto" ? castor::parseByteSize(memoryBudget) : 0;
     if (f.isExternal())
       return;
-    f->setAttr("castor.recompute_policy", StringAttr::get(&getContext(), policy));
+    f->setAttr(castor::attr::kRecomputePolicy, StringAttr::get(&getContext(), policy));
     if (policy == "none")
       return;
     if (!f.getBody().hasOneBlock()) {
@@ -274,8 +275,8 @@ struct RecomputePass : castor::impl::CastorRecomputeBase<RecomputePass> {
       chosen.assign(candidates.begin(), candidates.begin() + long(hi));
     }
     const int64_t flops = recompute(f, *boundary, chosen);
-    f->setAttr("castor.recomputed_values", b.getI64IntegerAttr(int64_t(chosen.size())));
-    f->setAttr("castor.recompute_flops", b.getI64IntegerAttr(flops));
+    f->setAttr(castor::attr::kRecomputedValues, b.getI64IntegerAttr(int64_t(chosen.size())));
+    f->setAttr(castor::attr::kRecomputeFlops, b.getI64IntegerAttr(flops));
   }
 };
 

@@ -1,5 +1,6 @@
 #include "train/evaluation.h"
 
+#include "castor/state_names.h"
 #include "data/folder_source.h"
 #include "data/idx.h"
 #include "data/idx_source.h"
@@ -43,14 +44,14 @@ Expected<std::unique_ptr<Evaluator>> Evaluator::create(std::unique_ptr<Session> 
   const PlanIndex index(p);
   // "images" and "output", or the single input and output whatever their names (an imported
   // model's).
-  const plan::Tensor *images = index.input("images");
-  std::string inputName = images ? "images" : "";
+  const plan::Tensor *images = index.input(names::kImages);
+  std::string inputName = images ? names::kImages : "";
   if (!images && p.inputs_size() == 1) {
     images = index.tensor(p.inputs(0).tensor());
     inputName = p.inputs(0).name();
   }
-  const plan::Tensor *output = index.output("output");
-  std::string outputName = output ? "output" : "";
+  const plan::Tensor *output = index.output(names::kOutput);
+  std::string outputName = output ? names::kOutput : "";
   if (!output && p.outputs_size() == 1) {
     output = index.tensor(p.outputs(0).tensor());
     outputName = p.outputs(0).name();

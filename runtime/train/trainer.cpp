@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include "castor/state_names.h"
 #include "data/image_encoding.h"
 #include "plan/plan_validator.h"
 #include "train/scalar_output.h"
@@ -17,8 +18,8 @@ Trainer::Trainer(Session &session, data::BatchSource &source, TrainingSignature 
       step_(firstStep) {
   // Encoded straight to the plan's dtype, into one buffer kept across steps: the session then
   // uploads the bytes as they are (no f64 copy and second conversion of every value).
-  images_ = {"images", data::hostImageDType(signature_.imageDType), signature_.imageShape, {}};
-  labels_ = {"labels", plan::I64, {signature_.batch}, {}};
+  images_ = {names::kImages, data::hostImageDType(signature_.imageDType), signature_.imageShape, {}};
+  labels_ = {names::kLabels, plan::I64, {signature_.batch}, {}};
   // The source makes a few batches ahead of the one in flight: changes wait for them to pass.
   constexpr int64_t kBatchesInFlight = 4;
   if (options_.balanceDecodingFrom >= 0 && source_.imageForm() == data::ImageForm::EncodedImages &&
@@ -43,38 +44,38 @@ Status Trainer::feed(int64_t globalStep) {
     CASTOR_RETURN_IF_ERROR(source_.next(step, imageValues_, labelValues_));
     handedOut();
     weights::encodeValues(images_.dtype, imageValues_, images_.data);
-    CASTOR_RETURN_IF_ERROR(session_.setInput("images", images_));
+    CASTOR_RETURN_IF_ERROR(session_.setInput(names::kImages, images_));
     break;
   case data::ImageForm::Pixels:
     CASTOR_RETURN_IF_ERROR(source_.nextPixels(step, pixels_, labelValues_));
     handedOut();
-    CASTOR_RETURN_IF_ERROR(session_.setInputPixels("images", pixels_.data(), source_.pixelTransform()));
+    CASTOR_RETURN_IF_ERROR(session_.setInputPixels(names::kImages, pixels_.data(), source_.pixelTransform()));
     break;
   case data::ImageForm::EncodedImages:
     CASTOR_RETURN_IF_ERROR(source_.nextEncoded(step, encoded_, labelValues_));
     handedOut();
-    CASTOR_RETURN_IF_ERROR(session_.setInputEncoded("images", std::move(encoded_), source_.pixelTransform()));
+    CASTOR_RETURN_IF_ERROR(session_.setInputEncoded(names::kImages, std::move(encoded_), source_.pixelTransform()));
     encoded_ = {};
     break;
   case data::ImageForm::SyntheticPixels:
     CASTOR_RETURN_IF_ERROR(source_.nextLabels(step, labelValues_));
     handedOut();
     CASTOR_RETURN_IF_ERROR(
-        session_.generateInputPixels("images", source_.syntheticSeed(), step, source_.pixelTransform()));
+        session_.generateInputPixels(names::kImages, source_.syntheticSeed(), step, source_.pixelTransform()));
     break;
   }
   labels_.data.resize(labelValues_.size() * 8);
   std::memcpy(labels_.data.data(), labelValues_.data(), labels_.data.size());
-  return session_.setInput("labels", labels_);
+  return session_.setInput(names::kLabels, labels_);
 }
 
 Status Trainer::readMetrics(StepMetrics &m, bool withGradStats) {
-  auto loss = scalarOutput(session_, "loss");
+  auto loss = scalarOutput(session_, names::kLoss);
   if (!loss)
     return loss.status();
   m.loss = *loss;
   if (signature_.hasCorrect) {
-    auto correct = scalarOutput(session_, "correct");
+    auto correct = scalarOutput(session_, names::kCorrect);
     if (!correct)
       return correct.status();
     m.correct = int64_t(*correct);
@@ -93,7 +94,7 @@ Status Trainer::readMetrics(StepMetrics &m, bool withGradStats) {
       if (!t)
         return t.status();
       const std::vector<double> v = weights::decodeValues(t->dtype, t->data);
-      m.gradStats.push_back({name.substr(std::strlen("grad_stats:")), v[0], v[1], int64_t(v[2])});
+      m.gradStats.push_back({name.substr(std::strlen(names::kGradStatsPrefix)), v[0], v[1], int64_t(v[2])});
     }
   return Status::ok();
 }
@@ -107,7 +108,7 @@ const ReportedValue *reported(const StepMetrics &m, const std::string &name) {
 }
 } // namespace
 
-bool Trainer::guarded() const { return signature_.hasScalar("skipped_steps"); }
+bool Trainer::guarded() const { return signature_.hasScalar(names::kSkippedStepsOutput); }
 
 Status Trainer::nonFiniteError(int64_t index, const StepMetrics &m, bool updateSkipped) {
   const std::string step = "step " + std::to_string(index + 1);
@@ -155,12 +156,12 @@ Status Trainer::run(int64_t steps, StepObserver &observer) {
     CASTOR_RETURN_IF_ERROR(source_.shareAmong(options_.replicaRank, options_.replicaCount));
     shared_ = true;
   }
-  const bool checkGuard = guarded() && !signature_.hasScalar("steps_since_overflow");
+  const bool checkGuard = guarded() && !signature_.hasScalar(names::kStepsSinceOverflow);
   if (checkGuard && skippedSoFar_ < 0) {
     // The count so far, from the state (a resumed run starts from the saved one).
     skippedSoFar_ = 0;
     for (const plan::Parameter &p : session_.plan().parameters())
-      if (p.name() == "castor.skipped_steps") {
+      if (p.name() == names::kSkippedSteps) {
         auto t = session_.tensor(p.tensor());
         if (!t)
           return t.status();
@@ -210,7 +211,7 @@ Status Trainer::run(int64_t steps, StepObserver &observer) {
     // Non-finite values: a guarded plan (not a dynamic loss scaler) counts the skipped update; a
     // plan without a guard shows them in its loss only.
     if (checkGuard) {
-      const int64_t skipped = int64_t(reported(m, "skipped_steps")->value);
+      const int64_t skipped = int64_t(reported(m, names::kSkippedStepsOutput)->value);
       const bool stepSkipped = skipped > skippedSoFar_;
       skippedSoFar_ = skipped;
       m.nonFiniteSkipped = stepSkipped;

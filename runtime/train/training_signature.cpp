@@ -1,5 +1,6 @@
 #include "train/training_signature.h"
 
+#include "castor/state_names.h"
 #include "plan/op_registry.h"
 
 #include "data/shape_text.h"
@@ -8,10 +9,10 @@ namespace castor::train {
 
 Expected<TrainingBindings> TrainingBindings::find(const PlanIndex &index) {
   TrainingBindings b;
-  b.images = index.input("images");
-  b.labels = index.input("labels");
-  b.loss = index.output("loss");
-  b.correct = index.output("correct");
+  b.images = index.input(names::kImages);
+  b.labels = index.input(names::kLabels);
+  b.loss = index.output(names::kLoss);
+  b.correct = index.output(names::kCorrect);
   if (!b.images || !b.labels || !b.loss)
     return Status::error("a training plan binds inputs \"images\" and \"labels\" and the output \"loss\"");
   return b;
@@ -53,8 +54,9 @@ Expected<TrainingSignature> readTrainingSignature(const plan::Plan &plan) {
   sig.hasCorrect = bound->correct != nullptr;
 
   // The learning rate and the loss scaler's state, when the plan reports them.
-  for (auto [name, integer] : {std::pair{"lr", false}, std::pair{"loss_scale", false},
-                               std::pair{"steps_since_overflow", true}, std::pair{"skipped_steps", true}}) {
+  for (auto [name, integer] :
+       {std::pair{names::kLr, false}, std::pair{names::kLossScaleOutput, false},
+        std::pair{names::kStepsSinceOverflow, true}, std::pair{names::kSkippedStepsOutput, true}}) {
     const plan::Tensor *t = index.output(name);
     if (!t)
       continue;
@@ -64,7 +66,7 @@ Expected<TrainingSignature> readTrainingSignature(const plan::Plan &plan) {
     sig.scalars.push_back({name, integer});
   }
   for (const plan::Binding &b : plan.outputs())
-    if (b.name().rfind("grad_stats:", 0) == 0) {
+    if (b.name().rfind(names::kGradStatsPrefix, 0) == 0) {
       const plan::Tensor *t = index.tensor(b.tensor());
       if (!t || t->dtype() == plan::I64 || shapeOf(*t) != std::vector<int64_t>{3})
         return Status::error("the plan's output \"" + b.name() + "\" must be float [3]");

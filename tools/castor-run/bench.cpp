@@ -11,6 +11,7 @@
 #include "device.h"
 
 #include "castor/backend.h"
+#include "castor/state_names.h"
 #include "core/session.h"
 #include "data/image_encoding.h"
 #include "data/synthetic.h"
@@ -170,13 +171,13 @@ int bench(const BenchOptions &o) {
   std::vector<int64_t> labelValues;
   data::syntheticBatch(o.seed, 0, batch, perImage, classes, imageValues, labelValues);
   // In the images input's dtype already, so that the session uploads it as it is.
-  HostTensor in{"images", data::hostImageDType(bound->images->dtype()), imageShape, {}};
+  HostTensor in{names::kImages, data::hostImageDType(bound->images->dtype()), imageShape, {}};
   weights::encodeValues(in.dtype, imageValues, in.data);
-  HostTensor lb{"labels", plan::I64, {batch}, std::vector<uint8_t>(labelValues.size() * 8)};
+  HostTensor lb{names::kLabels, plan::I64, {batch}, std::vector<uint8_t>(labelValues.size() * 8)};
   std::memcpy(lb.data.data(), labelValues.data(), lb.data.size());
-  if (Status st = s.setInput("images", in); !st)
+  if (Status st = s.setInput(names::kImages, in); !st)
     return benchFail(st.message());
-  if (Status st = s.setInput("labels", lb); !st)
+  if (Status st = s.setInput(names::kLabels, lb); !st)
     return benchFail(st.message());
 
   Backend &b = s.backend();
@@ -189,12 +190,12 @@ int bench(const BenchOptions &o) {
     if (Status st = b.run(); !st)
       return benchFail(st.withContext(fmt::format("warm-up step {}", i + 1)).message());
     if (i == 0) {
-      if (auto loss = train::scalarOutput(s, "loss"); !loss) // waits for the step
+      if (auto loss = train::scalarOutput(s, names::kLoss); !loss) // waits for the step
         return benchFail(loss.message());
       firstStepSeconds = secondsSinceStart();
     }
   }
-  auto firstLoss = train::scalarOutput(s, "loss");
+  auto firstLoss = train::scalarOutput(s, names::kLoss);
   if (!firstLoss)
     return benchFail(firstLoss.message());
   std::vector<double> ms;
@@ -206,7 +207,7 @@ int bench(const BenchOptions &o) {
     if (firstStepSeconds == 0)
       firstStepSeconds = secondsSinceStart(); // timedRun waits for its step
   }
-  auto lastLoss = train::scalarOutput(s, "loss");
+  auto lastLoss = train::scalarOutput(s, names::kLoss);
   if (!lastLoss)
     return benchFail(lastLoss.message());
   std::vector<double> sorted = ms;

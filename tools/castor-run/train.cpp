@@ -7,6 +7,7 @@
 
 #include "replicas.h"
 
+#include "castor/state_names.h"
 #include "data/batch_source.h"
 #include "dist/launch_env.h"
 #include "dist/tcp_communicator.h"
@@ -36,10 +37,10 @@ namespace {
 
 // The progress line's short name of each reported scalar.
 const char *progressLabel(const std::string &name) {
-  return name == "lr"                     ? "lr"
-         : name == "loss_scale"           ? "scale"
-         : name == "steps_since_overflow" ? "clean"
-                                          : "skipped";
+  return name == names::kLr                    ? "lr"
+         : name == names::kLossScaleOutput    ? "scale"
+         : name == names::kStepsSinceOverflow ? "clean"
+                                              : "skipped";
 }
 
 // Prints each step as it ends, and keeps what the summary line needs.

@@ -4,6 +4,7 @@
 #include "Compile.h"
 #include "MemoryReport.h"
 
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Pipeline/Pipeline.h"
 #include "castor/Plan/PlanEmitter.h"
 #include "plan/plan_io.h"
@@ -120,7 +121,7 @@ int runCompile() {
     else
       llvm::errs() << "memory report: " << reportDir << "/report.html\n";
   }
-  auto batchAttr = module->getAttrOfType<mlir::IntegerAttr>("castor.batch");
+  auto batchAttr = module->getAttrOfType<mlir::IntegerAttr>(castor::attr::kBatch);
   int64_t planBatch = (batchAttr ? batchAttr.getInt() : 1) * (options.train ? options.accumulate : 1);
   auto emitted = emitPlan(compiled, planBatch, options.target);
   if (mlir::failed(emitted))

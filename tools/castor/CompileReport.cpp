@@ -3,6 +3,7 @@
 #include "Commands.h"
 #include "Compile.h"
 
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -25,7 +26,7 @@ void printCompileReport(const plan::Plan &p, mlir::ModuleOp module, const std::s
   }
   uint64_t tensorBytes = 0;
   module.walk([&](mlir::func::FuncOp f) {
-    if (auto a = f->getAttrOfType<mlir::IntegerAttr>("castor.tensor_bytes"))
+    if (auto a = f->getAttrOfType<mlir::IntegerAttr>(castor::attr::kTensorBytes))
       tensorBytes = uint64_t(a.getInt());
   });
   auto mib = [](uint64_t b) { return double(b) / (1024.0 * 1024.0); };
@@ -44,9 +45,9 @@ void printCompileReport(const plan::Plan &p, mlir::ModuleOp module, const std::s
                                   "{1:F1} MiB with the fused kernels' reserve)\n",
                                   mib(p.predicted_peak_bytes()), mib(p.workspace_limit_bytes()));
   module.walk([&](mlir::func::FuncOp f) {
-    auto values = f->getAttrOfType<mlir::IntegerAttr>("castor.recomputed_values");
-    auto flops = f->getAttrOfType<mlir::IntegerAttr>("castor.recompute_flops");
-    auto policy = f->getAttrOfType<mlir::StringAttr>("castor.recompute_policy");
+    auto values = f->getAttrOfType<mlir::IntegerAttr>(castor::attr::kRecomputedValues);
+    auto flops = f->getAttrOfType<mlir::IntegerAttr>(castor::attr::kRecomputeFlops);
+    auto policy = f->getAttrOfType<mlir::StringAttr>(castor::attr::kRecomputePolicy);
     if (values && flops && policy)
       llvm::errs() << llvm::formatv("  recompute ({0}): {1} values, {2:F2} GFLOP a step\n", policy.getValue(),
                                     values.getInt(), double(flops.getInt()) / 1e9);

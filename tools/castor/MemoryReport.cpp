@@ -1,6 +1,7 @@
 // The memory report of `castor compile --report` (MemoryReport.h).
 #include "MemoryReport.h"
 
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Plan/StepLiveness.h"
 
@@ -62,16 +63,16 @@ std::string writeMemoryReport(func::FuncOp step, const std::string &dir, const c
     Value v = liveness->values[i];
     const BufferLifetime &life = liveness->lifetimes[i];
     if (auto arg = llvm::dyn_cast<BlockArgument>(v)) {
-      if (!step.getArgAttr(arg.getArgNumber(), "castor.state"))
+      if (!step.getArgAttr(arg.getArgNumber(), castor::attr::kState))
         kindOf[i] = Inputs;
       else
-        kindOf[i] = step.getArgAttr(arg.getArgNumber(), "castor.trainable") ? Parameters : OptimizerState;
+        kindOf[i] = step.getArgAttr(arg.getArgNumber(), castor::attr::kTrainable) ? Parameters : OptimizerState;
       continue;
     }
     Operation *def = v.getDefiningOp();
     if (llvm::isa<ParameterOp, ConstantOp>(def))
       kindOf[i] = Parameters;
-    else if (def->hasAttr("castor.recomputed"))
+    else if (def->hasAttr(castor::attr::kRecomputed))
       kindOf[i] = Recomputed;
     else if (life.first <= last)
       kindOf[i] = life.last > last ? Saved : Activations;
@@ -88,8 +89,8 @@ std::string writeMemoryReport(func::FuncOp step, const std::string &dir, const c
     for (int64_t k = a; k <= b; ++k)
       live[size_t(k)][kindOf[i]] += life.bytes;
   }
-  auto arenaAttr = step->getAttrOfType<IntegerAttr>("castor.arena_bytes");
-  auto workspaceAttr = step->getAttrOfType<IntegerAttr>("castor.workspace_limit");
+  auto arenaAttr = step->getAttrOfType<IntegerAttr>(castor::attr::kArenaBytes);
+  auto workspaceAttr = step->getAttrOfType<IntegerAttr>(castor::attr::kWorkspaceLimit);
   const uint64_t arena = arenaAttr ? uint64_t(arenaAttr.getInt()) : 0;
   const uint64_t workspace =
       workspaceAttr ? workspaceLimitBytes(step, arena, uint64_t(workspaceAttr.getInt())) : 0;
@@ -118,9 +119,8 @@ std::string writeMemoryReport(func::FuncOp step, const std::string &dir, const c
   }
 
   // Every value the backward reads that the forward computed: kept (saved) or recomputed.
-  const std::string policy =
-      step->getAttrOfType<StringAttr>("castor.recompute_policy") ? step->getAttrOfType<StringAttr>("castor.recompute_policy").str()
-                                                                 : "none";
+  auto policyAttr = step->getAttrOfType<StringAttr>(castor::attr::kRecomputePolicy);
+  const std::string policy = policyAttr ? policyAttr.str() : "none";
   llvm::json::Array saved;
   uint64_t recomputeFlops = 0;
   for (size_t i = 0; i < liveness->values.size(); ++i) {

@@ -1,4 +1,5 @@
 #include "castor/Plan/PlanEmitter.h"
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Plan/StepLiveness.h"
 #include "castor/Dialect/CastorOps.h"
 
@@ -92,8 +93,8 @@ public:
   explicit Emitter(func::FuncOp func) : func_(func) {}
 
   FailureOr<EmittedPlan> run(int64_t batch, const std::string &target) {
-    auto arena = func_->getAttrOfType<IntegerAttr>("castor.arena_bytes");
-    auto inputOffsets = func_->getAttrOfType<DenseI64ArrayAttr>("castor.input_offsets");
+    auto arena = func_->getAttrOfType<IntegerAttr>(castor::attr::kArenaBytes);
+    auto inputOffsets = func_->getAttrOfType<DenseI64ArrayAttr>(castor::attr::kInputOffsets);
     if (!arena || !inputOffsets)
       return func_.emitError("not in plan-level form: run castor-select-kernels and castor-plan-memory first");
     out_.plan.set_format_version(plan::kPlanFormatVersion);
@@ -103,7 +104,7 @@ public:
     out_.plan.set_arena_bytes(uint64_t(arena.getInt()));
     // `castor.workspace_limit` is the requested library workspace (0: the default); without it
     // the plan has no limit and no prediction.
-    if (auto limit = func_->getAttrOfType<IntegerAttr>("castor.workspace_limit")) {
+    if (auto limit = func_->getAttrOfType<IntegerAttr>(castor::attr::kWorkspaceLimit)) {
       const uint64_t arenaBytes = uint64_t(arena.getInt()), requested = uint64_t(limit.getInt());
       out_.plan.set_workspace_limit_bytes(workspaceLimitBytes(func_, arenaBytes, requested));
       out_.plan.set_reserve_bytes(fusedReserveBytes(func_));
@@ -112,12 +113,12 @@ public:
 
     Block &body = func_.getBody().front();
     for (BlockArgument arg : body.getArguments()) {
-      if (auto state = func_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "castor.state")) {
+      if (auto state = func_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), castor::attr::kState)) {
         if (failed(addState(arg, state.str(), inputOffsets[arg.getArgNumber()])))
           return failure();
         continue;
       }
-      auto name = func_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), "castor.name");
+      auto name = func_.getArgAttrOfType<StringAttr>(arg.getArgNumber(), castor::attr::kName);
       std::string n = name ? name.str() : "input" + std::to_string(arg.getArgNumber());
       auto id = addTensor(arg, n, plan::Tensor::INPUT, inputOffsets[arg.getArgNumber()]);
       if (failed(id))
@@ -164,20 +165,20 @@ private:
     if (failed(id))
       return failure();
     unsigned i = arg.getArgNumber();
-    auto init = func_.getArgAttrOfType<InitAttr>(i, "castor.init");
+    auto init = func_.getArgAttrOfType<InitAttr>(i, castor::attr::kInit);
     plan::Parameter *p = out_.plan.add_parameters();
     p->set_name(name);
     p->set_tensor(*id);
     p->set_init(initOf(init ? init.getValue() : Init::file));
-    if (auto value = func_.getArgAttrOfType<FloatAttr>(i, "castor.init_value"))
+    if (auto value = func_.getArgAttrOfType<FloatAttr>(i, castor::attr::kInitValue))
       p->set_init_value(value.getValueAsDouble());
-    p->set_trainable(bool(func_.getArgAttr(i, "castor.trainable")));
+    p->set_trainable(bool(func_.getArgAttr(i, castor::attr::kTrainable)));
     setFans(*p, arg);
     return success();
   }
 
   LogicalResult emitOp(Operation &op) {
-    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>("castor.offsets");
+    auto offsets = op.getAttrOfType<DenseI64ArrayAttr>(castor::attr::kOffsets);
     if (!offsets || offsets.size() != int64_t(op.getNumResults()))
       return op.emitError("has no arena offsets: run castor-plan-memory first");
     auto isReturned = [](Value v) {
@@ -229,7 +230,7 @@ private:
       return success();
     }
 
-    auto kernelName = op.getAttrOfType<StringAttr>("castor.kernel");
+    auto kernelName = op.getAttrOfType<StringAttr>(castor::attr::kKernel);
     if (!kernelName)
       return op.emitError("has no kernel: run castor-select-kernels first");
     plan::Kernel *k = out_.plan.add_kernels();
@@ -254,7 +255,7 @@ private:
       auto id = addTensor(r, name, isReturned(r) ? plan::Tensor::OUTPUT : plan::Tensor::ACTIVATION, offsets[i]);
       if (failed(id))
         return failure();
-      if (op.hasAttr("castor.view")) // castor-plan-views
+      if (op.hasAttr(castor::attr::kView)) // castor-plan-views
         out_.plan.mutable_tensors(int(*id))->set_view_of(ids_.lookup(op.getOperand(0)));
       k->add_outputs(*id);
     }
@@ -267,7 +268,7 @@ private:
 
   LogicalResult bindOutputs(func::ReturnOp ret) {
     for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-      if (auto state = func_.getResultAttrOfType<StringAttr>(unsigned(i), "castor.state")) {
+      if (auto state = func_.getResultAttrOfType<StringAttr>(unsigned(i), castor::attr::kState)) {
         // The new value of a state tensor must be that tensor, updated in place.
         auto id = ids_.find(v);
         bool inPlace = id != ids_.end() && out_.plan.tensors(int(id->second)).kind() == plan::Tensor::STATE &&
@@ -279,7 +280,7 @@ private:
       auto id = ids_.find(v);
       if (id == ids_.end() || out_.plan.tensors(int(id->second)).kind() != plan::Tensor::OUTPUT)
         return ret.emitError("output ") << i << " must be computed by a kernel";
-      auto name = func_.getResultAttrOfType<StringAttr>(unsigned(i), "castor.name");
+      auto name = func_.getResultAttrOfType<StringAttr>(unsigned(i), castor::attr::kName);
       auto *binding = out_.plan.add_outputs();
       binding->set_name(name ? name.str() : "output" + std::to_string(i));
       binding->set_tensor(id->second);

@@ -1,4 +1,5 @@
 // castor-plan-memory: places every tensor of a function in one arena by liveness.
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Plan/StepLiveness.h"
 #include "castor/Plan/PlanPasses.h"
@@ -40,19 +41,19 @@ struct PlanMemoryPass : castor::impl::CastorPlanMemoryBase<PlanMemoryPass> {
     SmallVector<int64_t> inputOffsets;
     for (BlockArgument arg : body.getArguments())
       inputOffsets.push_back(offsetOf[arg]);
-    func->setAttr("castor.input_offsets", b.getDenseI64ArrayAttr(inputOffsets));
+    func->setAttr(castor::attr::kInputOffsets, b.getDenseI64ArrayAttr(inputOffsets));
     for (Operation &op : body) {
       if (op.getNumResults() == 0)
         continue;
       SmallVector<int64_t> offsets;
       for (Value r : op.getResults())
         offsets.push_back(offsetOf[r]);
-      op.setAttr("castor.offsets", b.getDenseI64ArrayAttr(offsets));
+      op.setAttr(castor::attr::kOffsets, b.getDenseI64ArrayAttr(offsets));
     }
-    func->setAttr("castor.arena_bytes", b.getI64IntegerAttr(int64_t(layout.arenaBytes)));
-    func->setAttr("castor.tensor_bytes", b.getI64IntegerAttr(int64_t(layout.totalBytes)));
+    func->setAttr(castor::attr::kArenaBytes, b.getI64IntegerAttr(int64_t(layout.arenaBytes)));
+    func->setAttr(castor::attr::kTensorBytes, b.getI64IntegerAttr(int64_t(layout.totalBytes)));
     if (workspaceLimit >= 0)
-      func->setAttr("castor.workspace_limit", b.getI64IntegerAttr(workspaceLimit));
+      func->setAttr(castor::attr::kWorkspaceLimit, b.getI64IntegerAttr(workspaceLimit));
   }
 };
 

@@ -1,4 +1,5 @@
 // castor-plan-views: reshapes that copy nothing (PlanPasses.td).
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Plan/PlanDType.h"
 #include "castor/Plan/PlanPasses.h"
@@ -55,7 +56,7 @@ struct PlanViewsPass : castor::impl::CastorPlanViewsBase<PlanViewsPass> {
     KernelSkeleton skeleton;
     llvm::DenseSet<Value> writtenInPlace;
     for (Operation &op : func.getBody().front()) {
-      auto kernel = op.getAttrOfType<StringAttr>("castor.kernel");
+      auto kernel = op.getAttrOfType<StringAttr>(castor::attr::kKernel);
       if (!kernel)
         continue;
       castor::plan::Kernel *k = skeleton.plan.add_kernels();
@@ -80,7 +81,8 @@ struct PlanViewsPass : castor::impl::CastorPlanViewsBase<PlanViewsPass> {
 
     Builder b(&getContext());
     func.walk([&](Operation *op) {
-      if (!llvm::isa<castor::ReshapeOp, castor::FlattenOp, castor::IdentityOp>(op) || !op->hasAttr("castor.kernel"))
+      if (!llvm::isa<castor::ReshapeOp, castor::FlattenOp, castor::IdentityOp>(op) ||
+          !op->hasAttr(castor::attr::kKernel))
         return;
       Value x = op->getOperand(0), r = op->getResult(0);
       if (x.getType() != r.getType() &&
@@ -91,7 +93,7 @@ struct PlanViewsPass : castor::impl::CastorPlanViewsBase<PlanViewsPass> {
         return;
       if (!storedAsRows(x) || !storedAsRows(r))
         return;
-      op->setAttr("castor.view", b.getUnitAttr());
+      op->setAttr(castor::attr::kView, b.getUnitAttr());
     });
   }
 };

@@ -1,4 +1,5 @@
 // castor-select-kernels: names the runtime kernel of every op of a function.
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Plan/PlanPasses.h"
 #include "castor/Support/OptionChoices.h"
@@ -29,7 +30,7 @@ struct SelectKernelsPass : castor::impl::CastorSelectKernelsBase<SelectKernelsPa
       OpBuilder builder(ret);
       for (OpOperand &operand : ret->getOpOperands()) {
         // Unchanged training state stays where it is.
-        if (getOperation().getResultAttr(operand.getOperandNumber(), "castor.state"))
+        if (getOperation().getResultAttr(operand.getOperandNumber(), castor::attr::kState))
           continue;
         Operation *def = operand.get().getDefiningOp();
         auto inPlace = llvm::dyn_cast_or_null<castor::InPlaceOpInterface>(def);
@@ -49,7 +50,7 @@ struct SelectKernelsPass : castor::impl::CastorSelectKernelsBase<SelectKernelsPa
         op->emitError("no runtime kernel computes '") << op->getName() << "'";
         return WalkResult::interrupt();
       }
-      op->setAttr("castor.kernel", b.getStringAttr(kernel.getKernelName(target)));
+      op->setAttr(castor::attr::kKernel, b.getStringAttr(kernel.getKernelName(target)));
       return WalkResult::advance();
     });
     if (result.wasInterrupted())

@@ -1,6 +1,7 @@
 // Lifetimes of a function's tensors (StepLiveness.h).
 #include "castor/Plan/StepLiveness.h"
 
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 
 #include <algorithm>
@@ -25,7 +26,7 @@ uint64_t bytesBesideArena(func::FuncOp func) {
   uint64_t inputs = 0, staging = 0;
   for (BlockArgument arg : func.getArguments()) {
     uint64_t bytes = tensorBytes(arg.getType());
-    if (!func.getArgAttr(arg.getArgNumber(), "castor.state"))
+    if (!func.getArgAttr(arg.getArgNumber(), castor::attr::kState))
       inputs += bytes;
     else if (llvm::cast<RankedTensorType>(arg.getType()).getRank() == 4)
       staging = std::max(staging, bytes);
@@ -72,7 +73,7 @@ FailureOr<StepLiveness> analyzeStepLiveness(func::FuncOp func, bool requireKerne
   for (Operation &op : body) {
     if (llvm::isa<ParameterOp, ConstantOp, func::ReturnOp>(op))
       continue;
-    if (requireKernels && !op.hasAttr("castor.kernel"))
+    if (requireKernels && !op.hasAttr(castor::attr::kKernel))
       return op.emitError("has no kernel: run castor-select-kernels first");
     s.kernelIndex[&op] = s.kernelCount++;
   }
@@ -88,7 +89,7 @@ FailureOr<StepLiveness> analyzeStepLiveness(func::FuncOp func, bool requireKerne
   };
   llvm::DenseMap<Value, size_t> bufferOf;
   for (BlockArgument arg : body.getArguments()) {
-    bool state = bool(func.getArgAttr(arg.getArgNumber(), "castor.state"));
+    bool state = bool(func.getArgAttr(arg.getArgNumber(), castor::attr::kState));
     bufferOf[arg] = s.values.size();
     s.values.push_back(arg);
     s.lifetimes.push_back({tensorBytes(arg.getType()), kStepStart, state ? kStepEnd : lastUse(arg)});
@@ -100,7 +101,7 @@ FailureOr<StepLiveness> analyzeStepLiveness(func::FuncOp func, bool requireKerne
   for (Operation &op : body) {
     bool source = llvm::isa<ParameterOp, ConstantOp>(op);
     auto inPlace = llvm::dyn_cast<InPlaceOpInterface>(op);
-    if (op.hasAttr("castor.view")) { // castor-plan-views: the result reads its operand's bytes
+    if (op.hasAttr(castor::attr::kView)) { // castor-plan-views: the result reads its operand's bytes
       Value r = op.getResult(0), operand = op.getOperand(0);
       s.tiedTo[r] = operand;
       BufferLifetime &life = s.lifetimes[bufferOf[s.root(operand)]];

@@ -1,5 +1,6 @@
 // Drives an import: validate the model, reject unsupported ops all at once, then convert the
 // nodes in topological order into one func.func @forward.
+#include "castor/Dialect/AttributeNames.h"
 #include "castor/Frontends/Onnx/Importer.h"
 #include "NodeImporter.h"
 #include "ShapeFolding.h"
@@ -97,7 +98,7 @@ public:
     Block *entry = func.addEntryBlock();
     for (auto [i, in] : llvm::enumerate(state_.model.inputs)) {
       state_.values[in->name()] = entry->getArgument(i);
-      func.setArgAttr(i, "castor.name", b.getStringAttr(in->name()));
+      func.setArgAttr(i, castor::attr::kName, b.getStringAttr(in->name()));
     }
     b.setInsertionPointToEnd(entry);
 
@@ -145,7 +146,7 @@ public:
     b.create<func::ReturnOp>(loc, results);
     func.setFunctionType(b.getFunctionType(argTypes, resultTypes));
     for (auto [i, out] : llvm::enumerate(state_.model.graph().output()))
-      func.setResultAttr(i, "castor.name", b.getStringAttr(out.name()));
+      func.setResultAttr(i, castor::attr::kName, b.getStringAttr(out.name()));
     return success();
   }
 
@@ -189,7 +190,7 @@ ImportResult importOnnxBytes(MLIRContext &context, const std::string &bytes, con
   OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
   Builder b(&context);
   if (options.init == WeightInit::Kaiming)
-    (*module)->setAttr("castor.init_seed", b.getI64IntegerAttr(int64_t(options.seed)));
+    (*module)->setAttr(castor::attr::kInitSeed, b.getI64IntegerAttr(int64_t(options.seed)));
 
   GraphImporter importer(state);
   LogicalResult imported = importer.run(*module);
@@ -201,7 +202,7 @@ ImportResult importOnnxBytes(MLIRContext &context, const std::string &bytes, con
         if (auto t = llvm::dyn_cast<RankedTensorType>(f.getArgumentTypes()[0]); t && t.getRank() > 0)
           batch = t.getDimSize(0);
     });
-  (*module)->setAttr("castor.batch", b.getI64IntegerAttr(batch));
+  (*module)->setAttr(castor::attr::kBatch, b.getI64IntegerAttr(batch));
   if (failed(imported)) {
     if (errors.empty())
       errors.model("import failed");
