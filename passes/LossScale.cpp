@@ -150,6 +150,16 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
         inc->moveAfter(foundInf.getDefiningOp());
       }
 
+    // Nor do BatchNorm's running statistics: a skipped step is a no-op on the whole state (the
+    // batch that overflowed may hold the non-finite activations that made it overflow). The
+    // updates move after the flag, in their order (micro-batches chain them).
+    Operation *after = foundInf.getDefiningOp();
+    for (auto running : llvm::to_vector(body.getOps<BatchNormRunningUpdateOp>())) {
+      running.getFoundInfMutable().assign(foundInf);
+      running->moveAfter(after);
+      after = running;
+    }
+
     b.setInsertionPoint(ret);
     Value skippedNext = b.create<IncrementOp>(loc, i64, skipped, foundInf, b.getStringAttr("set"));
     updated_[names::kSkippedSteps] = skippedNext;

@@ -194,7 +194,8 @@ LogicalResult TrainStepBuilder::run() {
     Value rm = slots_[slotOfArg_[bn.getRunningStats()[0]]].updated;
     Value rv = slots_[slotOfArg_[bn.getRunningStats()[1]]].updated;
     auto update = b_.create<BatchNormRunningUpdateOp>(bn.getLoc(), rm.getType(), rv.getType(), rm, rv,
-                                                      bn.getBatchMean(), bn.getBatchInvStd(), bn.getMomentumAttr(),
+                                                      bn.getBatchMean(), bn.getBatchInvStd(), /*found_inf=*/Value(),
+                                                      bn.getMomentumAttr(),
                                                       bn.getEpsilonAttr(), b_.getI64IntegerAttr(count), bn.getSyncAttr());
     slots_[slotOfArg_[bn.getRunningStats()[0]]].updated = update.getNewRunningMean();
     slots_[slotOfArg_[bn.getRunningStats()[1]]].updated = update.getNewRunningVar();

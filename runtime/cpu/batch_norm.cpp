@@ -257,8 +257,9 @@ Expected<RunFn> buildBatchNormBackward(const KernelContext &c) {
   });
 }
 
-// batch_norm_running_update (running_mean, running_var, batch_mean, batch_inv_std)
-//   -> (running_mean, running_var), in place, PyTorch's convention:
+// batch_norm_running_update (running_mean, running_var, batch_mean, batch_inv_std [, found_inf])
+//   -> (running_mean, running_var), in place, PyTorch's convention (nothing written when the
+//   step's update is skipped, found_inf nonzero):
 //   running_mean = (1 - m) running_mean + m batch_mean
 //   running_var  = (1 - m) running_var + m var_biased * count / (count - 1),
 //   var_biased = 1 / inv_std^2 - epsilon (count 1: the biased variance).
@@ -271,7 +272,10 @@ Expected<RunFn> buildBatchNormRunningUpdate(const KernelContext &c) {
   auto out = c.out;
   const plan::BatchNormRunningUpdateParams a = *p;
   dist::Communicator *replicas = a.sync ? c.replicas : nullptr; // statistics over every replica's batch
+  const Tensor *skipIf = in.size() == 5 ? in[4] : nullptr;
   return RunFn([=]() {
+    if (skipIf && b->read(*skipIf).at(0) != 0.0)
+      return Status::ok(); // in place: the statistics keep their bytes
     Values rm = b->read(*in[0]), rv = b->read(*in[1]), mean = b->read(*in[2]), invStd = b->read(*in[3]);
     const int64_t count = a.count * (replicas ? replicas->worldSize() : 1);
     const double correction = count > 1 ? double(count) / double(count - 1) : 1.0;

@@ -522,12 +522,15 @@ const OpTable<OpRule> &rules() {
           return expectSameShape(*k.out[2], *k.in[2], "dbias");
         }}},
       {OpId::BatchNormRunningUpdate,
-       // running_mean, running_var, batch_mean, batch_inv_std -> running_mean, running_var.
-       {nullptr, {4, 4, 2, 2}, kFloatInputs, attrs<parseBatchNormRunningUpdate>,
+       // running_mean, running_var, batch_mean, batch_inv_std [, found_inf f32 []]
+       //   -> running_mean, running_var (unchanged when found_inf is set).
+       {nullptr, {4, 5, 2, 2}, kFloatInputs, attrs<parseBatchNormRunningUpdate>,
         [](const KernelView &k) -> Status {
           if (k.in[0]->shape_size() != 1)
             return Status::error("running_mean must be 1-D [C], got " + shapeString(*k.in[0]));
-          CASTOR_RETURN_IF_ERROR(batchNormTypes({}, k.in));
+          if (k.in.size() == 5)
+            CASTOR_RETURN_IF_ERROR(expectF32Scalar(*k.in[4], "found_inf"));
+          CASTOR_RETURN_IF_ERROR(batchNormTypes({}, {k.in.begin(), k.in.begin() + 4}));
           for (size_t i = 1; i < 4; ++i)
             CASTOR_RETURN_IF_ERROR(expectSameShape(*k.in[i], *k.in[0], "input"));
           CASTOR_RETURN_IF_ERROR(expectInPlace(k, 0, 0));

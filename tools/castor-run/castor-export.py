@@ -15,7 +15,7 @@ the ONNX file the plan was compiled from.
 --torch      a checkpoint in PyTorch's state_dict naming (an ONNX file exported from PyTorch keeps
              the state_dict names as initializer names): every trained initializer in float32,
              and for each BatchNormalization `<prefix>.num_batches_tracked` (int64, the training
-             steps done), so that `torchvision.models.<arch>().load_state_dict(..., strict=True)`
+             steps whose update was applied: a skipped step leaves the running statistics alone), so that `torchvision.models.<arch>().load_state_dict(..., strict=True)`
              takes it (safetensors.torch.load_file reads it).
 --optimizer  everything else in the state (momentum, Adam moments, step counters, the loss
              scaler), with the state's metadata.
@@ -124,7 +124,9 @@ def main():
         onnx.save(model, a.onnx)
     if a.torch:
         out = {n: state[n].astype(np.float32) for n in (t.name for t in params)}
-        steps = int(meta.get("castor.step", "0"))
+        # The batches the running statistics took: a skipped step leaves them as they were.
+        skipped = int(state["castor.skipped_steps"]) if "castor.skipped_steps" in state else 0
+        steps = int(meta.get("castor.step", "0")) - skipped
         for node in model.graph.node:
             if node.op_type == "BatchNormalization" and len(node.input) >= 5:
                 prefix = node.input[3].rsplit(".", 1)[0] if node.input[3].endswith(".running_mean") else None

@@ -43,7 +43,10 @@ LogicalResult AdamwUpdateOp::verify() {
 std::optional<unsigned> AdamwUpdateOp::getTiedOperandIndex(unsigned result) { return result == 0 ? 0 : result + 1; }
 
 LogicalResult BatchNormRunningUpdateOp::verify() {
-  return checkRule(getLoc(), shape::batchNormTypes({}, elementTypesOf(getOperands())));
+  // The per-channel operands; the skip flag (found_inf) is an f32 scalar whatever they are.
+  return checkRule(getLoc(),
+                   shape::batchNormTypes({}, elementTypesOf({getRunningMean(), getRunningVar(), getBatchMean(),
+                                                             getBatchInvStd()})));
 }
 
 std::optional<unsigned> BatchNormRunningUpdateOp::getTiedOperandIndex(unsigned result) { return result; }

@@ -221,11 +221,17 @@ Expected<RunFn> buildBatchNormRunningUpdate(DeviceContext &ctx, const Kernel &k,
     return p.status();
   if (p->sync)
     return Status::error(k.op() + ": synchronized batch norm (--sync-batch-norm) runs on the cpu backend so far");
-  CASTOR_RETURN_IF_ERROR(need(4, 2));
+  // The skip flag (found_inf), when the step's update can be skipped: then every update of the
+  // group is under that same flag.
+  const bool flagged = in.size() == 5;
+  CASTOR_RETURN_IF_ERROR(need(flagged ? 5 : 4, 2));
   const auto i = in;
+  const Ref found = flagged ? c->ref(in[4]) : Ref{};
   const plan::BatchNormRunningUpdateParams a = *p;
   const std::vector<int> group = consecutiveRun(ctx, [&](const Kernel &j) {
-    if (j.op() != k.op() || j.inputs_size() != 4 || j.outputs_size() != 2)
+    if (j.op() != k.op() || j.inputs_size() != k.inputs_size() || j.outputs_size() != 2)
+      return false;
+    if (flagged && j.inputs(4) != k.inputs(4))
       return false;
     auto q = plan::parseBatchNormRunningUpdate(j);
     const std::vector<const Tensor *> ts = operandsOf(ctx, j);
@@ -252,10 +258,10 @@ Expected<RunFn> buildBatchNormRunningUpdate(DeviceContext &ctx, const Kernel &k,
       ctx.coveredKernels.insert(group[g]);
     const auto *entries = static_cast<const RunningUpdate *>(*buffer);
     const int n = int(updates.size());
-    return launch([=]() { return batchNormRunningUpdateAll(entries, n, s); });
+    return launch([=]() { return batchNormRunningUpdateAll(entries, n, found, s); });
   }
   return launch([=]() {
-    return batchNormRunningUpdate(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), countOf(*i[0]),
+    return batchNormRunningUpdate(c->ref(i[0]), c->ref(i[1]), c->ref(i[2]), c->ref(i[3]), found, countOf(*i[0]),
                                   a.momentum, a.epsilon, a.count, s);
   });
 }

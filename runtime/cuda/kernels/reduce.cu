@@ -229,14 +229,18 @@ __device__ __forceinline__ void runningUpdateOne(Ref rm, Ref rv, Ref mean, Ref i
   stAny(rv, c, (1 - momentum) * ldAny(rv, c) + momentum * varBiased * correction);
 }
 
-__global__ void batchNormRunningUpdateKernel(Ref rm, Ref rv, Ref mean, Ref invStd, int64_t C, double momentum,
-                                             double eps, int64_t count) {
+__global__ void batchNormRunningUpdateKernel(Ref rm, Ref rv, Ref mean, Ref invStd, Ref found, int64_t C,
+                                             double momentum, double eps, int64_t count) {
+  if (found.p && ldAny(found, 0) != 0.0)
+    return; // a skipped step: the statistics keep their bytes
   CASTOR_GRID_LOOP(c, C) {
     runningUpdateOne(rm, rv, mean, invStd, c, momentum, eps, count);
   }
 }
 
-__global__ void batchNormRunningUpdateAllKernel(const RunningUpdate *entries, int n) {
+__global__ void batchNormRunningUpdateAllKernel(const RunningUpdate *entries, int n, Ref found) {
+  if (found.p && ldAny(found, 0) != 0.0)
+    return;
   for (int k = blockIdx.x; k < n; k += gridDim.x) {
     const RunningUpdate u = entries[k];
     for (int64_t c = threadIdx.x; c < u.C; c += blockDim.x)
@@ -508,18 +512,19 @@ cudaError_t batchNormBackward(Ref dy, Ref x, Ref gamma, Ref mean, Ref invStd, Re
   });
 }
 
-cudaError_t batchNormRunningUpdate(Ref runMean, Ref runVar, Ref mean, Ref invStd, int64_t C, double momentum,
-                                   double eps, int64_t count, cudaStream_t s) {
+cudaError_t batchNormRunningUpdate(Ref runMean, Ref runVar, Ref mean, Ref invStd, Ref found, int64_t C,
+                                   double momentum, double eps, int64_t count, cudaStream_t s) {
   if (C <= 0)
     return cudaSuccess;
-  batchNormRunningUpdateKernel<<<gridFor(C), kThreads, 0, s>>>(runMean, runVar, mean, invStd, C, momentum, eps, count);
+  batchNormRunningUpdateKernel<<<gridFor(C), kThreads, 0, s>>>(runMean, runVar, mean, invStd, found, C, momentum, eps,
+                                                               count);
   return cudaGetLastError();
 }
 
-cudaError_t batchNormRunningUpdateAll(const RunningUpdate *deviceEntries, int n, cudaStream_t s) {
+cudaError_t batchNormRunningUpdateAll(const RunningUpdate *deviceEntries, int n, Ref found, cudaStream_t s) {
   if (n <= 0)
     return cudaSuccess;
-  batchNormRunningUpdateAllKernel<<<n, kThreads, 0, s>>>(deviceEntries, n);
+  batchNormRunningUpdateAllKernel<<<n, kThreads, 0, s>>>(deviceEntries, n, found);
   return cudaGetLastError();
 }
 

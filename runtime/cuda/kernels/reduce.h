@@ -42,16 +42,17 @@ cudaError_t batchNormInference(Ref x, Ref gamma, Ref beta, Ref mean, Ref var, Re
                                double eps, void *scratch, cudaStream_t s);
 cudaError_t batchNormBackward(Ref dy, Ref x, Ref gamma, Ref mean, Ref invStd, Ref dx, Ref dScale, Ref dBias,
                               int64_t A, int64_t C, int64_t B, void *scratch, cudaStream_t s);
-cudaError_t batchNormRunningUpdate(Ref runMean, Ref runVar, Ref mean, Ref invStd, int64_t C, double momentum,
-                                   double eps, int64_t count, cudaStream_t s);
+// `found.p` set: nothing is written when found[0] is nonzero (the step's update is skipped).
+cudaError_t batchNormRunningUpdate(Ref runMean, Ref runVar, Ref mean, Ref invStd, Ref found, int64_t C,
+                                   double momentum, double eps, int64_t count, cudaStream_t s);
 // Many running-statistics updates in one launch (a device array of `n` entries, one block
-// each), each computed as batchNormRunningUpdate computes it.
+// each), each computed as batchNormRunningUpdate computes it, all under the one flag `found`.
 struct RunningUpdate {
   Ref runMean, runVar, mean, invStd;
   int64_t C = 0, count = 0;
   double momentum = 0.1, eps = 1e-5;
 };
-cudaError_t batchNormRunningUpdateAll(const RunningUpdate *deviceEntries, int n, cudaStream_t s);
+cudaError_t batchNormRunningUpdateAll(const RunningUpdate *deviceEntries, int n, Ref found, cudaStream_t s);
 // invStd[c] = 1 / sqrt(var[c] + eps) in f32, from any float var: what the graph API's batch-norm
 // inference node takes instead of the variance (cudnn/batch_norm_graph.cpp).
 cudaError_t batchNormInvStd(Ref var, float *invStd, int64_t C, double eps, cudaStream_t s);

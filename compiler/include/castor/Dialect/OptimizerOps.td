@@ -84,21 +84,27 @@ def Castor_BatchNormRunningUpdateOp : Castor_UpdateOp<"batch_norm_running_update
     running_var = (1 - momentum) running_var + momentum * unbiased batch variance, where the
     biased variance is 1 / batch_inv_std^2 - epsilon and `count` is the number of elements per
     channel (the unbiased one multiplies by count / (count - 1)). All four operands are
-    per-channel and share one element type (f32 for mixed BatchNorm on f16 or bf16 data).
+    per-channel and share one element type (f32 for mixed BatchNorm on f16 or bf16 data). With
+    `found_inf` set (the step's update is skipped: the loss scaler or the non-finite guard saw a
+    non-finite gradient) nothing changes, so that a skipped step leaves the whole state as it was.
 
     ```mlir
     %rm2, %rv2 = castor.batch_norm_running_update %rm, %rv, %mean, %invstd {count = 128 : i64}
         : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+    %rm3, %rv3 = castor.batch_norm_running_update %rm, %rv, %mean, %invstd skip_if %found_inf {count = 128 : i64}
+        : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<f32>) -> (tensor<8xf32>, tensor<8xf32>)
     ```
   }];
   let arguments = (ins Castor_FloatTensor:$running_mean, Castor_FloatTensor:$running_var,
                        Castor_FloatTensor:$batch_mean, Castor_FloatTensor:$batch_inv_std,
+                       Optional<Castor_ScalarF32>:$found_inf,
                        DefaultValuedAttr<F64Attr, "0.1">:$momentum,
                        DefaultValuedAttr<F64Attr, "1.0e-5">:$epsilon,
                        I64Attr:$count, UnitAttr:$sync);
   let results = (outs Castor_FloatTensor:$new_running_mean, Castor_FloatTensor:$new_running_var);
   let assemblyFormat = [{
-    $running_mean `,` $running_var `,` $batch_mean `,` $batch_inv_std attr-dict `:` functional-type(operands, results)
+    $running_mean `,` $running_var `,` $batch_mean `,` $batch_inv_std (`skip_if` $found_inf^)? attr-dict `:`
+        functional-type(operands, results)
   }];
   let hasVerifier = 1;
 }
