@@ -35,10 +35,12 @@ Expected<std::optional<PlantedNonFinite>> plantedNonFinite(const BackendOptions 
   char *end = nullptr;
   p.kernel = int(std::strtol(text.c_str(), &end, 10));
   const bool kernelOk = at != std::string::npos && end == text.c_str() + at && at > 0;
-  p.run = std::strtoll(run.c_str(), &end, 10);
-  const bool runOk = !run.empty() && *end == '\0';
-  if (!kernelOk || !runOk || p.kernel < 0 || p.run < 1 || (kind != "nan" && kind != "inf"))
-    return Status::error("CASTOR_PLANT_NONFINITE='" + text + "': expected KERNEL@RUN or KERNEL@RUN:inf");
+  // RUN "*": every run (a fault that recurs, e.g. a batch norm whose input is never finite).
+  const bool everyRun = run == "*";
+  p.run = everyRun ? 0 : std::strtoll(run.c_str(), &end, 10);
+  const bool runOk = everyRun || (!run.empty() && *end == '\0' && p.run >= 1);
+  if (!kernelOk || !runOk || p.kernel < 0 || (kind != "nan" && kind != "inf"))
+    return Status::error("CASTOR_PLANT_NONFINITE='" + text + "': expected KERNEL@RUN, KERNEL@RUN:inf or KERNEL@*");
   p.inf = kind == "inf";
   return std::optional<PlantedNonFinite>{p};
 }
@@ -95,7 +97,7 @@ Status NonFinitePlant::bind(const plan::Plan &plan) {
 }
 
 const plan::Tensor *NonFinitePlant::after(int kernel, int64_t run) const {
-  return tensor_ && kernel == plant_->kernel && run == plant_->run ? tensor_ : nullptr;
+  return tensor_ && kernel == plant_->kernel && (run == plant_->run || plant_->run == 0) ? tensor_ : nullptr;
 }
 
 int64_t countNonFinite(plan::DType dtype, const uint8_t *bytes, size_t size) {
@@ -122,6 +124,20 @@ int64_t countNonFinite(plan::DType dtype, const uint8_t *bytes, size_t size) {
   default:
     return 0;
   }
+}
+
+Expected<NonFiniteTensor> Backend::firstNonFinite(const std::vector<const plan::Tensor *> &tensors) {
+  std::vector<uint8_t> host;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const plan::Tensor &t = *tensors[i];
+    if (!isFloat(t.dtype()))
+      continue;
+    host.resize(t.bytes());
+    CASTOR_RETURN_IF_ERROR(download(t.id(), host.data(), host.size()));
+    if (int64_t n = countNonFinite(t.dtype(), host.data(), host.size()); n > 0)
+      return NonFiniteTensor{int(i), n};
+  }
+  return NonFiniteTensor{};
 }
 
 // A host clock around run(): right for a backend whose run() returns when the step is done; a

@@ -64,12 +64,16 @@ Expected<std::unique_ptr<Session>> Session::create(plan::Plan plan, std::unique_
   for (const plan::Parameter &p : s->plan_.parameters()) {
     const plan::Tensor &t = *s->byId(p.tensor());
     std::string what = "parameter '" + p.name() + "'";
-    if (const HostTensor *w = file.find(p.name())) {
+    // A constant the plan fills itself (a splat: the loss gradient's seed, a static loss scale)
+    // is the plan's own value: a file's tensor of that name (a state saved by another plan,
+    // given as --weights) does not replace it.
+    const bool planConstant = p.init() == plan::Parameter::FILL && p.name().rfind("castor.constant.", 0) == 0;
+    if (const HostTensor *w = planConstant ? nullptr : file.find(p.name())) {
       CASTOR_RETURN_IF_ERROR(s->setTensor(t, *w, what + " from " + options.weightsPath));
       ++s->fromFile_;
       continue;
     }
-    if (p.init() == plan::Parameter::FILE || options.requireAllFromFile)
+    if (p.init() == plan::Parameter::FILE || (options.requireAllFromFile && !planConstant))
       return Status::error(what + " is to be read from a weights file, but " +
                            (options.weightsPath.empty() ? std::string("none was given")
                                                         : options.weightsPath + " does not contain it"));

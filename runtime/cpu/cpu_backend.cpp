@@ -120,6 +120,18 @@ public:
     return Status::ok();
   }
 
+  // In place: the state lives in the arena (no copy of it).
+  Expected<NonFiniteTensor> firstNonFinite(const std::vector<const Tensor *> &tensors) override {
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      auto t = find(tensors[i]->id(), tensors[i]->bytes());
+      if (!t)
+        return t.status();
+      if (int64_t n = countNonFinite((*t)->dtype(), arena_.data() + (*t)->offset(), (*t)->bytes()); n > 0)
+        return NonFiniteTensor{int(i), n};
+    }
+    return NonFiniteTensor{};
+  }
+
   Expected<NonFiniteFound> replayToFirstNonFinite() override {
     if (steps_ == 0)
       return Status::error("no step to replay: the plan has not run");

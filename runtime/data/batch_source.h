@@ -74,6 +74,9 @@ public:
   // EncodedImages: the share of each batch made from now on that the host decodes (the rest goes
   // to the device's decoder as files); false where the source has no such share.
   virtual bool setHostShare(double share) { return false; }
+  // Files that did not decode and were replaced by others (image folders with skipCorrupt), each
+  // once, in the order first met.
+  virtual std::vector<std::string> skippedFiles() const { return {}; }
 };
 
 // What a training plan asks of its batches.

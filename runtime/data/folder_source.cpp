@@ -297,6 +297,11 @@ FolderSource::Batch FolderSource::make(int64_t epoch, int64_t cursor) {
       // A file that does not decode, when skipped: the next ones in the epoch's order instead.
       for (int64_t k = 1; !st && options_.skipCorrupt && k < int64_t(ord.size()); ++k) {
         ++skipped_;
+        {
+          std::lock_guard<std::mutex> lock(skippedMutex_);
+          if (std::find(skippedFiles_.begin(), skippedFiles_.end(), files_[size_t(file)]) == skippedFiles_.end())
+            skippedFiles_.push_back(files_[size_t(file)]);
+        }
         file = ord[size_t((position + k) % int64_t(ord.size()))];
         st = one(file);
       }
@@ -442,6 +447,11 @@ Status FolderSource::restorePosition(const DataPosition &position) {
   epoch_ = epoch;
   cursor_ = cursor;
   return Status::ok();
+}
+
+std::vector<std::string> FolderSource::skippedFiles() const {
+  std::lock_guard<std::mutex> lock(skippedMutex_);
+  return skippedFiles_;
 }
 
 } // namespace castor::data

@@ -74,6 +74,7 @@ public:
   const std::vector<std::string> &classNames() const { return classNames_; }
   // Files that did not decode and were replaced (skipCorrupt).
   int64_t skipped() const { return skipped_; }
+  std::vector<std::string> skippedFiles() const override;
 
 private:
   struct Batch {
@@ -110,6 +111,8 @@ private:
   int64_t epoch_ = 0, cursor_ = 0; // the next batch to hand out
   int shareRank_ = 0, shareCount_ = 1; // shareAmong: a training cursor moves by the replicas' batches
   std::atomic<int64_t> skipped_{0};
+  mutable std::mutex skippedMutex_; // the pool's threads add to skippedFiles_
+  std::vector<std::string> skippedFiles_;
 
   // The producer makes batches in order from (epoch_, cursor_) into ready_, at most `ahead`.
   std::mutex mutex_;

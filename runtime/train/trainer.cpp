@@ -4,6 +4,7 @@
 #include "data/image_encoding.h"
 #include "plan/plan_validator.h"
 #include "train/scalar_output.h"
+#include "train/state_check.h"
 #include "weights/init.h"
 
 #include <chrono>
@@ -118,6 +119,11 @@ Status Trainer::nonFiniteError(int64_t index, const StepMetrics &m, bool updateS
                                          "without --loss-scale none to keep the state of the step before)";
   if (!updateSkipped)
     return Status::error(what + "; stopped (--on-nonfinite stop)");
+  // The guard left the state as the step before left it: was it already broken? (Checked before
+  // the replay, which changes it.)
+  std::string before;
+  if (auto bad = findNonFiniteState(session_); bad && *bad)
+    before = "; the state before this step already held " + (*bad)->describe();
   // The step again on its own batch, kernel by kernel, to name where the first non-finite value
   // appears (the guard left the state as it was before the step).
   std::string where;
@@ -145,9 +151,38 @@ Status Trainer::nonFiniteError(int64_t index, const StepMetrics &m, bool updateS
   }
   if (!replay)
     where = "; replaying the step to find the first non-finite tensor failed: " + replay.message();
-  if (lastSaved_ >= 0)
-    where += "; " + previousCheckpoint();
+  where += before + lastCheckpointClause();
   return Status::error(what + where + "; stopped (--on-nonfinite stop)");
+}
+
+std::string Trainer::lastCheckpointClause() const {
+  return options_.checkpointPath.empty() || lastSaved_ < 0 ? std::string() : "; " + previousCheckpoint();
+}
+
+Status Trainer::checkStateAfterStep() {
+  if (stateCheckedAt_ == step_)
+    return Status::ok();
+  auto bad = findNonFiniteState(session_);
+  if (!bad)
+    return bad.status().withContext("checking the state after step " + std::to_string(step_));
+  if (*bad)
+    return Status::error("step " + std::to_string(step_) + ": the state after this step holds " + (*bad)->describe() +
+                         (options_.checkpointPath.empty() ? std::string()
+                                                          : ", so it was not saved; " + previousCheckpoint()) +
+                         "; stopped (the updates diverged: a lower --lr, --clip-grad-norm or a warmup may help)");
+  stateCheckedAt_ = step_;
+  return Status::ok();
+}
+
+Status Trainer::checkLoadedState(const std::string &source) {
+  auto bad = findNonFiniteState(session_);
+  if (!bad)
+    return bad.status().withContext("checking " + source);
+  if (*bad)
+    return Status::error(source + " holds " + (*bad)->describe() +
+                         ": training from it would spread it; start from an earlier checkpoint");
+  stateCheckedAt_ = step_;
+  return Status::ok();
 }
 
 Status Trainer::run(int64_t steps, StepObserver &observer) {
@@ -157,7 +192,9 @@ Status Trainer::run(int64_t steps, StepObserver &observer) {
     shared_ = true;
   }
   const bool checkGuard = guarded() && !signature_.hasScalar(names::kStepsSinceOverflow);
-  if (checkGuard && skippedSoFar_ < 0) {
+  const int64_t maxSkipped = options_.maxSkippedSteps >= 0 ? options_.maxSkippedSteps : steps;
+  const int64_t firstStep = step_;
+  if (guarded() && skippedSoFar_ < 0) {
     // The count so far, from the state (a resumed run starts from the saved one).
     skippedSoFar_ = 0;
     for (const plan::Parameter &p : session_.plan().parameters())
@@ -210,15 +247,32 @@ Status Trainer::run(int64_t steps, StepObserver &observer) {
     CASTOR_RETURN_IF_ERROR(readMetrics(m, gradStats));
     // Non-finite values: a guarded plan (not a dynamic loss scaler) counts the skipped update; a
     // plan without a guard shows them in its loss only.
-    if (checkGuard) {
+    bool stepSkipped = false;
+    if (guarded()) {
       const int64_t skipped = int64_t(reported(m, names::kSkippedStepsOutput)->value);
-      const bool stepSkipped = skipped > skippedSoFar_;
+      stepSkipped = skipped > skippedSoFar_;
       skippedSoFar_ = skipped;
+      skippedInRun_ += stepSkipped;
+    }
+    if (checkGuard) {
       m.nonFiniteSkipped = stepSkipped;
       if (stepSkipped && options_.onNonFinite == OnNonFinite::Stop)
         return nonFiniteError(index, m, /*updateSkipped=*/true);
     } else if (!guarded() && !std::isfinite(m.loss)) {
       return nonFiniteError(index, m, /*updateSkipped=*/false);
+    }
+    // A run whose updates are all skipped is not training, whatever its exit would say.
+    if (stepSkipped && maxSkipped > 0 && skippedInRun_ >= maxSkipped) {
+      const int64_t ran = step_ - firstStep;
+      const std::string count = skippedInRun_ == ran && step_ == lastStep
+                                    ? "all " + std::to_string(ran) + " steps of this run were skipped"
+                                    : std::to_string(skippedInRun_) + " of the " + std::to_string(ran) +
+                                          " steps run so far were skipped";
+      return Status::error(
+          "step " + std::to_string(step_) + ": " + count +
+          " (non-finite gradients: no update was applied on those steps, the state is as they found it)" +
+          lastCheckpointClause() + "; stopped (--max-skipped-steps " + std::to_string(maxSkipped) +
+          (options_.maxSkippedSteps < 0 ? ", by default the run's step count" : "") + ")");
     }
     m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     m.imagesPerSecond = m.seconds > 0 ? double(signature_.batch * options_.replicaCount) / m.seconds : 0.0;
@@ -228,12 +282,15 @@ Status Trainer::run(int64_t steps, StepObserver &observer) {
       CASTOR_RETURN_IF_ERROR(options_.evaluate(step_).withContext("validation after step " + std::to_string(step_)));
 
     if (!options_.checkpointPath.empty() && options_.checkpointEvery > 0 && step_ % options_.checkpointEvery == 0 &&
-        step_ < lastStep)
+        step_ < lastStep) {
+      CASTOR_RETURN_IF_ERROR(checkStateAfterStep()); // a state that is not finite is not saved
       if (Status saved = saveCheckpoint(options_.checkpointPath); !saved)
         return Status::error("saving the state after step " + std::to_string(step_) + " failed (" + saved.message() +
                              "); " + previousCheckpoint());
+    }
   }
-  return Status::ok();
+  // The end of the run: the state it leaves (and the caller saves) is checked too.
+  return checkStateAfterStep();
 }
 
 std::string Trainer::previousCheckpoint() const {
@@ -243,6 +300,7 @@ std::string Trainer::previousCheckpoint() const {
 }
 
 Status Trainer::saveCheckpoint(const std::string &path) {
+  CASTOR_RETURN_IF_ERROR(checkStateAfterStep());
   TrainingProgress progress;
   progress.step = step_;
   progress.dataKind = source_.kind();

@@ -80,6 +80,9 @@ struct TrainerOptions {
   int64_t evaluateEvery = 0;
   std::function<Status(int64_t step)> evaluate;
   OnNonFinite onNonFinite = OnNonFinite::Stop;
+  // A run that skips this many of its steps' updates (guarded plans: the non-finite guard's or a
+  // loss scaler's skipped steps) ends with an error: it is not training. -1: all of its steps.
+  int64_t maxSkippedSteps = -1;
   // A source of image files shared between the host's and the device's decoders: from this host
   // share (>= 0), moved while training toward the balance of the two (decode_balancer.h).
   double balanceDecodingFrom = -1;
@@ -101,8 +104,12 @@ public:
   // Whether the plan skips a non-finite update itself (it reports skipped_steps).
   bool guarded() const;
   Status run(int64_t steps, StepObserver &observer);
-  // The state after the steps done so far, with the data position of the next step.
+  // The state after the steps done so far, with the data position of the next step. Refused,
+  // writing nothing, when the state holds a non-finite value (state_check.h).
   Status saveCheckpoint(const std::string &path);
+  // The state check of a state just loaded (a resumed state, a weights file, initializers):
+  // an error naming `source` and the first non-finite tensor.
+  Status checkLoadedState(const std::string &source);
   int64_t stepsDone() const { return step_; }
   // "the last checkpoint, PATH, holds step N" (writes replace the file atomically: a failed one
   // leaves it as it was).
@@ -114,6 +121,12 @@ private:
   // The error that ends a run at step `index` + 1 with non-finite values: the step is replayed
   // on its own batch to find the first kernel whose output is not finite.
   Status nonFiniteError(int64_t index, const StepMetrics &metrics, bool updateSkipped);
+  // The state check after step step_ (once per step however often asked): before a save and at
+  // the end of a run. The error names the step, the first non-finite tensor and the last
+  // checkpoint, which stays as it was.
+  Status checkStateAfterStep();
+  // "; the last checkpoint, PATH, holds step N" where the run saves periodically, else "".
+  std::string lastCheckpointClause() const;
 
 
   Session &session_;
@@ -129,6 +142,8 @@ private:
   int64_t skippedSoFar_ = -1; // the plan's skipped_steps after the last step (-1: unread)
   bool shared_ = false;       // the source took its share of each step's batches (shareAmong)
   int64_t lastSaved_ = -1;    // the step of the last checkpoint written to options_.checkpointPath
+  int64_t stateCheckedAt_ = -1; // the step after which the state was last found finite
+  int64_t skippedInRun_ = 0;    // steps of this trainer's runs whose update was skipped
   int64_t fedEpoch_ = 0; // the source's epoch after the last batch it handed out
   // Kept across steps: the batch as values, then encoded into the plan's dtype.
   std::vector<double> imageValues_;

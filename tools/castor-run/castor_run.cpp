@@ -16,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <limits>
 #include <string>
 
 int main(int argc, char **argv) {
@@ -111,6 +112,12 @@ int main(int argc, char **argv) {
                    "non-finite tensor; the last checkpoint stays) or skip (count it and go on; the plan's guard "
                    "left the state alone). A dynamic loss scaler's skipped steps never stop a run")
       ->check(CLI::IsMember({"stop", "skip"}));
+  trainCmd
+      ->add_option("--max-skipped-steps", to.maxSkippedSteps,
+                   "End the run with an error once N of its steps were skipped (non-finite gradients, the non-finite "
+                   "guard's or the loss scaler's skips): such a run is not training (default: the run's step count, "
+                   "i.e. fail when every step was skipped)")
+      ->check(CLI::Range(int64_t(1), std::numeric_limits<int64_t>::max()));
   trainCmd->add_option("--replicas", to.replicas,
                        "Data-parallel training: start N replicas of this command on this machine (a plan compiled "
                        "with --data-parallel; each replica takes its own batches). Under torchrun or srun, leave it "

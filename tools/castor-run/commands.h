@@ -45,6 +45,7 @@ struct TrainOptions {
   bool deterministic = false; // BackendOptions::deterministic
   int64_t gradStats = 0; // every K steps: the plan's grad_stats:<param> outputs (0: never)
   std::string onNonFinite = "stop"; // stop | skip
+  int64_t maxSkippedSteps = -1;     // the run fails once this many of its steps were skipped (-1: all)
   // Data parallelism: start this many replicas here (replicas.h), and how long a replica waits on
   // another before it gives up naming it.
   int replicas = 0;

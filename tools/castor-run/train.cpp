@@ -27,7 +27,9 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <thread>
 #include <cstdio>
 #include <unistd.h>
@@ -43,11 +45,20 @@ const char *progressLabel(const std::string &name) {
                                               : "skipped";
 }
 
+// Flushes a --log-json line just written; the first failure (a full disk, /dev/full) is kept in
+// `error` to end the run with, as a failed TensorBoard write does: a run whose log is lost did
+// not do its job.
+void noteLogWrite(std::FILE *log, const std::string &path, std::string &error) {
+  if (std::fflush(log) != 0 || std::ferror(log))
+    if (error.empty())
+      error = fmt::format("writing the log {} failed ({})", path, std::strerror(errno));
+}
+
 // Prints each step as it ends, and keeps what the summary line needs.
 class StepReport final : public train::StepObserver {
 public:
-  StepReport(std::FILE *log, train::EventFile *events, bool terminal, int64_t lastStep)
-      : log_(log), events_(events), terminal_(terminal), lastStep_(lastStep) {}
+  StepReport(std::FILE *log, std::string logPath, train::EventFile *events, bool terminal, int64_t lastStep)
+      : log_(log), logPath_(std::move(logPath)), events_(events), terminal_(terminal), lastStep_(lastStep) {}
 
   void onStep(const train::StepMetrics &m) override {
     stepsSeen.fetch_add(1);
@@ -100,13 +111,13 @@ public:
       if (Status w = events_->addScalars(m.step, scalars); !w && eventError.empty())
         eventError = w.message();
     }
-    if (log_) {
+    if (log_ && logError.empty()) {
       fmt::print(log_,
                  "{{\"step\": {}, \"epoch\": {}, \"loss\": {}, \"accuracy\": {}, \"correct\": {}, \"img_per_s\": {}, "
                  "\"data_wait_ms\": {}{}}}\n",
                  m.step, m.epoch, jsonNumber(m.loss), jsonNumber(m.accuracy), m.correct, jsonNumber(m.imagesPerSecond),
                  jsonNumber(1e3 * m.dataWaitSeconds), extraJson);
-      std::fflush(log_);
+      noteLogWrite(log_, logPath_, logError);
     }
     if (terminal_)
       fmt::print(stderr, "\rstep {}/{}  loss {:.4f}  accuracy {:.3f}{}  {:.1f} img/s  data {:.1f} ms   ", m.step,
@@ -116,9 +127,11 @@ public:
   double lastLoss = NAN, lastAccuracy = NAN, totalSeconds = 0;
   std::atomic<int64_t> stepsSeen{0}; // read by the replicas' watchdog
   std::string eventError; // the first failure to write an event, reported at the end
+  std::string logError;   // the first failure to write a --log-json line, reported at the end
 
 private:
   std::FILE *log_;
+  std::string logPath_;
   train::EventFile *events_;
   bool terminal_;
   int64_t lastStep_;
@@ -166,8 +179,8 @@ int train(const TrainOptions &o) {
   auto backend = createBackend(o.device, bo);
   if (!backend)
     return fail(backend.message());
-  if (o.steps < 0)
-    return fail("--steps must be non-negative");
+  if (o.steps < 1)
+    return fail(fmt::format("--steps {}: a run trains at least one step (--steps 1 or more)", o.steps));
   if (!o.weights.empty() && !o.resume.empty())
     return fail("--weights and --resume exclude each other (a saved state holds the weights)");
   auto read = plan::readPlanFile(o.plan);
@@ -190,7 +203,8 @@ int train(const TrainOptions &o) {
   train::TrainingProgress resumed;
   resumed.dataSeed = o.seed;
   if (!o.resume.empty()) {
-    auto progress = train::readCheckpointProgress(o.resume);
+    // Its format, step and plan (this plan's state tensors) checked before anything is loaded.
+    auto progress = train::readCheckpointProgress(o.resume, &p);
     if (!progress)
       return fail(progress.message());
     resumed = std::move(*progress);
@@ -264,6 +278,7 @@ int train(const TrainOptions &o) {
     events = std::move(*created);
   }
   const bool terminal = leader && ::isatty(STDERR_FILENO);
+  StepReport report(log, o.logJson, events.get(), terminal, resumed.step + o.steps);
   const int64_t batch = signature->batch;
   train::TrainerOptions to;
   to.dataSeed = resumed.dataSeed;
@@ -273,6 +288,7 @@ int train(const TrainOptions &o) {
   to.replicaCount = env->worldSize;
   to.checkpointEvery = o.saveEvery;
   to.onNonFinite = o.onNonFinite == "skip" ? train::OnNonFinite::Skip : train::OnNonFinite::Stop;
+  to.maxSkippedSteps = o.maxSkippedSteps;
   to.balanceDecodingFrom = balanceDecoding ? sourceOptions.hostShare : -1;
   // Validation: the forward plan on a backend of its own, with the training session's state.
   std::unique_ptr<train::Evaluator> evaluator;
@@ -303,10 +319,10 @@ int train(const TrainOptions &o) {
         fmt::print(stderr, "\n");
       fmt::print(stderr, "validation after step {}: top-1 {:.4f}, top-5 {:.4f} ({} images, {:.1f} s)\n", step,
                  a->top1Rate(), a->top5Rate(), a->count, a->seconds);
-      if (log) {
+      if (log && report.logError.empty()) {
         fmt::print(log, "{{\"step\": {}, \"val_top1\": {}, \"val_top5\": {}, \"val_count\": {}, \"val_seconds\": {}}}\n",
                    step, jsonNumber(a->top1Rate()), jsonNumber(a->top5Rate()), a->count, jsonNumber(a->seconds));
-        std::fflush(log);
+        noteLogWrite(log, o.logJson, report.logError);
       }
       if (events)
         CASTOR_RETURN_IF_ERROR(events->addScalars(step, {{"val/top1", a->top1Rate()}, {"val/top5", a->top5Rate()}}));
@@ -317,7 +333,13 @@ int train(const TrainOptions &o) {
   if (to.onNonFinite == train::OnNonFinite::Skip && !trainer.guarded())
     return fail("--on-nonfinite skip: the plan applies every update (compiled with --loss-scale none); compile it "
                 "with the default non-finite guard to skip steps");
-  StepReport report(log, events.get(), terminal, resumed.step + o.steps);
+  // A state with a non-finite value would train on without a word (or be saved over a good
+  // checkpoint): refused before the first step.
+  if (Status loaded = trainer.checkLoadedState(!o.resume.empty() ? "the state " + o.resume
+                                               : !so.weightsPath.empty() ? "the weights file " + so.weightsPath
+                                                                         : std::string("the initialized parameters"));
+      !loaded)
+    return fail(loaded.message());
 #ifdef CASTOR_HAVE_NCCL
   // NCCL waits on the GPU for a replica that may be gone: a step that does not finish in time
   // aborts the communicator (which ends those waits) and the process, naming the cause. The first
@@ -349,24 +371,33 @@ int train(const TrainOptions &o) {
   if (watchdog.joinable())
     watchdog.join();
 #endif
-  const int rc = ran ? 0 : fail(ran.message());
   if (terminal)
     fmt::print(stderr, "\n");
-  if (log)
-    std::fclose(log);
+  // --skip-corrupt: each file replaced because it did not decode, once, whether the run ended
+  // well or not (a data set to mend).
+  const std::vector<std::string> skippedFiles = batches.skippedFiles();
+  for (const std::string &file : skippedFiles)
+    fmt::print(stderr, "castor-run: skipped {}: it does not decode (--skip-corrupt)\n", file);
+  const int rc = ran ? 0 : fail(ran.message());
+  if (log && std::fclose(log) != 0 && report.logError.empty())
+    report.logError = fmt::format("writing the log {} failed ({})", o.logJson, std::strerror(errno));
   if (rc != 0)
     return rc;
   if (!report.eventError.empty())
     return fail(report.eventError);
+  if (!report.logError.empty())
+    return fail(report.logError + "; the state after the last step was not saved" +
+                (o.save.empty() ? std::string() : ": " + trainer.previousCheckpoint()));
   if (!leader)
     return 0;
   if (!o.save.empty())
     if (Status w = trainer.saveCheckpoint(o.save); !w)
       return fail("saving the state after step " + std::to_string(trainer.stepsDone()) + " failed (" + w.message() +
                   "); " + trainer.previousCheckpoint());
-  fmt::print("trained steps {}..{} on {} data: last loss {:.6f}, last batch accuracy {:.4f}, {:.1f} img/s\n",
+  fmt::print("trained steps {}..{} on {} data: last loss {:.6f}, last batch accuracy {:.4f}, {:.1f} img/s{}\n",
              resumed.step + 1, resumed.step + o.steps, batches.kind(), report.lastLoss, report.lastAccuracy,
-             report.totalSeconds > 0 ? double(batch * env->worldSize * o.steps) / report.totalSeconds : 0.0);
+             report.totalSeconds > 0 ? double(batch * env->worldSize * o.steps) / report.totalSeconds : 0.0,
+             o.skipCorrupt ? fmt::format(", {} corrupt file(s) skipped", skippedFiles.size()) : std::string());
   return 0;
 }
 

@@ -29,6 +29,7 @@
 #include "cuda/kernels/elementwise.h"
 #include "cuda/kernels/layout.h"
 #include "cuda/kernels/pixels.h"
+#include "cuda/kernels/state_check.h"
 
 #include "cuda/tuning/compile_ahead.h"
 #include "cuda/tuning/tuner.h"
@@ -117,7 +118,8 @@ public:
       cublasLtDestroy(ctx_.cublasLt);
     if (ctx_.cublas)
       cublasDestroy(ctx_.cublas);
-    for (void *p : {static_cast<void *>(ctx_.arena), ctx_.workspace, static_cast<void *>(ctx_.scratch), staging_})
+    for (void *p : {static_cast<void *>(ctx_.arena), ctx_.workspace, static_cast<void *>(ctx_.scratch), staging_,
+                    static_cast<void *>(stateCheckEntries_), static_cast<void *>(stateCheckCounts_)})
       if (p)
         cudaFree(p);
     for (auto &[key, buffer] : ctx_.persistent)
@@ -434,6 +436,49 @@ public:
       }
     }
     return found;
+  }
+
+  // One launch over the listed tensors where the last step left them (the step's stream), one
+  // count per tensor copied back. The list's device array is kept for the next check of the
+  // same tensors (the state is the same list at every save).
+  Expected<NonFiniteTensor> firstNonFinite(const std::vector<const Tensor *> &tensors) override {
+    std::vector<uint32_t> ids;
+    for (const Tensor *t : tensors) {
+      auto found = find(t->id(), t->bytes());
+      if (!found)
+        return found.status();
+      ids.push_back(t->id());
+    }
+    const int n = int(ids.size());
+    if (ids != stateCheckIds_) {
+      std::vector<cuda::StateCheckEntry> entries;
+      for (uint32_t id : ids) {
+        const Tensor *t = tensors_.at(id);
+        const int64_t size = plan::dtypeSize(t->dtype());
+        entries.push_back({ctx_.ref(t), size > 0 ? int64_t(t->bytes()) / size : 0});
+      }
+      CASTOR_CUDA(cudaStreamSynchronize(ctx_.stream)); // the old arrays may still be read
+      for (void *p : {static_cast<void *>(stateCheckEntries_), static_cast<void *>(stateCheckCounts_)})
+        if (p)
+          cudaFree(p);
+      stateCheckEntries_ = nullptr;
+      stateCheckCounts_ = nullptr;
+      stateCheckIds_.clear();
+      CASTOR_CUDA(allocate(&stateCheckEntries_, std::max<size_t>(1, entries.size()) * sizeof(cuda::StateCheckEntry)));
+      CASTOR_CUDA(allocate(&stateCheckCounts_, std::max<size_t>(1, entries.size()) * sizeof(unsigned long long)));
+      CASTOR_CUDA(cudaMemcpyAsync(stateCheckEntries_, entries.data(), entries.size() * sizeof(cuda::StateCheckEntry),
+                                  cudaMemcpyHostToDevice, ctx_.stream));
+      stateCheckIds_ = ids;
+    }
+    std::vector<unsigned long long> counts(size_t(n), 0);
+    CASTOR_CUDA(cuda::countNonFiniteEach(stateCheckEntries_, n, stateCheckCounts_, ctx_.stream));
+    CASTOR_CUDA(cudaMemcpyAsync(counts.data(), stateCheckCounts_, counts.size() * sizeof(unsigned long long),
+                                cudaMemcpyDeviceToHost, ctx_.stream));
+    CASTOR_RETURN_IF_ERROR(cuda::cudaStatus(cudaStreamSynchronize(ctx_.stream), "checking the state for non-finite values"));
+    for (int i = 0; i < n; ++i)
+      if (counts[size_t(i)] > 0)
+        return NonFiniteTensor{i, int64_t(counts[size_t(i)])};
+    return NonFiniteTensor{};
   }
 
   uint64_t allocatedBytes() const override { return allocated_; }
@@ -796,6 +841,10 @@ private:
   std::vector<KernelChoice> choices_; // kernelChoices, one per kernel
   std::vector<std::vector<const Tensor *>> poisonAfter_;
   void *staging_ = nullptr;         // channels-last tensors pass through here on upload/download
+  // The state check's list on the device (firstNonFinite), its counts, and the ids it lists.
+  cuda::StateCheckEntry *stateCheckEntries_ = nullptr;
+  unsigned long long *stateCheckCounts_ = nullptr;
+  std::vector<uint32_t> stateCheckIds_;
   uint64_t allocated_ = 0;
   int64_t runs_ = 0;
   cudaGraphExec_t graphExec_ = nullptr;

@@ -34,11 +34,11 @@ class NcclCommunicator;
 }
 
 // A fault planted by tests (CASTOR_PLANT_NONFINITE="K@R" or "K@R:inf"): in the R-th run()
-// (1-based; a replay counts as the run it replays), right after kernel K, the first element of
-// K's first floating-point output becomes NaN (or +inf).
+// (1-based; a replay counts as the run it replays; "K@*": every run), right after kernel K, the
+// first element of K's first floating-point output becomes NaN (or +inf).
 struct PlantedNonFinite {
   int kernel = -1;
-  int64_t run = 0;
+  int64_t run = 0; // 0: every run
   bool inf = false;
 };
 
@@ -47,6 +47,13 @@ struct PlantedNonFinite {
 struct NonFiniteFound {
   int kernel = -1;
   uint32_t tensor = 0;
+  int64_t count = 0;
+};
+
+// What a state check found: the first of the tensors asked about that holds a non-finite value
+// (its index in the list, -1 when every value is finite) and how many of its values are.
+struct NonFiniteTensor {
+  int index = -1;
   int64_t count = 0;
 };
 
@@ -154,6 +161,13 @@ public:
   virtual Expected<NonFiniteFound> replayToFirstNonFinite() {
     return Status::error("the " + name() + " backend cannot replay a step");
   }
+
+  // The state check (train/state_check.h): whether `tensors` (of the loaded plan, by id: the
+  // training state, i.e. parameters, optimizer moments, running statistics, counters) hold only
+  // finite values after every step run so far. Integer tensors count as finite. A device backend
+  // counts on the device in one launch over all of them and copies back a count per tensor, not
+  // the tensors. The default downloads each tensor and counts on the host.
+  virtual Expected<NonFiniteTensor> firstNonFinite(const std::vector<const plan::Tensor *> &tensors);
 };
 
 // The CPU reference backend: plain loops, fp64 accumulation, exact fp16/bf16 rounding,
