@@ -1,3 +1,4 @@
+#include "StepFunctions.h"
 // castor-attach-loss: appends the training loss to @forward.
 #include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
@@ -19,11 +20,9 @@ struct AttachLossPass : castor::impl::CastorAttachLossBase<AttachLossPass> {
   using CastorAttachLossBase::CastorAttachLossBase;
 
   void runOnOperation() override {
-    auto forward = getOperation().lookupSymbol<func::FuncOp>("forward");
-    if (!forward) {
-      getOperation().emitError("no @forward function to attach a loss to");
+    auto forward = castor::forwardFunction(getOperation(), " to attach a loss to");
+    if (!forward)
       return signalPassFailure();
-    }
     if (labelSmoothing < 0.0 || labelSmoothing > 1.0) {
       forward.emitError("label smoothing must be in [0, 1], got ") << labelSmoothing;
       return signalPassFailure();

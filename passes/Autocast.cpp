@@ -1,3 +1,4 @@
+#include "StepFunctions.h"
 // castor-autocast: mixed precision by explicit casts, chosen per op from its precision class.
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
@@ -219,11 +220,9 @@ struct AutocastPass : castor::impl::CastorAutocastBase<AutocastPass> {
   using CastorAutocastBase::CastorAutocastBase;
 
   void runOnOperation() override {
-    auto forward = getOperation().lookupSymbol<func::FuncOp>("forward");
-    if (!forward) {
-      getOperation().emitError("no @forward function to autocast");
+    auto forward = castor::forwardFunction(getOperation(), " to autocast");
+    if (!forward)
       return signalPassFailure();
-    }
     if (std::string error = castor::choices::checkChoice("precision", precision, castor::choices::kLowPrecisions);
         !error.empty()) {
       forward.emitError(error) << ", got '" << precision << "'";

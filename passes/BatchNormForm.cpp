@@ -1,3 +1,4 @@
+#include "StepFunctions.h"
 // castor-batch-norm-form: every BatchNorm of @forward in the form the user chose to train it in.
 #include "BatchNormInference.h"
 #include "castor/Dialect/CastorOps.h"
@@ -41,11 +42,9 @@ struct BatchNormFormPass : castor::impl::CastorBatchNormFormBase<BatchNormFormPa
       getOperation().emitError(error) << ", not '" << form << "'";
       return signalPassFailure();
     }
-    auto forward = getOperation().lookupSymbol<func::FuncOp>("forward");
-    if (!forward) {
-      getOperation().emitError("no @forward function");
+    auto forward = castor::forwardFunction(getOperation());
+    if (!forward)
       return signalPassFailure();
-    }
     WalkResult result = forward.walk([&](Operation *op) {
       if (auto bn = llvm::dyn_cast<castor::BatchNormInferenceOp>(op)) {
         // Trained as it is (frozen statistics) or on batch statistics: either way its mean and

@@ -1,3 +1,4 @@
+#include "StepFunctions.h"
 // castor-data-parallel: gradients averaged across replicas, one all_reduce per bucket.
 #include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
@@ -27,11 +28,9 @@ struct DataParallelPass : castor::impl::CastorDataParallelBase<DataParallelPass>
   using CastorDataParallelBase::CastorDataParallelBase;
 
   void runOnOperation() override {
-    auto step = getOperation().lookupSymbol<func::FuncOp>("train_step");
-    if (!step) {
-      getOperation().emitError("no @train_step: run castor-make-train-step first");
+    auto step = castor::trainStepFunction(getOperation());
+    if (!step)
       return signalPassFailure();
-    }
     if (bucketBytes <= 0) {
       step.emitError("the bucket size must be positive");
       return signalPassFailure();

@@ -89,9 +89,7 @@ std::optional<Chain> match(castor::SoftmaxOp softmax) {
 
 struct FuseAttentionPass : castor::impl::CastorFuseAttentionBase<FuseAttentionPass> {
   void runOnOperation() override {
-    SmallVector<castor::SoftmaxOp> softmaxes;
-    getOperation()->walk([&](castor::SoftmaxOp op) { softmaxes.push_back(op); });
-    for (castor::SoftmaxOp softmax : softmaxes) {
+    for (castor::SoftmaxOp softmax : castor::collectOps<castor::SoftmaxOp>(getOperation())) {
       std::optional<Chain> c = match(softmax);
       if (!c)
         continue;

@@ -215,9 +215,7 @@ struct FuseBatchNormReluPass : castor::impl::CastorFuseBatchNormReluBase<FuseBat
   void runOnOperation() override {
     // Matched and fused one at a time: fusing a group replaces values (a relu output that is the
     // next group's residual) that a group matched earlier would still hold.
-    SmallVector<castor::BatchNormTrainingOp> bns;
-    getOperation()->walk([&](castor::BatchNormTrainingOp bn) { bns.push_back(bn); });
-    for (castor::BatchNormTrainingOp bn : bns)
+    for (castor::BatchNormTrainingOp bn : castor::collectOps<castor::BatchNormTrainingOp>(getOperation()))
       if (auto g = matchGroup(bn))
         fuse(*g);
   }

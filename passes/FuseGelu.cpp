@@ -76,9 +76,7 @@ std::optional<Chain> match(castor::ErfOp erf) {
 
 struct FuseGeluPass : castor::impl::CastorFuseGeluBase<FuseGeluPass> {
   void runOnOperation() override {
-    SmallVector<castor::ErfOp> erfs;
-    getOperation()->walk([&](castor::ErfOp e) { erfs.push_back(e); });
-    for (castor::ErfOp erf : erfs) {
+    for (castor::ErfOp erf : castor::collectOps<castor::ErfOp>(getOperation())) {
       auto chain = match(erf);
       if (!chain)
         continue;

@@ -37,9 +37,7 @@ bool definedBefore(Value v, Operation *op) {
 
 struct FuseGradientAddPass : castor::impl::CastorFuseGradientAddBase<FuseGradientAddPass> {
   void runOnOperation() override {
-    SmallVector<castor::AddOp> adds;
-    getOperation()->walk([&](castor::AddOp a) { adds.push_back(a); });
-    for (castor::AddOp add : adds) {
+    for (castor::AddOp add : castor::collectOps<castor::AddOp>(getOperation())) {
       if (add.getLhs().getType() != add.getType() || add.getRhs().getType() != add.getType())
         continue; // a broadcasting add
       castor::Conv2dBackwardDataOp lhs = foldableGradient(add.getLhs(), add);

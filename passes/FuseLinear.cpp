@@ -40,9 +40,7 @@ castor::AddOp biasAdd(Value product, int64_t n) {
 
 struct FuseLinearPass : castor::impl::CastorFuseLinearBase<FuseLinearPass> {
   void runOnOperation() override {
-    SmallVector<castor::MatmulOp> products;
-    getOperation()->walk([&](castor::MatmulOp m) { products.push_back(m); });
-    for (castor::MatmulOp m : products) {
+    for (castor::MatmulOp m : castor::collectOps<castor::MatmulOp>(getOperation())) {
       Value w = transposedParameter(m.getB());
       auto xType = llvm::cast<RankedTensorType>(m.getA().getType());
       auto yType = llvm::cast<RankedTensorType>(m.getType());

@@ -1,3 +1,4 @@
+#include "StepFunctions.h"
 // castor-gradient-stats: per-parameter gradient statistics as outputs of train_step.
 #include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
@@ -18,11 +19,9 @@ namespace {
 
 struct GradientStatsPass : castor::impl::CastorGradientStatsBase<GradientStatsPass> {
   void runOnOperation() override {
-    auto step = getOperation().lookupSymbol<func::FuncOp>("train_step");
-    if (!step) {
-      getOperation().emitError("no @train_step: run castor-make-train-step first");
+    auto step = castor::trainStepFunction(getOperation());
+    if (!step)
       return signalPassFailure();
-    }
     Block &body = step.getBody().front();
     auto ret = llvm::cast<func::ReturnOp>(body.getTerminator());
     OpBuilder b(ret);

@@ -1,3 +1,4 @@
+#include "StepFunctions.h"
 // castor-inference-form: @forward as evaluation runs it.
 #include "BatchNormInference.h"
 #include "castor/Dialect/AttributeNames.h"
@@ -18,11 +19,9 @@ namespace {
 
 struct InferenceFormPass : castor::impl::CastorInferenceFormBase<InferenceFormPass> {
   void runOnOperation() override {
-    auto forward = getOperation().lookupSymbol<func::FuncOp>("forward");
-    if (!forward) {
-      getOperation().emitError("no @forward function");
+    auto forward = castor::forwardFunction(getOperation());
+    if (!forward)
       return signalPassFailure();
-    }
     WalkResult result = forward.walk([&](Operation *op) {
       if (auto bn = llvm::dyn_cast<castor::BatchNormTrainingOp>(op)) {
         if (failed(castor::replaceWithInferenceForm(bn)))

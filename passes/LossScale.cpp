@@ -1,3 +1,4 @@
+#include "StepFunctions.h"
 // castor-loss-scale: dynamic loss scaling and gradient clipping inside the training step.
 #include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
@@ -29,11 +30,9 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
   using CastorLossScaleBase::CastorLossScaleBase;
 
   void runOnOperation() override {
-    auto step = getOperation().lookupSymbol<func::FuncOp>("train_step");
-    if (!step) {
-      getOperation().emitError("no @train_step: run castor-make-train-step first");
+    auto step = castor::trainStepFunction(getOperation());
+    if (!step)
       return signalPassFailure();
-    }
     if (std::string error = checkLossScaleOptions(mode, init); !error.empty()) {
       step.emitError(error);
       return signalPassFailure();

@@ -1,3 +1,4 @@
+#include "StepFunctions.h"
 // castor-make-train-step: the whole training step from the forward function with its loss.
 #include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
@@ -367,11 +368,9 @@ struct MakeTrainStepPass : castor::impl::CastorMakeTrainStepBase<MakeTrainStepPa
   using CastorMakeTrainStepBase::CastorMakeTrainStepBase;
 
   void runOnOperation() override {
-    auto forward = getOperation().lookupSymbol<func::FuncOp>("forward");
-    if (!forward) {
-      getOperation().emitError("no @forward function to train");
+    auto forward = castor::forwardFunction(getOperation(), " to train");
+    if (!forward)
       return signalPassFailure();
-    }
     CastorMakeTrainStepOptions opts;
     opts.optimizer = optimizer;
     opts.lr = lr;

@@ -5,6 +5,7 @@
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Value.h"
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/Support/Casting.h"
 
 #include <optional>
@@ -16,6 +17,13 @@ template <typename OpTy> OpTy singleUser(mlir::Value v) {
   if (!v.hasOneUse())
     return nullptr;
   return llvm::dyn_cast<OpTy>(*v.getUsers().begin());
+}
+
+// Every OpTy under `root`, collected first so that a rewrite may erase what the walk has passed.
+template <typename OpTy> llvm::SmallVector<OpTy> collectOps(mlir::Operation *root) {
+  llvm::SmallVector<OpTy> ops;
+  root->walk([&](OpTy op) { ops.push_back(op); });
+  return ops;
 }
 
 // The value of a constant that holds one value (a scalar or a splat).

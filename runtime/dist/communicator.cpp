@@ -17,29 +17,12 @@ size_t reducibleDTypeSize(plan::DType dtype) {
   }
 }
 
-std::string dtypeName(plan::DType dtype) {
-  switch (dtype) {
-  case plan::F32:
-    return "f32";
-  case plan::F64:
-    return "f64";
-  case plan::F16:
-    return "f16";
-  case plan::BF16:
-    return "bf16";
-  case plan::I64:
-    return "i64";
-  default:
-    return "dtype " + std::to_string(int(dtype));
-  }
-}
-
 const char *reduceOpName(ReduceOp op) { return op == ReduceOp::Sum ? "sum" : "max"; }
 
 Status LocalCommunicator::allReduce(void *, size_t, plan::DType dtype, ReduceOp) {
   // Refuse what a real communicator would, so that a one-replica run catches it too.
   if (reducibleDTypeSize(dtype) == 0)
-    return Status::error("all_reduce over " + dtypeName(dtype) + ": only f32, f64, f16, bf16 and i64 reduce");
+    return Status::error("all_reduce over " + plan::dtypeName(dtype) + ": only f32, f64, f16, bf16 and i64 reduce");
   return Status::ok();
 }
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "castor/status.h"
-#include "plan/plan.pb.h"
+#include "plan/plan.h"
 
 #include <cstddef>
 #include <string>
@@ -45,8 +45,6 @@ public:
 
 // Bytes per value of the dtypes the collectives take; 0 for any other.
 size_t reducibleDTypeSize(plan::DType dtype);
-// "f32", "bf16", ...: for messages.
-std::string dtypeName(plan::DType dtype);
 const char *reduceOpName(ReduceOp op);
 
 } // namespace castor::dist

@@ -23,7 +23,7 @@ Expected<ncclDataType_t> ncclType(plan::DType dtype) {
   case plan::I64:
     return ncclInt64;
   default:
-    return Status::error("NCCL all_reduce over " + dtypeName(dtype) + ": only f32, f64, f16, bf16 and i64 reduce");
+    return Status::error("NCCL all_reduce over " + plan::dtypeName(dtype) + ": only f32, f64, f16, bf16 and i64 reduce");
   }
 }
 

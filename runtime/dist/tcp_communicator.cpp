@@ -132,7 +132,7 @@ Status TcpCommunicator::startAsReplica(const ReplicaEnv &env) {
 Status TcpCommunicator::allReduce(void *data, size_t count, plan::DType dtype, ReduceOp op) {
   const size_t size = reducibleDTypeSize(dtype);
   if (size == 0)
-    return fail(Status::error("replica " + std::to_string(rank_) + " called all_reduce over " + dtypeName(dtype) +
+    return fail(Status::error("replica " + std::to_string(rank_) + " called all_reduce over " + plan::dtypeName(dtype) +
                               ": only f32, f64, f16, bf16 and i64 reduce"),
                 true);
   return run({wire::Collective::AllReduce, uint32_t(dtype), uint32_t(op), 0, uint64_t(count * size)}, data);

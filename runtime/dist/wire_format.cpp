@@ -1,5 +1,7 @@
 #include "dist/wire_format.h"
 
+#include <iterator>
+
 namespace castor::dist::wire {
 
 namespace {
@@ -26,33 +28,15 @@ std::string bytesText(uint64_t bytes, const CallPayload &call) {
 } // namespace
 
 const char *kindName(Kind kind) {
-  switch (kind) {
-  case Kind::Hello:
-    return "hello";
-  case Kind::Welcome:
-    return "welcome";
-  case Kind::Abort:
-    return "abort";
-  case Kind::Call:
-    return "call";
-  case Kind::Proceed:
-    return "proceed";
-  case Kind::Data:
-    return "data";
-  }
-  return "unknown";
+  static constexpr const char *kNames[] = {"hello", "welcome", "abort", "call", "proceed", "data"};
+  const uint32_t i = uint32_t(kind) - 1; // the kinds count from 1
+  return i < std::size(kNames) ? kNames[i] : "unknown";
 }
 
 const char *collectiveName(Collective collective) {
-  switch (collective) {
-  case Collective::AllReduce:
-    return "all_reduce";
-  case Collective::Broadcast:
-    return "broadcast";
-  case Collective::Barrier:
-    return "barrier";
-  }
-  return "an unknown collective";
+  static constexpr const char *kNames[] = {"all_reduce", "broadcast", "barrier"};
+  const uint32_t i = uint32_t(collective) - 1;
+  return i < std::size(kNames) ? kNames[i] : "an unknown collective";
 }
 
 HeaderBytes encodeHeader(const Header &header) {
@@ -109,8 +93,8 @@ std::string callMismatch(const CallPayload &mine, uint64_t mySequence, const Cal
            std::to_string(mySequence) + ": the replicas did not call the same collectives";
   if (mine.collective == Collective::AllReduce) {
     if (other.dtype != mine.dtype)
-      return them + "'s all_reduce is over " + dtypeName(plan::DType(other.dtype)) + ", replica 0's over " +
-             dtypeName(plan::DType(mine.dtype));
+      return them + "'s all_reduce is over " + plan::dtypeName(plan::DType(other.dtype)) + ", replica 0's over " +
+             plan::dtypeName(plan::DType(mine.dtype));
     if (other.op != mine.op)
       return them + "'s all_reduce takes the " + reduceOpName(ReduceOp(other.op)) + ", replica 0's the " +
              reduceOpName(ReduceOp(mine.op));

@@ -1,5 +1,6 @@
 #include "plan/plan.h"
 
+#include <cctype>
 #include <cstdio>
 #include <sstream>
 
@@ -20,58 +21,27 @@ uint64_t dtypeSize(DType dtype) {
   }
 }
 
-std::string dtypeName(DType dtype) {
-  switch (dtype) {
-  case F32:
-    return "f32";
-  case F16:
-    return "f16";
-  case BF16:
-    return "bf16";
-  case F64:
-    return "f64";
-  case I64:
-    return "i64";
-  default:
-    return "dtype(" + std::to_string(int(dtype)) + ")";
-  }
+namespace {
+
+// The schema's own name of an enum value, lower-cased ("KAIMING_NORMAL" -> "kaiming_normal"), so
+// that names shown to users cannot drift from plan.proto; "<what>(<n>)" for 0 or unknown values.
+std::string lowerEnumName(const google::protobuf::EnumDescriptor *descriptor, int value, const char *what) {
+  const google::protobuf::EnumValueDescriptor *v = value == 0 ? nullptr : descriptor->FindValueByNumber(value);
+  if (!v)
+    return std::string(what) + "(" + std::to_string(value) + ")";
+  std::string name(v->name());
+  for (char &c : name)
+    c = char(std::tolower(static_cast<unsigned char>(c)));
+  return name;
 }
 
-std::string kindName(Tensor::Kind kind) {
-  switch (kind) {
-  case Tensor::ACTIVATION:
-    return "activation";
-  case Tensor::PARAMETER:
-    return "parameter";
-  case Tensor::INPUT:
-    return "input";
-  case Tensor::OUTPUT:
-    return "output";
-  case Tensor::STATE:
-    return "state";
-  default:
-    return "kind(" + std::to_string(int(kind)) + ")";
-  }
-}
+} // namespace
 
-std::string initName(Parameter::Init init) {
-  switch (init) {
-  case Parameter::FILE:
-    return "file";
-  case Parameter::KAIMING_NORMAL:
-    return "kaiming_normal";
-  case Parameter::LINEAR_UNIFORM:
-    return "linear_uniform";
-  case Parameter::ZEROS:
-    return "zeros";
-  case Parameter::ONES:
-    return "ones";
-  case Parameter::FILL:
-    return "fill";
-  default:
-    return "init(" + std::to_string(int(init)) + ")";
-  }
-}
+std::string dtypeName(DType dtype) { return lowerEnumName(DType_descriptor(), dtype, "dtype"); }
+
+std::string kindName(Tensor::Kind kind) { return lowerEnumName(Tensor::Kind_descriptor(), kind, "kind"); }
+
+std::string initName(Parameter::Init init) { return lowerEnumName(Parameter::Init_descriptor(), init, "init"); }
 
 std::optional<int64_t> elementCount(const Tensor &tensor) {
   int64_t n = 1;

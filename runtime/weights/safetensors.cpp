@@ -22,21 +22,9 @@ const NamedTensor *TensorFile::find(const std::string &name) const {
   return nullptr;
 }
 
+// safetensors spells the five element types as plan.proto does ("F32", "BF16", ...).
 std::string safetensorsDtypeName(plan::DType dtype) {
-  switch (dtype) {
-  case plan::F32:
-    return "F32";
-  case plan::F16:
-    return "F16";
-  case plan::BF16:
-    return "BF16";
-  case plan::F64:
-    return "F64";
-  case plan::I64:
-    return "I64";
-  default:
-    return "";
-  }
+  return plan::dtypeSize(dtype) == 0 ? std::string() : std::string(plan::DType_Name(dtype));
 }
 
 bool parseSafetensorsDtype(const std::string &name, plan::DType &out) {

@@ -52,15 +52,8 @@ Api forcedApi() {
 }
 
 const char *passName(Pass p) {
-  switch (p) {
-  case Pass::Training:
-    return "training";
-  case Pass::Backward:
-    return "backward";
-  case Pass::Inference:
-    return "inference";
-  }
-  return "?";
+  static constexpr const char *kNames[] = {"training", "backward", "inference"}; // Pass's order
+  return kNames[int(p)];
 }
 
 bool lowOrSingle(plan::DType t) { return t == plan::F16 || t == plan::BF16 || t == plan::F32; }

@@ -24,15 +24,8 @@ using plan::Tensor;
 namespace {
 
 const char *passName(Pass p) {
-  switch (p) {
-  case Pass::Forward:
-    return "fprop";
-  case Pass::BackwardData:
-    return "dgrad";
-  case Pass::BackwardFilter:
-    return "wgrad";
-  }
-  return "?";
+  static constexpr const char *kNames[] = {"fprop", "dgrad", "wgrad"}; // Pass's order
+  return kNames[int(p)];
 }
 
 bool legacyForced() {
