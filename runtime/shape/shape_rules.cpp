@@ -212,6 +212,23 @@ ShapeResult broadcast(const Shape &lhs, const Shape &rhs) {
   return ShapeResult::ok(out);
 }
 
+ShapeResult fusedElementwise(const std::vector<Shape> &inputs, const std::vector<Shape> &outputs) {
+  if (outputs.empty())
+    return ShapeResult::fail("a fused element-wise group needs an output");
+  const Shape &domain = outputs[0];
+  for (size_t j = 1; j < outputs.size(); ++j)
+    if (outputs[j] != domain)
+      return ShapeResult::fail("output " + std::to_string(j) + " is " + toString(outputs[j]) + ", not the domain " +
+                               toString(domain) + " of output 0");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    ShapeResult b = broadcast(inputs[i], domain);
+    if (!b || b.shape != domain)
+      return ShapeResult::fail("input " + std::to_string(i) + " " + toString(inputs[i]) +
+                               " does not broadcast to the domain " + toString(domain));
+  }
+  return ShapeResult::ok(domain);
+}
+
 ShapeResult gemm(const Shape &a, const Shape &b, const Shape *c, bool transA, bool transB) {
   if (a.size() != 2 || b.size() != 2)
     return ShapeResult::fail("operands must be rank 2, got " + toString(a) + " and " + toString(b));

@@ -502,3 +502,59 @@ func.func @slice_backward_shape(%dy: tensor<2x2xf32>) {
   %dx = castor.slice_backward %dy {starts = array<i64: 0, 0>, ends = array<i64: 2, 3>, steps = array<i64: 1, 1>} : (tensor<2x2xf32>) -> tensor<2x4xf32>
   return
 }
+
+// -----
+
+func.func @fused_elementwise_bad_program(%x: tensor<2x8xf16>) {
+  // expected-error @+1 {{program line 1 "t0 = conv2d(i0) : f16": 'conv2d' cannot stand in a fused element-wise program}}
+  %y = castor.fused_elementwise(%x) {program = "t0 = conv2d(i0) : f16\nout t0\n"} : (tensor<2x8xf16>) -> tensor<2x8xf16>
+  return
+}
+
+// -----
+
+func.func @fused_elementwise_operand_type(%x: tensor<2x8xf16>) {
+  // expected-error @+1 {{program line 1 "t0 = sigmoid(i0) : f32": i0 is f16 where sigmoid gives f32}}
+  %y = castor.fused_elementwise(%x) {program = "t0 = sigmoid(i0) : f32\nout t0\n"} : (tensor<2x8xf16>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @fused_elementwise_attribute(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{program line 1 "t0 = leaky_relu(i0) {slope=2} : f32": leaky_relu: unknown attribute 'slope' for leaky_relu (it takes: alpha)}}
+  %y = castor.fused_elementwise(%x) {program = "t0 = leaky_relu(i0) {slope=2} : f32\nout t0\n"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @fused_elementwise_undefined(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{program line 1 "t0 = add(i0, t1) : f32": operand 1 is not an input or an earlier value}}
+  %y = castor.fused_elementwise(%x) {program = "t0 = add(i0, t1) : f32\nout t0\n"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @fused_elementwise_output_type(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{output 0 is f16 but t0 is f32}}
+  %y = castor.fused_elementwise(%x) {program = "t0 = relu(i0) : f32\nout t0\n"} : (tensor<2x8xf32>) -> tensor<2x8xf16>
+  return
+}
+
+// -----
+
+func.func @fused_elementwise_domain(%x: tensor<2x8xf32>, %v: tensor<3xf32>) {
+  // expected-error @+1 {{input 1 [3] does not broadcast to the domain [2, 8]}}
+  %y = castor.fused_elementwise(%x, %v) {program = "t0 = add(i0, i1) : f32\nout t0\n"} : (tensor<2x8xf32>, tensor<3xf32>) -> tensor<2x8xf32>
+  return
+}
+
+// -----
+
+func.func @fused_elementwise_no_out(%x: tensor<2x8xf32>) {
+  // expected-error @+1 {{a program needs at least one instruction and an out line}}
+  %y = castor.fused_elementwise(%x) {program = "t0 = relu(i0) : f32\n"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  return
+}

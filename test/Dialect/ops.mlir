@@ -207,3 +207,12 @@ func.func @transpose_slice(%x: tensor<2x6x4x5xf32>) -> (tensor<2x4x5x6xf32>, ten
       : (tensor<2x3x4x5xf32>) -> tensor<2x6x4x5xf32>
   return %t, %s, %d : tensor<2x4x5x6xf32>, tensor<2x3x4x5xf32>, tensor<2x6x4x5xf32>
 }
+
+// -----
+
+// CHECK-LABEL: func.func @fused_elementwise
+// CHECK: castor.fused_elementwise(%arg0, %arg1) {program = "t0 = sigmoid(i0) : f16\0At1 = mul(i0, t0) : f16\0At2 = mul(t1, i1) : f16\0Aout t1, t2\0A"}
+func.func @fused_elementwise(%x: tensor<2x8x4x4xf16>, %s: tensor<2x8x1x1xf16>) -> (tensor<2x8x4x4xf16>, tensor<2x8x4x4xf16>) {
+  %y:2 = castor.fused_elementwise(%x, %s) {program = "t0 = sigmoid(i0) : f16\nt1 = mul(i0, t0) : f16\nt2 = mul(t1, i1) : f16\nout t1, t2\n"} : (tensor<2x8x4x4xf16>, tensor<2x8x1x1xf16>) -> (tensor<2x8x4x4xf16>, tensor<2x8x4x4xf16>)
+  return %y#0, %y#1 : tensor<2x8x4x4xf16>, tensor<2x8x4x4xf16>
+}

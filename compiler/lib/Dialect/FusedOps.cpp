@@ -1,10 +1,13 @@
 // Inference and verifiers of the ops in FusedOps.td, by batch_norm_training's shared rules.
 #include "castor/Dialect/CastorOps.h"
+#include "castor/Dialect/PlanForm.h"
 #include "castor/Dialect/ShapeInference.h"
+#include "plan/elementwise_program.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <tuple>
 
 using namespace mlir;
 using namespace castor;
@@ -58,6 +61,28 @@ LogicalResult BatchNormReluTrainingBackwardOp::verify() {
     return emitOpError(rule.error);
   if (getScaleGrad().getType() != getScale().getType() || getBiasGrad().getType() != getScale().getType())
     return emitOpError("scale and bias gradients must have the scale's type");
+  return success();
+}
+
+// The program and the shapes by the rules the plan validator applies (elementwise_program.h,
+// shape::fusedElementwise).
+LogicalResult FusedElementwiseOp::verify() {
+  std::vector<plan::DType> inputTypes, outputTypes;
+  std::vector<shape::Shape> inputShapes, outputShapes;
+  for (auto [values, types, shapes] : {std::tuple(ValueRange(getInputs()), &inputTypes, &inputShapes),
+                                       std::tuple(ValueRange(getOutputs()), &outputTypes, &outputShapes)})
+    for (Value v : values) {
+      auto dtype = planDtypeOf(getElementTypeOrSelf(v.getType()));
+      if (failed(dtype))
+        return emitOpError("element type ") << getElementTypeOrSelf(v.getType()) << " has no plan form";
+      types->push_back(*dtype);
+      shapes->push_back(shapeOf(v));
+    }
+  if (auto rule = shape::fusedElementwise(inputShapes, outputShapes); !rule)
+    return emitOpError(rule.error);
+  auto program = plan::parseElementwiseProgram(getProgram().str(), inputTypes, &outputTypes);
+  if (!program)
+    return emitOpError(program.message());
   return success();
 }
 

@@ -62,23 +62,10 @@ void setFans(plan::Parameter &p, Value param) {
 
 // Kernel attributes are the op's inherent attributes, converted by kind.
 LogicalResult convertAttr(Operation *op, StringRef name, Attribute a, plan::Kernel &k) {
-  auto &attrs = *k.mutable_attrs();
-  if (auto arr = llvm::dyn_cast<DenseI64ArrayAttr>(a))
-    attrs[name.str()] = plan::intsAttr(std::vector<int64_t>(arr.asArrayRef().begin(), arr.asArrayRef().end()));
-  else if (auto b = llvm::dyn_cast<BoolAttr>(a))
-    attrs[name.str()] = plan::boolAttr(b.getValue());
-  else if (llvm::isa<UnitAttr>(a)) // present: true (absent unit attributes are not listed)
-    attrs[name.str()] = plan::boolAttr(true);
-  else if (auto i = llvm::dyn_cast<IntegerAttr>(a))
-    attrs[name.str()] = plan::intAttr(i.getInt());
-  else if (auto f = llvm::dyn_cast<FloatAttr>(a))
-    attrs[name.str()] = plan::floatAttr(f.getValueAsDouble());
-  else if (auto r = llvm::dyn_cast<ReductionAttr>(a))
-    attrs[name.str()] = plan::stringAttr(stringifyReduction(r.getValue()).str());
-  else if (auto s = llvm::dyn_cast<StringAttr>(a))
-    attrs[name.str()] = plan::stringAttr(s.str());
-  else
+  auto converted = planAttrOf(a);
+  if (failed(converted))
     return op->emitError("attribute '") << name << "' has no plan form: " << a;
+  (*k.mutable_attrs())[name.str()] = *converted;
   return success();
 }
 

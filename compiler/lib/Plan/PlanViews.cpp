@@ -1,7 +1,7 @@
 // castor-plan-views: reshapes that copy nothing (PlanPasses.td).
 #include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
-#include "castor/Plan/PlanDType.h"
+#include "castor/Dialect/PlanForm.h"
 #include "castor/Plan/PlanPasses.h"
 
 #include "plan/plan.h"

@@ -82,6 +82,10 @@ std::string batchNormTypes(const std::vector<ElementType> &data, const std::vect
 // NumPy/ONNX multidirectional broadcasting.
 ShapeResult broadcast(const Shape &lhs, const Shape &rhs);
 
+// A fused element-wise group (fused_elementwise): every output has one shape, the domain, and
+// every input broadcasts to it without growing it. Returns the domain.
+ShapeResult fusedElementwise(const std::vector<Shape> &inputs, const std::vector<Shape> &outputs);
+
 // Gemm: op(A) [M, K] x op(B) [K, N] (+ C broadcastable to [M, N]) -> [M, N].
 ShapeResult gemm(const Shape &a, const Shape &b, const Shape *c, bool transA, bool transB);
 

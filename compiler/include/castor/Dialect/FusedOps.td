@@ -79,4 +79,26 @@ def Castor_BatchNormReluTrainingBackwardOp : Castor_Op<"batch_norm_relu_training
   let hasVerifier = 1;
 }
 
+def Castor_FusedElementwiseOp : Castor_Op<"fused_elementwise", [Pure, Castor_KernelOpInterface]> {
+  let summary = "a group of element-wise ops that runs as one generated kernel";
+  let description = [{
+    What castor-fuse-elementwise makes of a group of element-wise ops (add, mul, cast, the
+    unary ops of ElementwiseOps.td and their gradients): `program` lists the group's ops over
+    the inputs `i0, i1, ...` in the text form of runtime/plan/elementwise_program.h, and `out`
+    names the values the results are. Every result has one shape, the domain; each input
+    broadcasts to it as in NumPy. Each value is computed and rounded to its element type as the
+    op alone would be, so the group computes exactly what its ops compute. The verifier reads
+    the program with the plan library's parser, the one the runtime validates plans with.
+
+    ```mlir
+    %y, %s = castor.fused_elementwise(%x) {program = "t0 = sigmoid(i0) : f16\nt1 = mul(i0, t0) : f16\nout t1, t0\n"}
+        : (tensor<8x32x16x16xf16>) -> (tensor<8x32x16x16xf16>, tensor<8x32x16x16xf16>)
+    ```
+  }];
+  let arguments = (ins Variadic<Castor_FloatTensor>:$inputs, StrAttr:$program);
+  let results = (outs Variadic<Castor_FloatTensor>:$outputs);
+  let assemblyFormat = "`(` $inputs `)` attr-dict `:` functional-type($inputs, results)";
+  let hasVerifier = 1;
+}
+
 #endif // CASTOR_FUSED_OPS_TD

@@ -2,7 +2,7 @@
 // castor-plan-memory) into the runtime's plan schema.
 #pragma once
 
-#include "castor/Plan/PlanDType.h"
+#include "castor/Dialect/PlanForm.h"
 #include "plan/plan.h"
 #include "weights/safetensors.h"
 

@@ -307,6 +307,30 @@ def CastorScheduleCasts : Pass<"castor-schedule-casts", "mlir::func::FuncOp"> {
   let dependentDialects = ["::castor::CastorDialect"];
 }
 
+def CastorFuseElementwise : Pass<"castor-fuse-elementwise", "mlir::func::FuncOp"> {
+  let summary = "Groups chains of element-wise ops into fused_elementwise ops, one generated kernel each";
+  let description = [{
+    Runs on the whole step after autodiff, autocast, the pattern fusions and castor-recompute,
+    before kernels are selected. An op joins a group when the plan library can run it in a
+    program (add, mul, cast, the unary element-wise ops and their gradients:
+    runtime/plan/elementwise_program.h), its result has the group's shape (the domain; its
+    operands may broadcast to it: per channel, per sample, per token), and it reads a value of
+    the group. Groups of one op stay as they are. A group becomes one `fused_elementwise`
+    placed where every value it reads is ready and before any op outside it reads one of its
+    values; a merge that leaves no such place (a value needed by two groups across a
+    reduction, a forward op and the backward op that reads its output) is not made. Values the
+    group computes and nothing outside reads are never stored. Precision is unchanged: every
+    op keeps its element type in the program, so an fp32-policy layer stays fp32 and casts
+    stay where autocast put them. A group reads at most `max-inputs` tensors and writes at
+    most `max-outputs`.
+  }];
+  let options = [
+    Option<"maxInputs", "max-inputs", "int64_t", /*default=*/"8", "most tensors a group reads">,
+    Option<"maxOutputs", "max-outputs", "int64_t", /*default=*/"4", "most tensors a group writes">,
+  ];
+  let dependentDialects = ["::castor::CastorDialect"];
+}
+
 def CastorRecompute : Pass<"castor-recompute", "mlir::func::FuncOp"> {
   let summary = "Recomputes values in the backward instead of keeping them from the forward";
   let description = [{
