@@ -214,6 +214,7 @@ const KernelTable &cpuKernels() {
                                        .merge(layerNormKernels())
                                        .merge(attentionKernels())
                                        .merge(fusedKernels())
+                                       .merge(fusedElementwiseKernels())
                                        .merge(replicaKernels());
   return table;
 }

@@ -88,6 +88,8 @@ const KernelTable &layerNormKernels();   // layer_norm.cpp
 const KernelTable &attentionKernels();   // attention.cpp
 // The fused kernels, each composed of the kernels of the group it replaces: fused.cpp.
 const KernelTable &fusedKernels();
+// fused_elementwise, its program run element by element: fused_elementwise.cpp.
+const KernelTable &fusedElementwiseKernels();
 // all_reduce across the replicas of a data-parallel run: replicas.cpp.
 const KernelTable &replicaKernels();
 

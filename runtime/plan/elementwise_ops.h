@@ -17,7 +17,11 @@
 // Plain C++ without protobuf: the CUDA kernels (.cu) include it.
 #pragma once
 
+// NVRTC compiles this text into generated kernels (cuda/kernels/fused_elementwise_source.h) and
+// has no standard headers: the prelude there defines what it needs of <math.h>.
+#ifndef __CUDACC_RTC__
 #include <math.h>
+#endif
 
 #if defined(__CUDACC__)
 #define CASTOR_HD __host__ __device__ __forceinline__

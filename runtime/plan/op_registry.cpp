@@ -49,7 +49,10 @@ std::string_view categoryName(OpCategory category) {
   return "other";
 }
 
-bool isFusedOp(OpId op) { return op == OpId::BatchNormReluTraining || op == OpId::BatchNormReluTrainingBackward; }
+bool isFusedOp(OpId op) {
+  return op == OpId::BatchNormReluTraining || op == OpId::BatchNormReluTrainingBackward ||
+         op == OpId::FusedElementwise;
+}
 
 std::vector<OpId> allOps() {
   std::vector<OpId> ops;

@@ -1,6 +1,7 @@
 #include "plan/plan_validator.h"
 
 #include "castor/shape_rules.h"
+#include "plan/fused_elementwise.h"
 #include "plan/op_attrs.h"
 #include "plan/op_registry.h"
 
@@ -776,6 +777,11 @@ const OpTable<OpRule> &rules() {
           CASTOR_RETURN_IF_ERROR(expectSameShape(*k.out[1], *k.in[3], "dscale"));
           return expectSameShape(*k.out[2], *k.in[3], "dbias");
         }}},
+      // inputs -> outputs of one shape (the domain) that each input broadcasts to; the
+      // `program` read against the operands' dtypes (plan/fused_elementwise.h).
+      {OpId::FusedElementwise,
+       {nullptr, {0, SIZE_MAX, 1, SIZE_MAX}, kFloat, nullptr,
+        [](const KernelView &k) { return parseFusedElementwise(k.kernel, k.in, k.out).status(); }}},
   }.merge(elementwiseRules());
   return table;
 }

@@ -12,7 +12,9 @@
 // batch norm (each way, the statistics from the convolution's epilogue among them), the
 // loss, gemm and matmul (cuBLASLt: transposes, the bias epilogue, C of Y's shape, broadcast C;
 // strided, shared-B and broadcast batches, whose matrices are not 16-byte aligned; f32, f16,
-// bf16, some f64), cuDNN's fused attention forward and backward (f16, bf16). Each backend runs
+// bf16, some f64), cuDNN's fused attention forward and backward (f16, bf16). The generated
+// fused_elementwise kernels (NVRTC at load) over the programs of test/common/fused_elementwise_cases.h,
+// and a planted fault in one generated op (CASTOR_FUSED_ELEMENTWISE_FAULT) that must fail. Each backend runs
 // the plan twice (the CUDA backend's second run is captured as a CUDA graph). Every output within
 // a norm-wise relative error of 1e-4 (fp32) or 1e-2 (plans with f16/bf16 tensors), unless a case
 // says otherwise (bf16 attention: 2e-2).
@@ -20,6 +22,7 @@
 //   castor_cuda_kernel_tests            exit status 0 when every case agrees in both layouts
 //   castor_cuda_kernel_tests TEXT       only the cases whose name contains TEXT
 
+#include "../common/fused_elementwise_cases.h"
 #include "../common/plan_builder.h"
 #include "castor/backend.h"
 #include "data/encoded_batch.h"
@@ -760,6 +763,18 @@ std::vector<Case> cases() {
       c.kernel("matmul", {c.in("a", {4, 64, 96}, dt), c.in("b", {4, 96, 80}, dt)}, {c.out("y", {4, 64, 80}, dt)});
     });
   }
+  // Generated fused element-wise kernels (fused_elementwise, compiled by NVRTC at load) against
+  // the CPU reference: an odd element count (no whole vectors, a scalar tail), batch 1, and a
+  // size of whole 16-byte vectors.
+  for (const std::vector<int64_t> &domain : {std::vector<int64_t>{3, 5, 7, 9}, std::vector<int64_t>{1, 16, 9, 9},
+                                             std::vector<int64_t>{4, 32, 8, 8}})
+    for (const test::FusedProgramCase &f : test::fusedProgramCases(domain))
+      for (plan::DType dt : {plan::F32, plan::F16, plan::BF16})
+        add("fused_elementwise " + f.name + " " + plan::dtypeName(dt) + " " + test::dimsName(domain),
+            [&](Case &c) {
+              const test::BuiltFusedCase built = test::addFusedCase(c, f, dt, true);
+              c.outputs = built.outputs;
+            });
   return all;
 }
 
@@ -1196,6 +1211,22 @@ int main(int argc, char **argv) {
       }
       unsetenv("CASTOR_BN_API");
     }
+  // A planted fault in one generated op (CASTOR_FUSED_ELEMENTWISE_FAULT: the first instruction's
+  // result perturbed) must fail the comparison above, in both layouts.
+  if (std::string("fused_elementwise fault").find(only) != std::string::npos || only.empty())
+    for (const char *layout : {"nchw", "nhwc"})
+      for (const test::FusedProgramCase &f : test::fusedProgramCases({3, 5, 7, 9})) {
+        Case c("fused_elementwise fault " + f.name);
+        c.outputs = test::addFusedCase(c, f, plan::F16, true).outputs;
+        const std::string op = f.program.substr(f.program.find('=') + 2, f.program.find('(') - f.program.find('=') - 2);
+        setenv("CASTOR_FUSED_ELEMENTWISE_FAULT", op.c_str(), 1);
+        const bool caught = runCase(c, layout, "planted fault in " + op) != 0;
+        unsetenv("CASTOR_FUSED_ELEMENTWISE_FAULT");
+        std::printf("%s %-50s the planted fault %s\n", caught ? "PASS" : "FAIL", c.name.c_str(),
+                    caught ? "fails the comparison" : "went unnoticed");
+        failures += !caught;
+        ++total;
+      }
   if (std::string("attention f32").find(only) != std::string::npos || only.empty()) {
     failures += runAttentionF32Refusal();
     ++total;

@@ -610,6 +610,8 @@ private:
         key = k.inputs(5);
       else if (op == plan::OpId::Conv2dBackwardData && k.inputs_size() == 3)
         key = k.outputs(0);
+      else if (op == plan::OpId::FusedElementwise && k.outputs_size() > 0)
+        key = k.outputs(0); // "generated" (cuda/kernels/fused_elementwise.cpp)
       if (key)
         if (auto way = ctx_.layerChoices.find(*key); way != ctx_.layerChoices.end())
           c.way = way->second;

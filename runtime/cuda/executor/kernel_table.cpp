@@ -73,6 +73,7 @@ const plan::OpTable<Builder> &cudaKernels() {
       {OpId::GradientStats, own::buildGradientStats},
       {OpId::BatchNormReluTraining, buildBatchNormRelu},
       {OpId::BatchNormReluTrainingBackward, buildBatchNormRelu},
+      {OpId::FusedElementwise, own::buildFusedElementwise},
   }.merge(elementwise);
   return table;
 }

@@ -98,6 +98,7 @@ OwnBuilder buildCopyOrCast;
 OwnBuilder buildCountCorrect;
 OwnBuilder buildDropout;
 OwnBuilder buildFill;
+OwnBuilder buildFusedElementwise; // fused_elementwise.cpp: a generated kernel per program
 OwnBuilder buildGlobalAvgPool;
 OwnBuilder buildGradientStats;
 OwnBuilder buildAllReduce;

@@ -1,0 +1,28 @@
+// A `fused_elementwise` kernel read as one whole: its `program` attribute (elementwise_program.h)
+// parsed against the dtypes of the kernel's operands, and its shapes by the shape rule every
+// reader shares (shape::fusedElementwise: the outputs have one shape, the domain; each input
+// broadcasts to it). The plan validator, the CPU reference and the CUDA code generator read the
+// kernel through this one function, so that none of them can accept what another refuses.
+#pragma once
+
+#include "castor/shape_rules.h"
+#include "castor/status.h"
+#include "plan/elementwise_program.h"
+#include "plan/plan.h"
+
+#include <vector>
+
+namespace castor::plan {
+
+struct FusedElementwise {
+  ElementwiseProgram program;
+  shape::Shape domain; // every output's shape
+};
+
+// The kernel's program and domain, or why they are refused: a missing or non-string `program`, an
+// attribute other than it, an operand that is not floating-point, shapes the rule refuses, or a
+// program the parser refuses (its message names the program line).
+Expected<FusedElementwise> parseFusedElementwise(const Kernel &k, const std::vector<const Tensor *> &in,
+                                                 const std::vector<const Tensor *> &out);
+
+} // namespace castor::plan
