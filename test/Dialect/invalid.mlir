@@ -522,8 +522,8 @@ func.func @fused_elementwise_operand_type(%x: tensor<2x8xf16>) {
 // -----
 
 func.func @fused_elementwise_attribute(%x: tensor<2x8xf32>) {
-  // expected-error @+1 {{program line 1 "t0 = leaky_relu(i0) {slope=2} : f32": leaky_relu: unknown attribute 'slope' for leaky_relu (it takes: alpha)}}
-  %y = castor.fused_elementwise(%x) {program = "t0 = leaky_relu(i0) {slope=2} : f32\nout t0\n"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
+  // expected-error @+1 {{program line 1 "t0 = hard_sigmoid(i0) {slope=2} : f32": hard_sigmoid: unknown attribute 'slope' for hard_sigmoid (it takes: alpha, beta)}}
+  %y = castor.fused_elementwise(%x) {program = "t0 = hard_sigmoid(i0) {slope=2} : f32\nout t0\n"} : (tensor<2x8xf32>) -> tensor<2x8xf32>
   return
 }
 

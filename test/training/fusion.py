@@ -1,10 +1,11 @@
 """Fused and unfused plans of one model train identically on the CPU reference: the fused kernels
 (batch_norm_relu_training and its backward, a convolution's data gradient with the input's other
-gradient accumulated) are defined as the groups they replace, so after N
-AdamW steps every state tensor (parameters, moments, running statistics, loss scaler) must be
-bit-identical. Also checks that `--fuse auto` fused something and `--fuse none` nothing, so the
-comparison cannot pass vacuously, and that `castor-run bench --json` reports every fused kernel
-of the fused plan (the cpu backend's way: "reference") and none of the unfused one.
+gradient accumulated, fused_elementwise groups of castor-fuse-elementwise) are defined as the
+groups they replace, so after N AdamW steps every state tensor (parameters, moments, running
+statistics, loss scaler) must be bit-identical. Also checks that `--fuse auto` made each fusion
+the case expects and `--fuse none` none, so the comparison cannot pass vacuously, and that
+`castor-run bench --json` reports every fused kernel of the fused plan (the cpu backend's way:
+"reference") and none of the unfused one.
 
 Usage: fusion.py --bin BUILD/bin --models MODELS_DIR --work DIR
 """
@@ -21,18 +22,27 @@ from mlp_runs import read_state  # noqa: E402
 
 FUSED_OPS = ("batch_norm_relu_training", "batch_norm_relu_training_backward")
 ACCUMULATING = "conv2d_backward_data+accumulate"  # castor-fuse-gradient-add's kernels
+ELEMENTWISE = "fused_elementwise"  # castor-fuse-elementwise's groups
 
-# (name, resnet.py arch, activation, precision, batch, steps); relu6: every ReLU a Clip(0, 6), whose
-# batch-norm groups fuse with clip_max (those after a residual add stay unfused). Arch
-# "torchvision:NAME": the training-mode export test/fixtures/torchvision/NAME_train.onnx (224x224)
-# as it is: MobileNetV2's ReLU6 after depthwise convolutions, its inverted residuals.
+# (name, resnet.py arch, activation, precision, batch, steps, fusions the fused plan must show:
+# "bn" batch-norm groups, "accumulate" accumulating data gradients, "elementwise" fused
+# element-wise groups); relu6: every ReLU a Clip(0, 6), whose batch-norm groups fuse with clip_max
+# (those after a residual add stay unfused). Arch "torchvision:NAME": the training-mode export
+# test/fixtures/torchvision/NAME_train.onnx (224x224) as it is: MobileNetV2's ReLU6 after
+# depthwise convolutions, its inverted residuals; EfficientNet-B0's SiLU (sigmoid and mul) and
+# squeeze-excitation (a per-sample, per-channel product). Arch "transformer": the miniature ViT
+# block of test/cuda/make_tiny_transformer.py (layer norm, attention, GELU, drop path).
 CASES = [
-    ("tiny_fp16", "tiny", "relu", "fp16", 8, 50),
-    ("tiny_bf16", "tiny", "relu", "bf16", 8, 50),
-    ("tiny_relu6_fp16", "tiny", "relu6", "fp16", 8, 50),
-    ("resnet18_fp16", "resnet18", "relu", "fp16", 4, 6),
-    ("mobilenet_v2_fp16", "torchvision:mobilenet_v2", "relu6", "fp16", 2, 3),
+    ("tiny_fp16", "tiny", "relu", "fp16", 8, 50, {"bn", "accumulate"}),
+    ("tiny_bf16", "tiny", "relu", "bf16", 8, 50, {"bn", "accumulate"}),
+    ("tiny_relu6_fp16", "tiny", "relu6", "fp16", 8, 50, {"bn", "accumulate", "elementwise"}),
+    ("tiny_fp32", "tiny", "relu", "fp32", 8, 50, {"accumulate", "elementwise"}),
+    ("resnet18_fp16", "resnet18", "relu", "fp16", 4, 6, {"bn", "accumulate"}),
+    ("mobilenet_v2_fp16", "torchvision:mobilenet_v2", "relu6", "fp16", 2, 3, {"bn", "accumulate"}),
+    ("efficientnet_b0_fp16", "torchvision:efficientnet_b0", "silu", "fp16", 2, 2, {"elementwise"}),
+    ("transformer_bf16", "transformer", "gelu", "bf16", 2, 50, {"elementwise"}),
 ]
+TRANSFORMER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda", "make_tiny_transformer.py")
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "torchvision")
 
 
@@ -65,10 +75,12 @@ def main():
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
     failures = 0
-    for name, arch, activation, precision, batch, steps in CASES:
+    for name, arch, activation, precision, batch, steps, expected in CASES:
         model = os.path.join(args.work, f"{arch}_{activation}.onnx")
         if arch.startswith("torchvision:"):
             model = os.path.join(FIXTURES, arch.split(":", 1)[1] + "_train.onnx")
+        elif arch == "transformer":
+            run([sys.executable, TRANSFORMER, model])
         elif not os.path.exists(model):
             run([sys.executable, os.path.join(args.models, "resnet.py"), "--arch", arch, "--activation", activation,
                  "--weights", "none", "--image-size", "32", "--num-classes", "10", "-o", model])
@@ -84,27 +96,31 @@ def main():
                  "--data", "synthetic", "--seed", "7", "--save", state])
             states[fuse] = read_state(state)
         fused = sum(counts["auto"].get(op, 0) for op in FUSED_OPS)
-        unfused_has = sum(counts["none"].get(op, 0) for op in FUSED_OPS + (ACCUMULATING,))
+        unfused_has = sum(counts["none"].get(op, 0) for op in FUSED_OPS + (ACCUMULATING, ELEMENTWISE))
         accumulating = counts["auto"].get(ACCUMULATING, 0)
+        elementwise = counts["auto"].get(ELEMENTWISE, 0)
+        made = {"bn": fused, "accumulate": accumulating, "elementwise": elementwise}
         a, b = states["auto"], states["none"]
         differing = sorted(n for n in a if n not in b or a[n].tobytes() != b[n].tobytes())
         missing = sorted(set(b) - set(a))
         # The report lists each fused kernel: the batch-norm groups and the accumulating gradients.
         reported = {fuse: bench_fusion_report(args.bin, os.path.join(args.work, f"{name}_{fuse}.plan"))
                     for fuse in ("auto", "none")}
-        report_ok = (reported["auto"]["fused_kernels"] == fused + accumulating
-                     and reported["auto"]["ways"] == {"reference": fused + accumulating}
+        total = fused + accumulating + elementwise
+        report_ok = (reported["auto"]["fused_kernels"] == total
+                     and reported["auto"]["ways"] == {"reference": total}
                      and sum(l["op"] == "conv2d_backward_data" for l in reported["auto"]["layers"]) == accumulating
                      and reported["none"]["fused_kernels"] == 0)
         if not report_ok:
             print(f"{name}: castor-run bench's fusion report {reported['auto']['fused_kernels']} kernels, "
-                  f"ways {reported['auto']['ways']} (expected {fused + accumulating}); unfused plan "
+                  f"ways {reported['auto']['ways']} (expected {total}); unfused plan "
                   f"{reported['none']['fused_kernels']}: FAILED")
-        ok = (fused > 0 and accumulating > 0 and unfused_has == 0 and not differing and not missing
+        ok = (all(made[kind] > 0 for kind in expected) and unfused_has == 0 and not differing and not missing
               and report_ok)
         failures += not ok
-        print(f"{name}: {fused} fused batch-norm kernels, {accumulating} data gradients accumulating "
-              f"(unfused plan: {unfused_has}), {steps} steps, {len(a)} state tensors, "
+        print(f"{name}: {fused} fused batch-norm kernels, {accumulating} data gradients accumulating, "
+              f"{elementwise} fused element-wise groups (expected: {', '.join(sorted(expected))}; unfused plan: "
+              f"{unfused_has}), {steps} steps, {len(a)} state tensors, "
               f"{len(differing) + len(missing)} differ: {'ok' if ok else 'FAILED'}"
               + (f" ({', '.join((differing + missing)[:5])})" if differing or missing else ""))
         finite = all(np.all(np.isfinite(v.astype(np.float64))) for n, v in a.items() if v.dtype != np.uint16)

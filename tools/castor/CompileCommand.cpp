@@ -2,6 +2,7 @@
 // validate and write the plan (and the weights the plan needs beside it).
 #include "Commands.h"
 #include "Compile.h"
+#include "FusionReport.h"
 #include "MemoryReport.h"
 
 #include "castor/Dialect/AttributeNames.h"
@@ -31,7 +32,9 @@ cl::opt<std::string> planPath("o", cl::desc("Plan file to write"), cl::value_des
                               cl::sub(compileCommand));
 cl::opt<std::string> reportDir("report",
                                cl::desc("Directory for the memory report: memory.json, memory.png/.svg (planned "
-                                        "memory over the kernels by kind) and report.html (with the saved tensors)"),
+                                        "memory over the kernels by kind) and report.html (with the saved tensors); "
+                                        "and fusion.json (every fused element-wise group: its ops, the bytes it "
+                                        "moves and what its ops would move unfused)"),
                                cl::value_desc("DIR"), cl::sub(compileCommand));
 cl::opt<Emit> emit("emit", cl::desc("Also print an intermediate form to stdout"), cl::init(Emit::None),
                    cl::values(clEnumValN(Emit::Mlir, "mlir", "the plan-level castor dialect"),
@@ -147,6 +150,9 @@ int runCompile() {
     google::protobuf::TextFormat::PrintToString(emitted->plan, &text);
     llvm::outs() << text;
   }
+  if (!reportDir.empty())
+    if (std::string error = writeFusionReport(fusedGroups(emitted->plan), reportDir); !error.empty())
+      llvm::errs() << "warning: fusion report: " << error << "\n";
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   printCompileReport(emitted->plan, module, planPath, seconds, *weightsFile);
   return 0;

@@ -2,6 +2,7 @@
 // a training compile, and the summary of the compiled plan.
 #include "Commands.h"
 #include "Compile.h"
+#include "FusionReport.h"
 
 #include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
@@ -44,6 +45,18 @@ void printCompileReport(const plan::Plan &p, mlir::ModuleOp module, const std::s
     llvm::errs() << llvm::formatv("  planned device peak: {0:F1} MiB (arena, inputs and staging, workspace limit "
                                   "{1:F1} MiB with the fused kernels' reserve)\n",
                                   mib(p.predicted_peak_bytes()), mib(p.workspace_limit_bytes()));
+  const std::vector<FusedGroup> groups = fusedGroups(p);
+  if (!groups.empty()) {
+    uint64_t ops = 0, moved = 0, unfused = 0;
+    for (const FusedGroup &g : groups) {
+      ops += g.ops.size();
+      moved += g.bytesMoved;
+      unfused += g.unfusedBytesMoved;
+    }
+    llvm::errs() << llvm::formatv("  fused element-wise groups: {0} of {1} ops, {2:F1} MiB read and written a step "
+                                  "(the same ops unfused: {3:F1} MiB)\n",
+                                  groups.size(), ops, mib(moved), mib(unfused));
+  }
   module.walk([&](mlir::func::FuncOp f) {
     auto values = f->getAttrOfType<mlir::IntegerAttr>(castor::attr::kRecomputedValues);
     auto flops = f->getAttrOfType<mlir::IntegerAttr>(castor::attr::kRecomputeFlops);
