@@ -159,10 +159,18 @@ std::string Trainer::lastCheckpointClause() const {
   return options_.checkpointPath.empty() || lastSaved_ < 0 ? std::string() : "; " + previousCheckpoint();
 }
 
+Expected<std::optional<NonFiniteState>> Trainer::timedStateCheck() {
+  const auto start = std::chrono::steady_clock::now();
+  auto bad = findNonFiniteState(session_);
+  stateCheckSeconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ++stateChecks_;
+  return bad;
+}
+
 Status Trainer::checkStateAfterStep() {
   if (stateCheckedAt_ == step_)
     return Status::ok();
-  auto bad = findNonFiniteState(session_);
+  auto bad = timedStateCheck();
   if (!bad)
     return bad.status().withContext("checking the state after step " + std::to_string(step_));
   if (*bad)
@@ -175,7 +183,7 @@ Status Trainer::checkStateAfterStep() {
 }
 
 Status Trainer::checkLoadedState(const std::string &source) {
-  auto bad = findNonFiniteState(session_);
+  auto bad = timedStateCheck();
   if (!bad)
     return bad.status().withContext("checking " + source);
   if (*bad)

@@ -12,6 +12,7 @@
 #include "data/batch_source.h"
 #include "train/checkpoint.h"
 #include "train/decode_balancer.h"
+#include "train/state_check.h"
 #include "train/training_signature.h"
 
 #include <cstdint>
@@ -111,6 +112,10 @@ public:
   // an error naming `source` and the first non-finite tensor.
   Status checkLoadedState(const std::string &source);
   int64_t stepsDone() const { return step_; }
+  // How many state checks ran and the host seconds they took (each waits for its result): what
+  // the check costs a run, which castor-run train reports.
+  int64_t stateChecks() const { return stateChecks_; }
+  double stateCheckSeconds() const { return stateCheckSeconds_; }
   // "the last checkpoint, PATH, holds step N" (writes replace the file atomically: a failed one
   // leaves it as it was).
   std::string previousCheckpoint() const;
@@ -125,6 +130,8 @@ private:
   // the end of a run. The error names the step, the first non-finite tensor and the last
   // checkpoint, which stays as it was.
   Status checkStateAfterStep();
+  // findNonFiniteState, counted and timed.
+  Expected<std::optional<NonFiniteState>> timedStateCheck();
   // "; the last checkpoint, PATH, holds step N" where the run saves periodically, else "".
   std::string lastCheckpointClause() const;
 
@@ -144,6 +151,8 @@ private:
   int64_t lastSaved_ = -1;    // the step of the last checkpoint written to options_.checkpointPath
   int64_t stateCheckedAt_ = -1; // the step after which the state was last found finite
   int64_t skippedInRun_ = 0;    // steps of this trainer's runs whose update was skipped
+  int64_t stateChecks_ = 0;
+  double stateCheckSeconds_ = 0;
   int64_t fedEpoch_ = 0; // the source's epoch after the last batch it handed out
   // Kept across steps: the batch as values, then encoded into the plan's dtype.
   std::vector<double> imageValues_;

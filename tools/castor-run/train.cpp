@@ -394,10 +394,12 @@ int train(const TrainOptions &o) {
     if (Status w = trainer.saveCheckpoint(o.save); !w)
       return fail("saving the state after step " + std::to_string(trainer.stepsDone()) + " failed (" + w.message() +
                   "); " + trainer.previousCheckpoint());
-  fmt::print("trained steps {}..{} on {} data: last loss {:.6f}, last batch accuracy {:.4f}, {:.1f} img/s{}\n",
+  fmt::print("trained steps {}..{} on {} data: last loss {:.6f}, last batch accuracy {:.4f}, {:.1f} img/s{}; "
+             "{} state check(s) in {:.2f} ms\n",
              resumed.step + 1, resumed.step + o.steps, batches.kind(), report.lastLoss, report.lastAccuracy,
              report.totalSeconds > 0 ? double(batch * env->worldSize * o.steps) / report.totalSeconds : 0.0,
-             o.skipCorrupt ? fmt::format(", {} corrupt file(s) skipped", skippedFiles.size()) : std::string());
+             o.skipCorrupt ? fmt::format(", {} corrupt file(s) skipped", skippedFiles.size()) : std::string(),
+             trainer.stateChecks(), trainer.stateCheckSeconds() * 1e3);
   return 0;
 }
 
