@@ -41,11 +41,13 @@ class MlpRuns:
         subprocess.run([sys.executable, os.path.join(models, "mlp.py"), "--hidden", "32", "--weights", "none", "-o",
                         self.model], check=True, stdout=subprocess.DEVNULL)
 
-    def train(self, name, steps, extra_flags):
-        """Compiles with the common and `extra_flags`, trains `steps` steps, returns the state."""
+    def train(self, name, steps, extra_flags, run_flags=()):
+        """Compiles with the common and `extra_flags`, trains `steps` steps (castor-run train with
+        `run_flags`), returns the state."""
         plan, state = os.path.join(self.work, name + ".plan"), os.path.join(self.work, name + ".safetensors")
         subprocess.run([os.path.join(self.bin, "castor"), "compile", self.model, "--init", "kaiming", "--train", "-o",
                         plan] + self.flags + extra_flags, check=True, stderr=subprocess.DEVNULL)
         subprocess.run([os.path.join(self.bin, "castor-run"), "train", plan, "--steps", str(steps), "--data",
-                        "synthetic", "--seed", str(self.seed), "--save", state], check=True, stdout=subprocess.DEVNULL)
+                        "synthetic", "--seed", str(self.seed), "--save", state] + list(run_flags), check=True,
+                       stdout=subprocess.DEVNULL)
         return read_state(state)

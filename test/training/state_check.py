@@ -11,8 +11,9 @@ last good checkpoint as it was (its SHA-256 before and after) and resumable.
    from; --max-skipped-steps above the step count lets it end well.
 3. A learning rate far too large in fp32 (1e30): the run stops at the first non-finite loss or state,
    naming the last checkpoint, which is finite, bit-identical to a clean run's of that many steps,
-   and resumes (with a sane learning rate).
-4. --log-json to /dev/full fails the run; --steps 0 is refused.
+   and resumes: it loads, passes the state check and its steps run (their overflowing gradients
+   skipped by the guard), the state staying finite.
+4. --log-json to /dev/full fails the run; --steps 0 is refused, but with --save writes the starting state.
 5. State metadata: another format version, a negative step, a state saved by an fp16 plan given to
    an fp32 plan (refused in the user's terms; its weights load with --weights).
 
@@ -181,16 +182,26 @@ def main():
         expect(c.returncode == 0 and sha256(clean) == after_sha and finite(ckpt),
                f"fp32 diverging: the checkpoint (step {held}) is finite and bit-identical (SHA-256) to a clean run's "
                f"of {held} steps")
-        resumed = train("fp32_sgd", 2, ["--resume", ckpt])
-        expect(resumed.returncode == 0, "fp32 diverging: the checkpoint resumes (with --lr 0.01)", resumed)
+        # Its weights are finite but huge (the step of lr 1e30 is in them): it loads and passes the
+        # state check, and the guard keeps it as it is where its next gradients overflow.
+        resumed = train("fp32_sgd", 2, ["--resume", ckpt, "--on-nonfinite", "skip", "--max-skipped-steps", "3",
+                                        "--save", path("diverging_resumed.safetensors")])
+        expect(resumed.returncode == 0 and finite(path("diverging_resumed.safetensors")),
+               "fp32 diverging: the checkpoint resumes (it loads, its steps run, the state stays finite)", resumed)
 
     # 4. A log that cannot be written; a run of no steps.
     r = train("fp32_adamw", 2, ["--resume", good, "--save", good, "--log-json", "/dev/full"])
     expect(r.returncode != 0 and "writing the log /dev/full failed (No space left on device)" in r.message and
            sha256(good) == good_sha, "--log-json /dev/full fails the run; the state it resumed keeps its bytes", r)
-    r = train("fp32_adamw", 0, ["--save", good])
-    expect(r.returncode != 0 and "--steps 0: a run trains at least one step" in r.message and
-           sha256(good) == good_sha, "--steps 0 is refused", r)
+    r = train("fp32_adamw", 0, [])
+    expect(r.returncode != 0 and "--steps 0: a run trains at least one step" in r.message,
+           "--steps 0 without --save is refused", r)
+    start = path("start.safetensors")
+    r = train("fp32_adamw", 0, ["--resume", good, "--save", start])
+    same = r.returncode == 0 and all(np.array_equal(a, b) for a, b in
+                                     zip(read_state(good).values(), read_state(start).values()))
+    expect(same and "trained no steps (--steps 0)" in r.stdout,
+           "--steps 0 --save writes the starting state (the resumed one, tensor for tensor)", r)
 
     # 5. State metadata and the plan's identity.
     for what, meta, says in [("format 'training-state 99'", {"castor.format": "training-state 99"},

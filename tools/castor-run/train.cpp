@@ -179,8 +179,11 @@ int train(const TrainOptions &o) {
   auto backend = createBackend(o.device, bo);
   if (!backend)
     return fail(backend.message());
-  if (o.steps < 1)
-    return fail(fmt::format("--steps {}: a run trains at least one step (--steps 1 or more)", o.steps));
+  // --steps 0 with --save writes the starting state (initialised or resumed) and trains nothing.
+  if (o.steps < 0 || (o.steps == 0 && o.save.empty()))
+    return fail(fmt::format("--steps {}: a run trains at least one step (--steps 1 or more; --steps 0 only "
+                            "with --save, which writes the starting state)",
+                            o.steps));
   if (!o.weights.empty() && !o.resume.empty())
     return fail("--weights and --resume exclude each other (a saved state holds the weights)");
   auto read = plan::readPlanFile(o.plan);
@@ -394,6 +397,10 @@ int train(const TrainOptions &o) {
     if (Status w = trainer.saveCheckpoint(o.save); !w)
       return fail("saving the state after step " + std::to_string(trainer.stepsDone()) + " failed (" + w.message() +
                   "); " + trainer.previousCheckpoint());
+  if (o.steps == 0) {
+    fmt::print("trained no steps (--steps 0): the state of step {} saved to {}\n", resumed.step, o.save);
+    return 0;
+  }
   fmt::print("trained steps {}..{} on {} data: last loss {:.6f}, last batch accuracy {:.4f}, {:.1f} img/s{}; "
              "{} state check(s) in {:.2f} ms\n",
              resumed.step + 1, resumed.step + o.steps, batches.kind(), report.lastLoss, report.lastAccuracy,
