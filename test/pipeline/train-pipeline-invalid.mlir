@@ -9,7 +9,7 @@
 // RUN: not castor-opt %s --castor-inference-pipeline="batch-norm=train" 2>&1 | FileCheck --check-prefix=UNKNOWN %s
 
 // PRECISION: error: castor-train-pipeline: --precision must be fp32, fp16 or bf16
-// FUSE: error: castor-train-pipeline: --fuse must be auto or none
+// FUSE: error: castor-train-pipeline: --fuse must be auto, patterns or none
 // STATIC: error: castor-train-pipeline: --loss-scale static:S needs a number S
 // SCALE: error: castor-train-pipeline: loss-scale mode must be dynamic, static, guard or none, got 'wild'
 // SYNC: error: castor-train-pipeline: --sync-batch-norm needs --data-parallel

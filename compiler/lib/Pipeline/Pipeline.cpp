@@ -79,7 +79,7 @@ void addLowering(mlir::OpPassManager &pm, const CompileOptions &options, bool tr
   if (training)
     funcPm.addPass(createCastorRecompute(
         CastorRecomputeOptions{options.recompute, options.memoryBudget, workspaceBytes, kArenaAlignment}));
-  if (options.fuses()) // after the recompute decisions: a recomputed op fuses with its readers
+  if (options.generatesKernels()) // after the recompute decisions: a recomputed op fuses with its readers
     funcPm.addPass(createCastorFuseElementwise());
   funcPm.addPass(createCastorSelectKernels(CastorSelectKernelsOptions{options.target}));
   funcPm.addPass(createCastorPlanViews());

@@ -27,7 +27,8 @@ struct CompileOptions {
 
   // Derived from valid options.
   bool mixedPrecision() const { return precision != "fp32"; }
-  bool fuses() const { return fuse == "auto"; }
+  bool fuses() const { return fuse != "none"; }         // the pattern fusions
+  bool generatesKernels() const { return fuse == "auto"; } // and castor-fuse-elementwise
   uint64_t workspaceBytes() const; // 0: auto
   struct LossScaling {
     std::string mode; // dynamic, static, guard or none

@@ -14,7 +14,7 @@ namespace castor::choices {
 inline constexpr llvm::StringLiteral kPrecisions[] = {"fp32", "fp16", "bf16"};
 // castor-autocast's: an fp32 step has no casts to insert.
 inline constexpr llvm::StringLiteral kLowPrecisions[] = {"fp16", "bf16"};
-inline constexpr llvm::StringLiteral kFuseModes[] = {"auto", "none"};
+inline constexpr llvm::StringLiteral kFuseModes[] = {"auto", "patterns", "none"};
 inline constexpr llvm::StringLiteral kBatchNormForms[] = {"as-exported", "train", "frozen"};
 inline constexpr llvm::StringLiteral kLossScaleModes[] = {"dynamic", "static", "guard", "none"};
 inline constexpr llvm::StringLiteral kRecomputePolicies[] = {"none", "cheap", "auto"};
