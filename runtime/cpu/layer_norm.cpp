@@ -9,33 +9,21 @@
 namespace castor::cpu {
 namespace {
 
-// Rows and row length of x normalised from `axis` on (the shared rule).
-struct Rows {
-  int64_t count, length;
-};
-
-Expected<Rows> rowsOf(const Tensor &x, const Tensor &scale, int64_t axis) {
-  auto r = shape::layerNormRows(shapeOf(x), shapeOf(scale), axis);
-  if (!r)
-    return Status::error(r.error);
-  return Rows{r.shape[0], r.shape[1]};
-}
-
 Expected<RunFn> buildLayerNorm(const KernelContext &c) {
   auto p = plan::parseLayerNorm(c.kernel);
   if (!p)
     return p.status();
-  auto rows = rowsOf(*c.in[0], *c.in[1], p->axis);
+  auto rows = plan::layerNormRows(*c.in[0], *c.in[1], p->axis);
   if (!rows)
     return rows.status();
   Memory *b = &c.backend;
   const Tensor *x = c.in[0], *scale = c.in[1], *bias = c.in[2], *y = c.out[0], *mean = c.out[1], *inv = c.out[2];
-  const Rows r = *rows;
+  const plan::LayerNormRows r = *rows;
   const double eps = p->epsilon;
   return RunFn([=]() {
     Values X = b->read(*x), G = b->read(*scale), B = b->read(*bias);
-    Values Y(X.size()), M(size_t(r.count)), S(size_t(r.count));
-    for (int64_t i = 0; i < r.count; ++i) {
+    Values Y(X.size()), M(size_t(r.rows)), S(size_t(r.rows));
+    for (int64_t i = 0; i < r.rows; ++i) {
       const double *row = X.data() + i * r.length;
       double sum = 0, sq = 0;
       for (int64_t j = 0; j < r.length; ++j)
@@ -60,18 +48,18 @@ Expected<RunFn> buildLayerNormBackward(const KernelContext &c) {
   auto p = plan::parseLayerNorm(c.kernel);
   if (!p)
     return p.status();
-  auto rows = rowsOf(*c.in[1], *c.in[2], p->axis);
+  auto rows = plan::layerNormRows(*c.in[1], *c.in[2], p->axis);
   if (!rows)
     return rows.status();
   Memory *b = &c.backend;
   const Tensor *dy = c.in[0], *x = c.in[1], *scale = c.in[2], *mean = c.in[3], *inv = c.in[4];
   const Tensor *dx = c.out[0], *dscale = c.out[1], *dbias = c.out[2];
-  const Rows r = *rows;
+  const plan::LayerNormRows r = *rows;
   return RunFn([=]() {
     Values DY = b->read(*dy), X = b->read(*x), G = b->read(*scale), M = b->read(*mean), S = b->read(*inv);
     Values DX(X.size()), DG(size_t(r.length), 0.0), DB(size_t(r.length), 0.0);
     std::vector<double> xhat(size_t(r.length)), g(size_t(r.length));
-    for (int64_t i = 0; i < r.count; ++i) {
+    for (int64_t i = 0; i < r.rows; ++i) {
       const double *dyRow = DY.data() + i * r.length, *xRow = X.data() + i * r.length;
       double sumG = 0, sumGX = 0;
       for (int64_t j = 0; j < r.length; ++j) {

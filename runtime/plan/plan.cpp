@@ -43,6 +43,14 @@ std::string kindName(Tensor::Kind kind) { return lowerEnumName(Tensor::Kind_desc
 
 std::string initName(Parameter::Init init) { return lowerEnumName(Parameter::Init_descriptor(), init, "init"); }
 
+Expected<LayerNormRows> layerNormRows(const Tensor &x, const Tensor &scale, int64_t axis) {
+  auto r = shape::layerNormRows(shape::Shape(x.shape().begin(), x.shape().end()),
+                                shape::Shape(scale.shape().begin(), scale.shape().end()), axis);
+  if (!r)
+    return Status::error(r.error);
+  return LayerNormRows{r.shape[0], r.shape[1]};
+}
+
 std::optional<int64_t> elementCount(const Tensor &tensor) {
   int64_t n = 1;
   for (int64_t d : tensor.shape())

@@ -1,6 +1,8 @@
 // The plan schema (generated from plan.proto) and the small facts every user of it needs.
 #pragma once
 
+#include "castor/shape_rules.h"
+#include "castor/status.h"
 #include "plan/plan.pb.h"
 
 #include <cstdint>
@@ -35,6 +37,13 @@ std::string slotError(const Tensor &tensor, uint64_t arenaBytes);
 
 // "[2, 3, 4]"
 std::string shapeString(const Tensor &tensor);
+
+// The rows layer norm normalises (x's dimensions from `axis` on make one row) and their length,
+// by the shared rule (shape::layerNormRows): one geometry for every backend.
+struct LayerNormRows {
+  int64_t rows, length;
+};
+Expected<LayerNormRows> layerNormRows(const Tensor &x, const Tensor &scale, int64_t axis);
 
 // Convenience builders for attributes (used by the compiler's serializer and by tests).
 Attr intsAttr(std::vector<int64_t> values);

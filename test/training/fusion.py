@@ -104,8 +104,8 @@ def main():
                  "--data", "synthetic", "--seed", "7", "--save", state])
             states["none" if fuse == unfused else fuse] = read_state(state)
         fused = sum(counts["auto"].get(op, 0) for op in FUSED_OPS)
-        unfused_has = sum(counts["none"].get(op, 0) for op in
-                          (ELEMENTWISE,) if unfused == "patterns" else FUSED_OPS + (ACCUMULATING, ELEMENTWISE))
+        absent = (ELEMENTWISE,) if unfused == "patterns" else FUSED_OPS + (ACCUMULATING, ELEMENTWISE)
+        unfused_has = sum(counts["none"].get(op, 0) for op in absent)
         accumulating = counts["auto"].get(ACCUMULATING, 0)
         elementwise = counts["auto"].get(ELEMENTWISE, 0)
         made = {"bn": fused, "accumulate": accumulating, "elementwise": elementwise}

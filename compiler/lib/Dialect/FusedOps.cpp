@@ -7,6 +7,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include <algorithm>
 #include <tuple>
 
 using namespace mlir;
@@ -84,6 +85,11 @@ LogicalResult FusedElementwiseOp::verify() {
   if (!program)
     return emitOpError(program.message());
   return success();
+}
+
+// Recomputing a group runs all of it: one operation per instruction and element.
+int64_t FusedElementwiseOp::getRecomputeFlopsPerElement() {
+  return std::max<int64_t>(1, int64_t(llvm::count(getProgram(), '\n')) - 1); // the lines but `out`
 }
 
 #define GET_OP_CLASSES

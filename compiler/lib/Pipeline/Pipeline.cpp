@@ -76,11 +76,13 @@ void addLowering(mlir::OpPassManager &pm, const CompileOptions &options, bool tr
   if (options.fuses())
     funcPm.addPass(createCastorScheduleCasts(CastorScheduleCastsOptions{options.recompute == "none"}));
   const int64_t workspaceBytes = int64_t(options.workspaceBytes());
+  // Before castor-recompute, so that its plan of the step's memory (and a --memory-budget) is that
+  // of the fused step; a group recomputes as a whole.
+  if (options.generatesKernels())
+    funcPm.addPass(createCastorFuseElementwise());
   if (training)
     funcPm.addPass(createCastorRecompute(
         CastorRecomputeOptions{options.recompute, options.memoryBudget, workspaceBytes, kArenaAlignment}));
-  if (options.generatesKernels()) // after the recompute decisions: a recomputed op fuses with its readers
-    funcPm.addPass(createCastorFuseElementwise());
   funcPm.addPass(createCastorSelectKernels(CastorSelectKernelsOptions{options.target}));
   funcPm.addPass(createCastorPlanViews());
   funcPm.addPass(createCastorPlanMemory(CastorPlanMemoryOptions{kArenaAlignment, workspaceBytes}));

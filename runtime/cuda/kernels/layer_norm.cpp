@@ -19,17 +19,6 @@ Status rowMajorOperands(const DeviceContext &ctx, const std::string &op, const T
   return Status::ok();
 }
 
-struct RowGeometry {
-  int64_t rows, length;
-};
-
-Expected<RowGeometry> rowsOf(const Tensor &x, const Tensor &scale, int64_t axis) {
-  auto r = shape::layerNormRows(shapeOf(x), shapeOf(scale), axis);
-  if (!r)
-    return Status::error(r.error);
-  return RowGeometry{r.shape[0], r.shape[1]};
-}
-
 } // namespace
 
 Expected<RunFn> buildLayerNorm(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
@@ -38,11 +27,11 @@ Expected<RunFn> buildLayerNorm(DeviceContext &ctx, const Kernel &k, const Tensor
   auto p = plan::parseLayerNorm(k);
   if (!p)
     return p.status();
-  auto g = rowsOf(*in[0], *in[1], p->axis);
+  auto g = plan::layerNormRows(*in[0], *in[1], p->axis);
   if (!g)
     return g.status();
   DeviceContext *c = &ctx;
-  const RowGeometry rg = *g;
+  const plan::LayerNormRows rg = *g;
   const double eps = p->epsilon;
   const Tensor *x = in[0], *scale = in[1], *bias = in[2], *y = out[0], *mean = out[1], *inv = out[2];
   return launch([=]() {
@@ -58,10 +47,10 @@ Expected<RunFn> buildLayerNormBackward(DeviceContext &ctx, const Kernel &k, cons
   auto p = plan::parseLayerNorm(k);
   if (!p)
     return p.status();
-  auto g = rowsOf(*in[1], *in[2], p->axis);
+  auto g = plan::layerNormRows(*in[1], *in[2], p->axis);
   if (!g)
     return g.status();
-  const RowGeometry rg = *g;
+  const plan::LayerNormRows rg = *g;
   // The parameter gradients' partial sums live only while the kernel runs: the step's shared
   // workspace holds them (a buffer per layer would add up over a deep model).
   ctx.requestWorkspace(layerNormBackwardScratch(rg.rows, rg.length));

@@ -79,7 +79,9 @@ def Castor_BatchNormReluTrainingBackwardOp : Castor_Op<"batch_norm_relu_training
   let hasVerifier = 1;
 }
 
-def Castor_FusedElementwiseOp : Castor_Op<"fused_elementwise", [Pure, Castor_KernelOpInterface]> {
+def Castor_FusedElementwiseOp : Castor_Op<"fused_elementwise",
+    [Pure, Castor_KernelOpInterface,
+     DeclareOpInterfaceMethods<Castor_RecomputeOpInterface, ["getRecomputeFlopsPerElement"]>]> {
   let summary = "a group of element-wise ops that runs as one generated kernel";
   let description = [{
     What castor-fuse-elementwise makes of a group of element-wise ops (add, mul, cast, the
@@ -88,7 +90,8 @@ def Castor_FusedElementwiseOp : Castor_Op<"fused_elementwise", [Pure, Castor_Ker
     names the values the results are. Every result has one shape, the domain; each input
     broadcasts to it as in NumPy. Each value is computed and rounded to its element type as the
     op alone would be, so the group computes exactly what its ops compute. The verifier reads
-    the program with the plan library's parser, the one the runtime validates plans with.
+    the program with the plan library's parser, the one the runtime validates plans with. A
+    group is cheap to recompute (castor-recompute runs it again for the value the backward reads).
 
     ```mlir
     %y, %s = castor.fused_elementwise(%x) {program = "t0 = sigmoid(i0) : f16\nt1 = mul(i0, t0) : f16\nout t1, t0\n"}

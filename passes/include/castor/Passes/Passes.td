@@ -310,8 +310,9 @@ def CastorScheduleCasts : Pass<"castor-schedule-casts", "mlir::func::FuncOp"> {
 def CastorFuseElementwise : Pass<"castor-fuse-elementwise", "mlir::func::FuncOp"> {
   let summary = "Groups chains of element-wise ops into fused_elementwise ops, one generated kernel each";
   let description = [{
-    Runs on the whole step after autodiff, autocast, the pattern fusions and castor-recompute,
-    before kernels are selected. An op joins a group when the plan library can run it in a
+    Runs on the whole step after autodiff, autocast and the pattern fusions, before
+    castor-recompute (which then plans the memory of the fused step and recomputes a group as a
+    whole) and kernel selection. An op joins a group when the plan library can run it in a
     program (add, mul, cast, the unary element-wise ops and their gradients:
     runtime/plan/elementwise_program.h), its result has the group's shape (the domain; its
     operands may broadcast to it: per channel, per sample, per token), and it reads a value of
