@@ -26,6 +26,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import Checks  # noqa: E402
 from mlp_runs import read_state  # noqa: E402
 
 BATCH = 16
@@ -45,14 +46,8 @@ def main():
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 30)
     rng = random.Random(seed)
     print(f"seed {seed} (--seed {seed} repeats this run)")
-    failures = []
-
-    def expect(ok, what, run=None):
-        print(("ok      " if ok else "FAILED  ") + what)
-        if not ok:
-            failures.append(what)
-            if run is not None:
-                print("        exit %d; stderr ends: %s" % (run.returncode, run.stderr.strip()[-600:]))
+    checks = Checks(600)
+    expect, failures = checks.expect, checks.failures
 
     plans = args.plans or args.work
     if args.castor:

@@ -31,6 +31,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import Checks  # noqa: E402
 from mlp_runs import read_state  # noqa: E402
 
 BATCH = 8
@@ -70,14 +71,8 @@ def main():
     args = ap.parse_args()
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
-    failures = []
-
-    def expect(ok, what, run=None):
-        print(("ok      " if ok else "FAILED  ") + what)
-        if not ok:
-            failures.append(what)
-            if run is not None:
-                print("        exit %d; stderr ends: %s" % (run.returncode, run.stderr.strip()[-800:]))
+    checks = Checks(800)
+    expect, failures = checks.expect, checks.failures
 
     def path(name):
         return os.path.join(args.work, name)
