@@ -68,7 +68,9 @@ def bench_fusion_report(bin_dir, plan):
     out = subprocess.run([os.path.join(bin_dir, "castor-run"), "bench", plan, "--device", "cpu", "--steps", "1",
                           "--warmup", "0", "--json"], check=True, capture_output=True, text=True).stdout
     line = [l for l in out.splitlines() if l.startswith("{")][-1]
-    return json.loads(line)["fusion"]
+    report = json.loads(line)
+    report["fusion"]["generated"] = report["generated"]
+    return report["fusion"]
 
 
 def main():
@@ -117,8 +119,11 @@ def main():
                     bench_fusion_report(args.bin, os.path.join(args.work, f"{name}_{fuse}.plan"))
                     for fuse in ("auto", unfused)}
         total = fused + accumulating + elementwise
+        generated = reported["auto"]["generated"]
         report_ok = (reported["auto"]["fused_kernels"] == total
                      and reported["auto"]["ways"] == {"reference": total}
+                     and generated["kernels"] == elementwise and (generated["bytes"] > 0) == (elementwise > 0)
+                     and reported["none"]["generated"]["kernels"] == 0
                      and sum(l["op"] == "conv2d_backward_data" for l in reported["auto"]["layers"]) == accumulating
                      and reported["none"]["fused_kernels"] == 0)
         if not report_ok:

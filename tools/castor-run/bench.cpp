@@ -95,6 +95,28 @@ std::string countList(const std::map<std::string, int> &counts) {
 }
 
 // The report's JSON members: "fusion": {...}, "tuning": [...].
+// The generated kernels (fused_elementwise) as a whole: how many, the bytes they read and write
+// once each in a step, their time in the profiled step and the bandwidth that makes.
+std::string generatedJson(const plan::Plan &p, const std::vector<std::pair<std::string, double>> &byOp) {
+  int64_t kernels = 0;
+  uint64_t bytes = 0;
+  for (const plan::Kernel &k : p.kernels()) {
+    if (k.op() != "fused_elementwise")
+      continue;
+    ++kernels;
+    for (uint32_t id : k.inputs())
+      bytes += p.tensors(int(id)).bytes();
+    for (uint32_t id : k.outputs())
+      bytes += p.tensors(int(id)).bytes();
+  }
+  double ms = 0;
+  for (const auto &[op, t] : byOp)
+    if (op == "fused_elementwise")
+      ms = t;
+  return fmt::format("\"generated\": {{\"kernels\": {}, \"bytes\": {}, \"ms\": {:.3f}, \"gb_per_s\": {:.1f}}}",
+                     kernels, bytes, ms, ms > 0 ? double(bytes) / (ms * 1e6) : 0.0);
+}
+
 std::string choicesJson(const ChoiceReport &r) {
   std::string ways, layers, tuned;
   for (const auto &[way, n] : r.ways)
@@ -248,11 +270,12 @@ int bench(const BenchOptions &o) {
                "\"min_ms\": {:.3f}, \"max_ms\": {:.3f}, \"img_per_s\": {:.1f}, \"peak_bytes\": {}, "
                "\"peak_gib\": {:.3f}, \"kernel_ms\": {{{}}}, \"op_ms\": {{{}}}, \"kernel_total_ms\": {:.3f}, "
                "\"allocated_bytes\": {{{}}}, \"predicted_peak_bytes\": {}, \"loss_first\": {}, "
-               "\"loss_last\": {}, \"deterministic\": {}, \"load_s\": {:.2f}, \"load_phases_s\": {{{}}}, \"first_step_s\": {:.2f}, {}}}\n",
+               "\"loss_last\": {}, \"deterministic\": {}, \"load_s\": {:.2f}, \"load_phases_s\": {{{}}}, \"first_step_s\": {:.2f}, {}, "
+               "{}}}\n",
                o.plan, b.name(), batch, o.steps, median, sorted.front(), sorted.back(), imgPerS, peak, gib, cats, ops,
                kernelTotal, allocations, predicted, std::isfinite(*firstLoss) ? fmt::format("{:.6g}", *firstLoss) : "null",
                std::isfinite(*lastLoss) ? fmt::format("{:.6g}", *lastLoss) : "null", deterministic, loadSeconds,
-               loadPhases, firstStepSeconds, choicesJson(choices));
+               loadPhases, firstStepSeconds, choicesJson(choices), generatedJson(s.plan(), byOp));
     return 0;
   }
   fmt::print("{} on {}: batch {}, {} timed steps after {} warm-up\n", o.plan, b.name(), batch, o.steps, o.warmup);
