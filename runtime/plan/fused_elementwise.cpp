@@ -31,4 +31,13 @@ Expected<FusedElementwise> parseFusedElementwise(const Kernel &k, const std::vec
   return FusedElementwise{std::move(*program), std::move(domain.shape)};
 }
 
+uint64_t fusedBytesMoved(const Plan &plan, const Kernel &k) {
+  uint64_t bytes = 0;
+  for (uint32_t id : k.inputs())
+    bytes += plan.tensors(int(id)).bytes();
+  for (uint32_t id : k.outputs())
+    bytes += plan.tensors(int(id)).bytes();
+  return bytes;
+}
+
 } // namespace castor::plan

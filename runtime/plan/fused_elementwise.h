@@ -10,6 +10,7 @@
 #include "plan/elementwise_program.h"
 #include "plan/plan.h"
 
+#include <cstdint>
 #include <vector>
 
 namespace castor::plan {
@@ -24,5 +25,9 @@ struct FusedElementwise {
 // program the parser refuses (its message names the program line).
 Expected<FusedElementwise> parseFusedElementwise(const Kernel &k, const std::vector<const Tensor *> &in,
                                                  const std::vector<const Tensor *> &out);
+
+// The bytes a fused_elementwise kernel of `plan` reads and writes, each operand once: what its
+// bandwidth is measured against (castor-run bench, castor compile's fusion report).
+uint64_t fusedBytesMoved(const Plan &plan, const Kernel &k);
 
 } // namespace castor::plan

@@ -1,9 +1,10 @@
 #include "train/state_identity.h"
 
 #include "castor/state_names.h"
+#include "data/shape_text.h"
+#include "plan/sha256.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <tuple>
 #include <vector>
@@ -39,13 +40,6 @@ Table tableOf(const weights::TensorFile &file) {
   for (const weights::NamedTensor &t : file.tensors)
     table[t.name] = {t.dtype, t.shape};
   return table;
-}
-
-std::string shapeText(const std::vector<int64_t> &shape) {
-  std::string s = "[";
-  for (size_t i = 0; i < shape.size(); ++i)
-    s += (i ? "," : "") + std::to_string(shape[i]);
-  return s + "]";
 }
 
 bool isConstant(const std::string &name) { return name.rfind(kConstantPrefix, 0) == 0; }
@@ -90,7 +84,8 @@ std::string describeDifference(const Table &state, const Table &plan) {
       return "'" + name + "' is " + plan::dtypeName(s.dtype) + " in the state and " + plan::dtypeName(p.dtype) +
              " in this plan (" + copies + " master copies)";
     }
-    return "'" + name + "' is " + shapeText(s.shape) + " in the state and " + shapeText(p.shape) + " in this plan";
+    return "'" + name + "' is " + data::shapeText(s.shape) + " in the state and " + data::shapeText(p.shape) +
+           " in this plan";
   }
   for (const std::string &name : onlyState)
     if (isOptimizerBuffer(name))
@@ -112,19 +107,13 @@ std::string describeDifference(const Table &state, const Table &plan) {
 } // namespace
 
 std::string planStateIdentity(const plan::Plan &plan) {
-  // FNV-1a over "name dtype shape\n" in name order.
-  uint64_t h = 1469598103934665603ull;
-  auto add = [&](const std::string &s) {
-    for (unsigned char c : s) {
-      h ^= c;
-      h *= 1099511628211ull;
-    }
-  };
-  for (const auto &[name, e] : tableOf(plan))
-    add(name + " " + std::to_string(int(e.dtype)) + " " + shapeText(e.shape) + "\n");
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
-  return std::string("fnv1a64:") + hex;
+  // SHA-256 over "name dtype shape\n" in name order.
+  plan::Sha256 h;
+  for (const auto &[name, e] : tableOf(plan)) {
+    const std::string line = name + " " + std::to_string(int(e.dtype)) + " " + data::shapeText(e.shape) + "\n";
+    h.update(line.data(), line.size());
+  }
+  return "sha256:" + plan::toHex(h.finish());
 }
 
 Status checkStateFitsPlan(const plan::Plan &plan, const weights::TensorFile &state, const std::string &path) {

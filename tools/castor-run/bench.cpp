@@ -15,6 +15,7 @@
 #include "core/session.h"
 #include "data/image_encoding.h"
 #include "data/synthetic.h"
+#include "plan/fused_elementwise.h"
 #include "plan/op_attrs.h"
 #include "plan/plan_io.h"
 #include "train/plan_index.h"
@@ -104,10 +105,7 @@ std::string generatedJson(const plan::Plan &p, const std::vector<std::pair<std::
     if (k.op() != "fused_elementwise")
       continue;
     ++kernels;
-    for (uint32_t id : k.inputs())
-      bytes += p.tensors(int(id)).bytes();
-    for (uint32_t id : k.outputs())
-      bytes += p.tensors(int(id)).bytes();
+    bytes += plan::fusedBytesMoved(p, k);
   }
   double ms = 0;
   for (const auto &[op, t] : byOp)

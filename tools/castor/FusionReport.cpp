@@ -1,6 +1,6 @@
 #include "FusionReport.h"
 
-#include "plan/elementwise_program.h"
+#include "plan/fused_elementwise.h"
 
 #include <fstream>
 
@@ -10,26 +10,24 @@ std::vector<FusedGroup> fusedGroups(const plan::Plan &p) {
   std::vector<FusedGroup> groups;
   for (int i = 0; i < p.kernels_size(); ++i) {
     const plan::Kernel &k = p.kernels(i);
-    auto text = k.attrs().find("program");
-    if (k.op() != "fused_elementwise" || text == k.attrs().end() || k.outputs_size() == 0)
+    if (k.op() != "fused_elementwise")
       continue;
-    std::vector<plan::DType> inputTypes;
+    std::vector<const plan::Tensor *> in, out;
     for (uint32_t id : k.inputs())
-      inputTypes.push_back(p.tensors(int(id)).dtype());
-    auto program = plan::parseElementwiseProgram(text->second.s(), inputTypes);
-    if (!program) // the plan was validated: nothing to report rather than a wrong figure
+      in.push_back(&p.tensors(int(id)));
+    for (uint32_t id : k.outputs())
+      out.push_back(&p.tensors(int(id)));
+    auto fused = plan::parseFusedElementwise(k, in, out);
+    if (!fused) // the plan was validated: nothing to report rather than a wrong figure
       continue;
+    const plan::ElementwiseProgram *program = &fused->program;
     FusedGroup g{i, k.name(), {}, k.inputs_size(), k.outputs_size(), 0, 0};
-    const plan::Tensor &domain = p.tensors(int(k.outputs(0)));
-    const uint64_t elements = uint64_t(plan::elementCount(domain).value_or(0));
+    const uint64_t elements = uint64_t(shape::elementCount(fused->domain).value_or(0));
     auto bytesOf = [&](const plan::ProgramValue &v) {
       return v.isInput ? p.tensors(int(k.inputs(v.index))).bytes()
                        : elements * plan::dtypeSize(program->instructions[size_t(v.index)].dtype);
     };
-    for (uint32_t id : k.inputs())
-      g.bytesMoved += p.tensors(int(id)).bytes();
-    for (uint32_t id : k.outputs())
-      g.bytesMoved += p.tensors(int(id)).bytes();
+    g.bytesMoved = plan::fusedBytesMoved(p, k);
     for (size_t n = 0; n < program->instructions.size(); ++n) {
       const plan::ProgramInstruction &inst = program->instructions[n];
       g.ops.push_back(inst.kernel.op());
