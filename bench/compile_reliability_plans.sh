@@ -27,3 +27,6 @@ python3 "$root/models/resnet.py" --arch resnet18 --weights none --num-classes 10
 "$castor" compile "$out/resnet18.onnx" --init kaiming --batch 32 --train --precision fp16 --optimizer adamw \
   --lr 1e-3 -o "$out/r18_rt_train.plan" >/dev/null 2>&1
 "$castor" compile "$out/resnet18.onnx" --init kaiming --batch 32 --eval -o "$out/r18_rt_eval.plan" >/dev/null 2>&1
+# The state check's cases (test/training/state_check.py --plans): the tiny ResNet's state_*.plan.
+python3 "$root/test/training/state_check.py" --compile-only --castor "$castor" --models "$root/models" \
+  --plans "$out" --castor-run "$root/build/bin/castor-run" --work "$work"

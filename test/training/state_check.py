@@ -17,7 +17,13 @@ last good checkpoint as it was (its SHA-256 before and after) and resumable.
 5. State metadata: another format version, a negative step, a state saved by an fp16 plan given to
    an fp32 plan (refused in the user's terms; its weights load with --weights).
 
-Usage: state_check.py --castor-run BIN --castor BIN --models DIR --work DIR
+Plans: compiled here from the tiny ResNet with --castor, or taken from --plans (the GPU machine
+has no compiler: bench/compile_reliability_plans.sh compiles them as state_*.plan). On a device
+(--device cuda) every run is --deterministic, so that two runs of the same steps save the same bytes.
+
+Usage: state_check.py --castor-run BIN [--castor BIN --models DIR | --plans DIR] --work DIR
+                      [--device cpu|cuda]
+       state_check.py --compile-only --castor BIN --models DIR --plans DIR --castor-run BIN --work DIR
 """
 import argparse
 import hashlib
@@ -62,13 +68,41 @@ def rewrite_state(src, dst, metadata=None, nan_in=None):
         f.write(struct.pack("<Q", len(text)) + text + bytes(data))
 
 
+PLANS = {"fp32_adamw": ["--optimizer", "adamw", "--lr", "1e-3"],
+         "fp16_adamw": ["--optimizer", "adamw", "--lr", "1e-3", "--precision", "fp16"],
+         "fp32_sgd": ["--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9"],
+         "fp32_sgd_diverging": ["--optimizer", "sgd", "--lr", "1e30", "--momentum", "0.9"]}
+
+
+def compile_plans(castor, models, out):
+    """The tiny ResNet's training plans of the cases, as out/state_NAME.plan."""
+    onnx = os.path.join(out, "tiny.onnx")
+    subprocess.run([sys.executable, os.path.join(models, "resnet.py"), "--arch", "tiny", "--weights", "none",
+                    "--image-size", "32", "--num-classes", "10", "-o", onnx], check=True, stdout=subprocess.DEVNULL)
+    for name, flags in PLANS.items():
+        subprocess.run([castor, "compile", onnx, "--init", "kaiming", "--batch", str(BATCH), "--train",
+                        "-o", os.path.join(out, f"state_{name}.plan")] + flags, check=True, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--castor-run", required=True)
-    ap.add_argument("--castor", required=True)
-    ap.add_argument("--models", required=True)
+    ap.add_argument("--castor")
+    ap.add_argument("--models")
+    ap.add_argument("--plans", help="precompiled state_NAME.plan files (bench/compile_reliability_plans.sh)")
     ap.add_argument("--work", required=True)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--compile-only", action="store_true", help="compile the plans into --plans and stop")
     args = ap.parse_args()
+    if not args.plans and not (args.castor and args.models):
+        ap.error("give --castor and --models, or --plans")
+    if args.compile_only:
+        if not (args.plans and args.castor and args.models):
+            ap.error("--compile-only needs --plans, --castor and --models")
+        os.makedirs(args.plans, exist_ok=True)
+        compile_plans(args.castor, args.models, args.plans)
+        return
     shutil.rmtree(args.work, ignore_errors=True)
     os.makedirs(args.work)
     checks = Checks(800)
@@ -77,24 +111,20 @@ def main():
     def path(name):
         return os.path.join(args.work, name)
 
-    onnx = path("tiny.onnx")
-    subprocess.run([sys.executable, os.path.join(args.models, "resnet.py"), "--arch", "tiny", "--weights", "none",
-                    "--image-size", "32", "--num-classes", "10", "-o", onnx], check=True, stdout=subprocess.DEVNULL)
-    plans = {"fp32_adamw": ["--optimizer", "adamw", "--lr", "1e-3"],
-             "fp16_adamw": ["--optimizer", "adamw", "--lr", "1e-3", "--precision", "fp16"],
-             "fp32_sgd": ["--optimizer", "sgd", "--lr", "0.01", "--momentum", "0.9"],
-             "fp32_sgd_diverging": ["--optimizer", "sgd", "--lr", "1e30", "--momentum", "0.9"]}
-    for name, flags in plans.items():
-        subprocess.run([args.castor, "compile", onnx, "--init", "kaiming", "--batch", str(BATCH), "--train",
-                        "-o", path(name + ".plan")] + flags, check=True, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL)
+    plan_dir = args.plans or args.work
+    if not args.plans:
+        compile_plans(args.castor, args.models, args.work)
+
+    def plan_path(name):
+        return os.path.join(plan_dir, f"state_{name}.plan")
 
     def train(plan, steps, extra=(), plant=None):
         env = dict(os.environ)
         env.pop("CASTOR_PLANT_NONFINITE", None)
         if plant:
             env["CASTOR_PLANT_NONFINITE"] = plant
-        r = subprocess.run([args.castor_run, "train", path(plan + ".plan"), "--steps", str(steps), "--seed", "5"] +
+        device = ["--device", args.device] + (["--deterministic"] if args.device != "cpu" else [])
+        r = subprocess.run([args.castor_run, "train", plan_path(plan), "--steps", str(steps), "--seed", "5"] + device +
                            list(extra), env=env, capture_output=True, text=True)
         r.message = next((m for m in r.stderr.splitlines() if "castor-run: error" in m), "")
         print(f"        {' '.join(['train', plan, str(steps)] + list(extra))}: exit {r.returncode} {r.message}")
@@ -130,10 +160,10 @@ def main():
     expect(r.returncode == 0, "the good state still resumes", r)
 
     # 2. Skipped steps leave no trace: a NaN in the first convolution's output at every step.
-    inspect = json.loads(subprocess.run([args.castor_run, "inspect", path("fp32_adamw.plan"), "--json"],
+    inspect = json.loads(subprocess.run([args.castor_run, "inspect", plan_path("fp32_adamw"), "--json"],
                                         check=True, capture_output=True, text=True).stdout)
     for precision, plan, extra in [("fp32", "fp32_adamw", ["--on-nonfinite", "skip"]), ("fp16", "fp16_adamw", [])]:
-        kernels = json.loads(subprocess.run([args.castor_run, "inspect", path(plan + ".plan"), "--json"], check=True,
+        kernels = json.loads(subprocess.run([args.castor_run, "inspect", plan_path(plan), "--json"], check=True,
                                             capture_output=True, text=True).stdout)["plan"]["kernels"]
         conv = next(i for i, k in enumerate(kernels) if k["op"].startswith("conv2d") and "backward" not in k["op"])
         plant = f"{conv}@*"
