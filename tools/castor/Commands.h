@@ -15,6 +15,8 @@ extern llvm::cl::SubCommand importCommand;
 extern llvm::cl::SubCommand compileCommand;
 int runImport();
 int runCompile();
+// castor train MODEL.onnx [compile flags] [castor-run train flags] (TrainCommand.cpp).
+int runTrain(int argc, char **argv);
 
 // The model named on the command line, imported with the shared options (--batch, --init,
 // --seed); nullopt after printing the import's errors.
