@@ -10,6 +10,11 @@ Kinds:
                  brightness and noise), so that a model can learn them. Deterministic for a seed:
                  image i of class k depends on (seed, k, i) only, whatever --jobs is. For a
                  validation set, run again with another --seed into another folder.
+  mixed          The synthetic classes in the files a real folder mixes, chosen per image from
+                 (seed, k, i): long sides from 100 to 4,000 px (most 300-800, one in ten 1,000-4,000),
+                 baseline JPEGs in 4:2:0, 4:2:2 and 4:4:4, progressive JPEGs, grayscale and CMYK
+                 JPEGs, JPEGs with an EXIF orientation, PNGs with alpha (--mix lists the shares).
+  large          The synthetic classes as JPEGs of 1,000-2,000 px on the long side.
   fashion-mnist  The Fashion-MNIST IDX files (Debian package dataset-fashion-mnist) as 28x28
                  grayscale PNGs, in folders "0_tshirt_top" .. "9_ankle_boot" whose name order is
                  the dataset's label order.
@@ -17,6 +22,7 @@ Kinds:
 Examples:
   scripts/make_image_folder.py --kind synthetic --out /tmp/synth/train --classes 8 --per-class 200
   scripts/make_image_folder.py --kind fashion-mnist --out /tmp/fmnist/val --split t10k --limit 2000
+  scripts/make_image_folder.py --kind mixed --out /tmp/mixed --classes 1000 --per-class 10
 """
 
 import argparse
@@ -93,6 +99,70 @@ def make_synthetic(args):
 
 
 # ---------------------------------------------------------------------------------------------
+# mixed and large
+
+# (kind, share of the files): what each file of a mixed folder is.
+MIX = [("jpeg420", 0.55), ("jpeg422", 0.08), ("jpeg444", 0.07), ("progressive", 0.1), ("gray", 0.05),
+       ("cmyk", 0.03), ("exif", 0.05), ("png_alpha", 0.07)]
+
+
+def mixed_size(rng, large):
+    """(width, height): a long side log-uniform in 1,000-2,000 px for `large`; else mostly 300-800,
+    one in ten 1,000-4,000 and one in twenty 100-300; aspect ratios from 3:4 to 16:9."""
+    if large:
+        side = math.exp(rng.uniform(math.log(1000), math.log(2000)))
+    else:
+        u = rng.uniform()
+        lo, hi = (100, 300) if u < 0.05 else (1000, 4000) if u < 0.15 else (300, 800)
+        side = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+    aspect = rng.uniform(0.75, 16 / 9)
+    long_side, short_side = int(round(side)), max(16, int(round(side / aspect)))
+    return (long_side, short_side) if rng.uniform() < 0.7 else (short_side, long_side)
+
+
+def write_mixed(job):
+    seed, k, i, classes, kind, large, quality, stem = job
+    rng = np.random.default_rng([seed, k, i, 1])
+    width, height = mixed_size(rng, large)
+    image = synthetic_image(seed, k, i, classes, width, height)
+    if kind == "png_alpha":
+        alpha = Image.fromarray(np.full((height, width), 255, np.uint8) - (np.arange(width, dtype=np.uint8) % 64)[None, :])
+        image.putalpha(alpha)
+        image.save(stem + ".png")
+        return
+    options = {"quality": quality}
+    if kind == "jpeg422":
+        options["subsampling"] = 1
+    elif kind == "jpeg444":
+        options["subsampling"] = 0
+    elif kind == "progressive":
+        options["progressive"] = True
+    elif kind == "gray":
+        image = image.convert("L")
+    elif kind == "cmyk":
+        image = image.convert("CMYK")
+    elif kind == "exif":
+        exif = Image.Exif()
+        exif[0x0112] = int(rng.choice([3, 6, 8]))  # rotated 180, 90 and 270 degrees
+        options["exif"] = exif
+    image.save(stem + ".jpg", **options)
+
+
+def make_mixed(args, large):
+    digits = len(str(args.classes - 1))
+    kinds, shares = zip(*MIX)
+    jobs = []
+    for k in range(args.classes):
+        folder = os.path.join(args.out, f"class_{k:0{digits}d}")
+        os.makedirs(folder, exist_ok=True)
+        for i in range(args.per_class):
+            kind = "jpeg420" if large else str(np.random.default_rng([args.seed, k, i, 0]).choice(kinds, p=shares))
+            jobs.append((args.seed, k, i, args.classes, kind, large, args.quality, os.path.join(folder, f"{i:06d}")))
+    run(write_mixed, jobs, args.jobs)
+    return len(jobs)
+
+
+# ---------------------------------------------------------------------------------------------
 # fashion-mnist
 
 
@@ -150,10 +220,10 @@ def run(function, jobs, processes):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kind", required=True, choices=["synthetic", "fashion-mnist"], help="what to write")
+    parser.add_argument("--kind", required=True, choices=["synthetic", "mixed", "large", "fashion-mnist"], help="what to write")
     parser.add_argument("--out", required=True, help="the dataset folder (class folders are made inside)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="worker processes (default: all cores)")
-    synthetic = parser.add_argument_group("synthetic")
+    synthetic = parser.add_argument_group("synthetic, mixed and large (--width and --height: synthetic only)")
     synthetic.add_argument("--classes", type=int, default=8, help="number of classes (default 8)")
     synthetic.add_argument("--per-class", type=int, default=200, help="images per class (default 200)")
     synthetic.add_argument("--width", type=int, default=500, help="image width (default 500, ImageNet-like)")
@@ -167,11 +237,16 @@ def main():
     fashion.add_argument("--source", default=FASHION_MNIST_DIR,
                          help=f"folder of the IDX files, plain or .gz (default {FASHION_MNIST_DIR})")
     args = parser.parse_args()
-    if args.kind == "synthetic" and (args.classes < 1 or args.per_class < 1 or args.width < 1 or args.height < 1):
+    if args.kind in ("synthetic", "mixed", "large") and (args.classes < 1 or args.per_class < 1 or args.width < 1 or args.height < 1):
         parser.error("--classes, --per-class, --width and --height must be positive")
 
     start = time.time()
-    count = make_synthetic(args) if args.kind == "synthetic" else make_fashion_mnist(args)
+    if args.kind == "synthetic":
+        count = make_synthetic(args)
+    elif args.kind in ("mixed", "large"):
+        count = make_mixed(args, large=args.kind == "large")
+    else:
+        count = make_fashion_mnist(args)
     print(f"wrote {count} images to {args.out} in {time.time() - start:.1f} s")
 
 
