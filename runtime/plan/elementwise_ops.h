@@ -43,6 +43,18 @@ CASTOR_HD float tanh(float v) { return ::tanhf(v); }
 CASTOR_HD double tanh(double v) { return ::tanh(v); }
 CASTOR_HD float log1p(float v) { return ::log1pf(v); }
 CASTOR_HD double log1p(double v) { return ::log1p(v); }
+// exp(v) - 1 without the cancellation near 0 (ELU's negative side).
+CASTOR_HD float expm1(float v) { return ::expm1f(v); }
+CASTOR_HD double expm1(double v) { return ::expm1(v); }
+template <class A> CASTOR_HD A abs(A v) { return v < A(0) ? -v : v; }
+// log(1 + exp(v)) as max(v, 0) + log1p(exp(-|v|)): exp never overflows, and no digits are lost
+// for large |v| (PyTorch's softplus switches to the identity above 20, which this equals there).
+template <class A> CASTOR_HD A softplus(A v) { return (v > A(0) ? v : A(0)) + log1p(exp(-abs(v))); }
+// 1 / (1 + exp(-v)) with exp of a non-positive argument only.
+template <class A> CASTOR_HD A sigmoid(A v) {
+  const A e = exp(-abs(v));
+  return v >= A(0) ? A(1) / (A(1) + e) : e / (A(1) + e);
+}
 template <class A> CASTOR_HD bool isNan(A v) { return v != v; }
 // min(max(v, lo), hi), NaN staying NaN.
 template <class A> CASTOR_HD A clamp(A v, A lo, A hi) { return v < lo ? lo : (v > hi ? hi : v); }
@@ -138,6 +150,88 @@ struct LeakyRelu {
   const char *check() const { return isfinite(alpha) ? nullptr : "alpha must be finite"; }
   template <class A> CASTOR_HD A forward(A x) const { return x >= A(0) ? x : A(alpha) * x; }
   template <class A> CASTOR_HD A backward(A dy, A x) const { return x >= A(0) ? dy : A(alpha) * dy; }
+};
+
+// ONNX Elu; PyTorch's elu: the gradient from the input, as PyTorch's elu_backward with
+// is_result=false (dy alpha exp(x) where x <= 0).
+struct Elu {
+  static constexpr const char *formula = "x where x > 0, else alpha (exp(x) - 1)";
+  static constexpr const char *derivative = "dy where x > 0, else dy alpha exp(x)";
+  static constexpr Saved saved = Saved::Input;
+  double alpha = 1.0;
+  template <class V> void attrs(V &&visit) { visit("alpha", alpha); }
+  const char *check() const { return isfinite(alpha) ? nullptr : "alpha must be finite"; }
+  template <class A> CASTOR_HD A forward(A x) const { return x > A(0) ? x : A(alpha) * math::expm1(x); }
+  template <class A> CASTOR_HD A backward(A dy, A x) const { return x > A(0) ? dy : dy * A(alpha) * math::exp(x); }
+};
+
+// ONNX Selu's defaults are PyTorch's selu constants rounded to float (ONNX attributes are f32).
+struct Selu {
+  static constexpr const char *formula = "gamma x where x > 0, else gamma alpha (exp(x) - 1)";
+  static constexpr const char *derivative = "dy gamma where x > 0, else dy gamma alpha exp(x)";
+  static constexpr Saved saved = Saved::Input;
+  double alpha = 1.67326319217681884765625, gamma = 1.05070102214813232421875;
+  template <class V> void attrs(V &&visit) {
+    visit("alpha", alpha);
+    visit("gamma", gamma);
+  }
+  const char *check() const { return isfinite(alpha) && isfinite(gamma) ? nullptr : "alpha and gamma must be finite"; }
+  template <class A> CASTOR_HD A forward(A x) const {
+    return x > A(0) ? A(gamma) * x : A(gamma) * A(alpha) * math::expm1(x);
+  }
+  template <class A> CASTOR_HD A backward(A dy, A x) const {
+    return x > A(0) ? dy * A(gamma) : dy * A(gamma) * A(alpha) * math::exp(x);
+  }
+};
+
+// ONNX Celu; PyTorch's celu (elu with input scale 1/alpha).
+struct Celu {
+  static constexpr const char *formula = "x where x > 0, else alpha (exp(x / alpha) - 1)";
+  static constexpr const char *derivative = "dy where x > 0, else dy exp(x / alpha)";
+  static constexpr Saved saved = Saved::Input;
+  double alpha = 1.0;
+  template <class V> void attrs(V &&visit) { visit("alpha", alpha); }
+  const char *check() const {
+    return isfinite(alpha) && alpha != 0 ? nullptr : "alpha must be finite and non-zero";
+  }
+  template <class A> CASTOR_HD A forward(A x) const { return x > A(0) ? x : A(alpha) * math::expm1(x / A(alpha)); }
+  template <class A> CASTOR_HD A backward(A dy, A x) const { return x > A(0) ? dy : dy * math::exp(x / A(alpha)); }
+};
+
+// ONNX Softplus; PyTorch's softplus (beta 1), whose gradient dy exp(x) / (exp(x) + 1) is dy sigmoid(x).
+struct Softplus : AnyAttrs {
+  static constexpr const char *formula = "log(1 + exp(x)) = max(x, 0) + log1p(exp(-abs(x)))";
+  static constexpr const char *derivative = "dy sigmoid(x)";
+  static constexpr Saved saved = Saved::Input;
+  template <class V> void attrs(V &&) {}
+  template <class A> CASTOR_HD A forward(A x) const { return math::softplus(x); }
+  template <class A> CASTOR_HD A backward(A dy, A x) const { return dy * math::sigmoid(x); }
+};
+
+// ONNX Mish; PyTorch's mish and mish_backward.
+struct Mish : AnyAttrs {
+  static constexpr const char *formula = "x tanh(softplus(x))";
+  static constexpr const char *derivative = "dy (t + x sigmoid(x) (1 - t^2)), t = tanh(softplus(x))";
+  static constexpr Saved saved = Saved::Input;
+  template <class V> void attrs(V &&) {}
+  template <class A> CASTOR_HD A forward(A x) const { return x * math::tanh(math::softplus(x)); }
+  template <class A> CASTOR_HD A backward(A dy, A x) const {
+    const A t = math::tanh(math::softplus(x));
+    return dy * (t + x * math::sigmoid(x) * (A(1) - t * t));
+  }
+};
+
+// ONNX Softsign; PyTorch's softsign.
+struct Softsign : AnyAttrs {
+  static constexpr const char *formula = "x / (1 + abs(x))";
+  static constexpr const char *derivative = "dy / (1 + abs(x))^2";
+  static constexpr Saved saved = Saved::Input;
+  template <class V> void attrs(V &&) {}
+  template <class A> CASTOR_HD A forward(A x) const { return x / (A(1) + math::abs(x)); }
+  template <class A> CASTOR_HD A backward(A dy, A x) const {
+    const A d = A(1) + math::abs(x);
+    return dy / (d * d);
+  }
 };
 
 // x Phi(x), or with `tanh` PyTorch's approximation (gelu(approximate="tanh")).

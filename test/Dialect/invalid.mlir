@@ -300,6 +300,14 @@ func.func @clip_bounds(%a: tensor<2x3xf32>) {
 
 // -----
 
+func.func @celu_zero_alpha(%a: tensor<2x3xf32>) {
+  // expected-error @+1 {{alpha must be non-zero}}
+  %y = castor.celu %a {alpha = 0.0 : f64} : tensor<2x3xf32>
+  return
+}
+
+// -----
+
 func.func @flatten_axis(%a: tensor<2x3xf32>) {
   // expected-error @+2 {{axis must be in [-rank, rank], got 5}}
   // expected-error @+1 {{failed to infer returned types}}

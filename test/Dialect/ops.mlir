@@ -127,7 +127,32 @@ func.func @elementwise(%a: tensor<2x3x4x4xf32>, %s: tensor<1x3x1x1xf32>) -> tens
   %11 = castor.leaky_relu %10 {alpha = 0.2 : f64} : tensor<2x3x4x4xf32>
   // CHECK: castor.leaky_relu_backward %{{.*}}, %{{.*}} {alpha = 2.000000e-01 : f64} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
   %12 = castor.leaky_relu_backward %11, %10 {alpha = 0.2 : f64} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
-  return %12 : tensor<2x3x4x4xf32>
+  // The dialect's defaults (ONNX's) are omitted when printed.
+  // CHECK: castor.elu %{{.*}} : tensor<2x3x4x4xf32>
+  %13 = castor.elu %12 {alpha = 1.0 : f64} : tensor<2x3x4x4xf32>
+  // CHECK: castor.elu_backward %{{.*}}, %{{.*}} {alpha = 5.000000e-01 : f64} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %14 = castor.elu_backward %13, %12 {alpha = 0.5 : f64} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  // CHECK: castor.selu %{{.*}} {gamma = 2.000000e+00 : f64} : tensor<2x3x4x4xf32>
+  %15 = castor.selu %14 {gamma = 2.0 : f64} : tensor<2x3x4x4xf32>
+  // CHECK: castor.selu_backward %{{.*}}, %{{.*}} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %16 = castor.selu_backward %15, %14 : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  // CHECK: castor.celu %{{.*}} {alpha = 2.000000e+00 : f64} : tensor<2x3x4x4xf32>
+  %17 = castor.celu %16 {alpha = 2.0 : f64} : tensor<2x3x4x4xf32>
+  // CHECK: castor.celu_backward %{{.*}}, %{{.*}} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %18 = castor.celu_backward %17, %16 : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  // CHECK: castor.softplus %{{.*}} : tensor<2x3x4x4xf32>
+  %19 = castor.softplus %18 : tensor<2x3x4x4xf32>
+  // CHECK: castor.softplus_backward %{{.*}}, %{{.*}} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %20 = castor.softplus_backward %19, %18 : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  // CHECK: castor.mish %{{.*}} : tensor<2x3x4x4xf32>
+  %21 = castor.mish %20 : tensor<2x3x4x4xf32>
+  // CHECK: castor.mish_backward %{{.*}}, %{{.*}} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %22 = castor.mish_backward %21, %20 : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  // CHECK: castor.softsign %{{.*}} : tensor<2x3x4x4xf32>
+  %23 = castor.softsign %22 : tensor<2x3x4x4xf32>
+  // CHECK: castor.softsign_backward %{{.*}}, %{{.*}} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %24 = castor.softsign_backward %23, %22 : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  return %24 : tensor<2x3x4x4xf32>
 }
 
 // -----

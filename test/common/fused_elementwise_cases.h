@@ -82,6 +82,19 @@ inline std::vector<FusedProgramCase> fusedProgramCases(const std::vector<int64_t
        "t0 = gelu_backward(i0, i1) : {T}\nt1 = gelu_backward(i0, i1) {tanh=true} : {T}\nt2 = add(t0, t1) : {T}\nout t2\n",
        {{domain}, {domain}},
        {{domain}}},
+      // timm's activations and their gradients (dy, x): the forwards summed, the gradients summed.
+      {"elu family, softplus, mish, softsign",
+       "t0 = elu(i1) {alpha=0.5} : {T}\nt1 = selu(i1) : {T}\nt2 = celu(i1) {alpha=2.5} : {T}\n"
+       "t3 = softplus(i1) : {T}\nt4 = mish(i1) : {T}\nt5 = softsign(i1) : {T}\n"
+       "t6 = add(t0, t1) : {T}\nt7 = add(t6, t2) : {T}\nt8 = add(t7, t3) : {T}\nt9 = add(t8, t4) : {T}\n"
+       "t10 = add(t9, t5) : {T}\n"
+       "t11 = elu_backward(i0, i1) {alpha=0.5} : {T}\nt12 = selu_backward(i0, i1) : {T}\n"
+       "t13 = celu_backward(i0, i1) {alpha=2.5} : {T}\nt14 = softplus_backward(i0, i1) : {T}\n"
+       "t15 = mish_backward(i0, i1) : {T}\nt16 = softsign_backward(i0, i1) : {T}\n"
+       "t17 = add(t11, t12) : {T}\nt18 = add(t17, t13) : {T}\nt19 = add(t18, t14) : {T}\n"
+       "t20 = add(t19, t15) : {T}\nt21 = add(t20, t16) : {T}\nout t10, t21\n",
+       {{domain}, {domain}},
+       {{domain}, {domain}}},
   };
 }
 

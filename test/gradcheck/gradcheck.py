@@ -72,10 +72,10 @@ class Builder:
                                               self.const(np.zeros(c), np.float64), self.const(np.ones(c), np.float64)],
                        outputs=3, epsilon=1e-5, momentum=0.9, training_mode=1)[0]
 
-    def model(self, input_shape, output, classes):
+    def model(self, input_shape, output, classes, opset=17):
         graph = helper.make_graph(self.nodes, "gradcheck", [helper.make_tensor_value_info("input", D, input_shape)],
                                   [helper.make_tensor_value_info(output, D, [input_shape[0], classes])], self.inits)
-        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
 def cnn(rng):
@@ -224,8 +224,21 @@ def window(rng):
     return b.model([2, 2, 4, 4], b.nodes[-1].output[0], 3)
 
 
+def activations(rng):
+    """ELU (alpha 0.7), SELU, CELU (alpha 1.3), softplus, mish and softsign of one gemm's output
+    (spread wide, so that both sides of each kink and softplus's tails are reached), concatenated
+    into a gemm."""
+    b = Builder(rng)
+    h = b.op("Gemm", [b.op("Flatten", ["input"]), b.param("fc1.weight", [12, 8], 1.5)])
+    branches = [b.op("Elu", [h], alpha=0.7), b.op("Selu", [h]), b.op("Celu", [h], alpha=1.3), b.op("Softplus", [h]),
+                b.op("Mish", [h]), b.op("Softsign", [h])]
+    x = b.op("Concat", branches, axis=1)
+    b.op("Gemm", [x, b.param("fc2.weight", [4, 48]), b.param("fc2.bias", [4], 0.1)], transB=1)
+    return b.model([3, 3, 2, 2], b.nodes[-1].output[0], 4, opset=18)
+
+
 MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle, "transformer": transformer,
-          "window": window}
+          "window": window, "activations": activations}
 
 
 def check(name, args, rng):

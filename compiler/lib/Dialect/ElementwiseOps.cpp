@@ -13,6 +13,13 @@ LogicalResult ClipOp::verify() {
   return success();
 }
 
+// Refused here, at import, rather than by the plan validator (elementwise_ops.h's Celu::check).
+LogicalResult CeluOp::verify() {
+  if (getAlpha().convertToDouble() == 0.0)
+    return emitOpError("alpha must be non-zero: the formula divides by it");
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "castor/Dialect/ElementwiseOps.cpp.inc"
 

@@ -79,4 +79,32 @@ defm Castor_LeakyRelu : Castor_Elementwise<"leaky_relu", "x where x >= 0, else a
     (ins DefaultValuedAttr<F64Attr, "0.01">:$alpha), /*savesOutput=*/0,
     "%y = castor.leaky_relu %x {alpha = 1.0e-01 : f64} : tensor<1x64x56x56xf32>">;
 
+// ONNX Elu; PyTorch's elu.
+defm Castor_Elu : Castor_Elementwise<"elu", "x where x > 0, else alpha * (exp(x) - 1)",
+    (ins DefaultValuedAttr<F64Attr, "1.0">:$alpha), /*savesOutput=*/0,
+    "%y = castor.elu %x {alpha = 5.0e-01 : f64} : tensor<1x64x56x56xf32>">;
+
+// ONNX Selu (its defaults are PyTorch's constants rounded to f32); PyTorch's selu.
+defm Castor_Selu : Castor_Elementwise<"selu", "gamma * x where x > 0, else gamma * alpha * (exp(x) - 1)",
+    (ins DefaultValuedAttr<F64Attr, "1.67326319217681884765625">:$alpha,
+         DefaultValuedAttr<F64Attr, "1.05070102214813232421875">:$gamma), /*savesOutput=*/0,
+    "%y = castor.selu %x : tensor<1x64xf32>">;
+
+// ONNX Celu; PyTorch's celu.
+defm Castor_Celu : Castor_Elementwise<"celu", "x where x > 0, else alpha * (exp(x / alpha) - 1)",
+    (ins DefaultValuedAttr<F64Attr, "1.0">:$alpha), /*savesOutput=*/0,
+    "%y = castor.celu %x {alpha = 2.0 : f64} : tensor<1x64xf32>", /*verifier=*/1>;
+
+// ONNX Softplus; PyTorch's softplus with beta 1.
+defm Castor_Softplus : Castor_Elementwise<"softplus", "log(1 + exp(x))", (ins), /*savesOutput=*/0,
+    "%y = castor.softplus %x : tensor<1x64xf32>">;
+
+// ONNX Mish; PyTorch's mish.
+defm Castor_Mish : Castor_Elementwise<"mish", "x * tanh(log(1 + exp(x)))", (ins), /*savesOutput=*/0,
+    "%y = castor.mish %x : tensor<1x64x56x56xf32>">;
+
+// ONNX Softsign; PyTorch's softsign.
+defm Castor_Softsign : Castor_Elementwise<"softsign", "x / (1 + |x|)", (ins), /*savesOutput=*/0,
+    "%y = castor.softsign %x : tensor<1x64xf32>">;
+
 #endif // CASTOR_ELEMENTWISE_OPS_TD
