@@ -237,8 +237,21 @@ def activations(rng):
     return b.model([3, 3, 2, 2], b.nodes[-1].output[0], 4, opset=18)
 
 
+def prelu(rng):
+    """PRelu after a conv, its slope per channel as nn.PReLU(channels) exports it ([C, 1, 1]),
+    then a shared slope ([1]) after the gemm: both slopes are trained."""
+    b = Builder(rng)
+    x = b.op("Conv", ["input", b.param("conv.weight", [4, 3, 3, 3])], pads=[1, 1, 1, 1])
+    x = b.op("PRelu", [x, b.param("prelu1.weight", [4, 1, 1], 0.5)])
+    x = b.op("Gemm", [b.op("Flatten", [x]), b.param("fc1.weight", [6, 36])], transB=1)
+    x = b.op("PRelu", [x, b.param("prelu2.weight", [1], 0.5)])
+    b.op("Gemm", [x, b.param("fc2.weight", [3, 6]), b.param("fc2.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3)
+
+
 MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle, "transformer": transformer,
-          "window": window, "activations": activations}
+          "window": window, "activations": activations,
+          "prelu": prelu}
 
 
 def check(name, args, rng):

@@ -59,6 +59,28 @@ def activation_cases(rng):
     ]
 
 
+def prelu_case(name, x, slope):
+    """PRelu with its slope a trained initializer, as PyTorch's nn.PReLU exports it."""
+    node = helper.make_node("PRelu", ["x", "slope"], ["y"], name="/PRelu_0")
+    return Case(name, lambda: graph_model([node], {"x": list(x.shape)}, {"y": list(x.shape)}, {"slope": slope}),
+                {"x": x})
+
+
+def prelu_cases(rng):
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    x[0, 0, 0, :3] = [0.0, -0.0, -1e-30]
+    per_channel = rng.uniform(-0.5, 0.5, (3, 1, 1)).astype(np.float32)
+    return [
+        prelu_case("prelu_per_channel", x, per_channel),
+        prelu_case("prelu_shared", x, np.array([0.25], np.float32)),
+        prelu_case("prelu_full", x, rng.uniform(-1, 1, x.shape).astype(np.float32)),
+        Case("prelu_widening_slope_refused",
+             lambda: graph_model([helper.make_node("PRelu", ["x", "slope"], ["y"], name="/PRelu_0")],
+                                 {"x": [3, 4]}, {"y": [2, 3, 4]}, {"slope": np.ones((2, 1, 1), np.float32)}), {},
+             refusal=["/PRelu_0", "PRelu", "the slope's shape [2, 1, 1] does not broadcast to the input's [3, 4]"]),
+    ]
+
+
 def cases():
     rng = np.random.default_rng(41)
-    return activation_cases(rng)
+    return activation_cases(rng) + prelu_cases(rng)

@@ -35,7 +35,8 @@ def compile_model(bin_dir, model, work):
 def run_case(case, bin_dir, work):
     """None when the case holds, else why not."""
     model = case.model()
-    onnx.checker.check_model(model, full_check=True)
+    if case.refusal is None:  # a refused form need not be valid ONNX (a slope that widens x)
+        onnx.checker.check_model(model, full_check=True)
     code, out, plan = compile_model(bin_dir, model, work)
     if case.refusal is not None:
         if code == 0:

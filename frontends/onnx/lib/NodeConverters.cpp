@@ -1,4 +1,5 @@
 // One converter per supported ONNX op type (default domain, opsets 13 to 21).
+#include "ComposedConverters.h"
 #include "NodeImporter.h"
 #include "TensorData.h"
 #include "castor/Dialect/ShapeInference.h"
@@ -888,6 +889,7 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"Softplus", convertUnary<SoftplusOp>},
       {"Mish", convertUnary<MishOp>},
       {"Softsign", convertUnary<SoftsignOp>},
+      {"PRelu", convertPRelu},
       {"HardSwish", convertUnary<HardSwishOp>},
       {"Erf", convertUnary<ErfOp>},
       {"Gelu", convertGelu},
