@@ -40,6 +40,8 @@ std::optional<onnx_import::ImportResult> importModel(mlir::MLIRContext &context)
   options.init = init;
   options.seed = seed;
   auto result = onnx_import::importOnnxFile(context, modelPath, options);
+  for (const auto &note : result.notes)
+    llvm::errs() << "note: " << note << "\n";
   if (result.errors.empty())
     return result;
   for (const auto &e : result.errors)

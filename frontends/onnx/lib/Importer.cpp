@@ -10,6 +10,7 @@
 #include "mlir/IR/Diagnostics.h"
 
 #include <fstream>
+#include <set>
 #include <sstream>
 
 using namespace mlir;
@@ -156,6 +157,54 @@ private:
 
 } // namespace
 
+// Initializers that a BatchNormalization reads as its running mean or variance and that are read
+// anywhere else too (another input of any node, or another statistic), directly or through
+// Identity nodes: exporters merge equal initializers, and a fresh model's zero means and unit
+// variances then become its biases and scales, which the optimizer would move.
+static std::set<std::string> sharedStatistics(const OnnxModel &model) {
+  std::map<std::string, std::string> identityOf; // Identity output -> the initializer it forwards
+  for (const auto *node : model.order)
+    if (node->op_type() == "Identity" && node->input_size() == 1 && model.initializers.count(node->input(0)))
+      identityOf[node->output(0)] = node->input(0);
+  auto resolve = [&](const std::string &name) {
+    auto it = identityOf.find(name);
+    return it == identityOf.end() ? name : it->second;
+  };
+  std::map<std::string, int> reads, statisticReads;
+  for (const auto *node : model.order) {
+    if (node->op_type() == "Identity" && identityOf.count(node->output(0)))
+      continue;
+    for (int i = 0; i < node->input_size(); ++i) {
+      if (node->input(i).empty())
+        continue;
+      const std::string name = resolve(node->input(i));
+      ++reads[name];
+      if (node->op_type() == "BatchNormalization" && (i == 3 || i == 4))
+        ++statisticReads[name];
+    }
+  }
+  std::set<std::string> shared;
+  for (const auto &[name, count] : statisticReads)
+    if (reads[name] > 1 && model.initializers.count(name))
+      shared.insert(name);
+  return shared;
+}
+
+// The notes on shared statistics given their own copies: each one, or the count and the first.
+static std::vector<std::string> statisticCopyNotes(const std::vector<std::pair<std::string, std::string>> &copies) {
+  const std::string why = "read by other inputs too (an exporter merged equal initializers)";
+  std::vector<std::string> notes;
+  if (copies.size() > 3) {
+    notes.push_back(std::to_string(copies.size()) + " BatchNorm running statistics were initializers " + why +
+                    ": each got its own copy, named after its node (the first, " + copies[0].first + ", became '" +
+                    copies[0].second + "')");
+    return notes;
+  }
+  for (const auto &[what, name] : copies)
+    notes.push_back(what + ", " + why + ": it gets its own copy, '" + name + "'");
+  return notes;
+}
+
 ImportResult importOnnxBytes(MLIRContext &context, const std::string &bytes, const std::string &displayName,
                              const std::string &baseDir, const ImportOptions &options) {
   context.loadDialect<CastorDialect, func::FuncDialect>();
@@ -180,6 +229,7 @@ ImportResult importOnnxBytes(MLIRContext &context, const std::string &bytes, con
   ImportState state(context, model, errors, options, baseDir);
   state.dropPaths = std::move(dropPaths);
   state.fileName = displayName;
+  state.sharedStatistics = sharedStatistics(model);
   // Op verifiers report through diagnostics; keep their text for the node's error message.
   ScopedDiagnosticHandler handler(&context, [&](Diagnostic &diag) {
     state.diagnostics.push_back(diag.str());
@@ -220,6 +270,7 @@ ImportResult importOnnxBytes(MLIRContext &context, const std::string &bytes, con
   }
   result.module = std::move(module);
   result.weights = std::move(state.weights);
+  result.notes = statisticCopyNotes(state.statisticCopies);
   return result;
 }
 

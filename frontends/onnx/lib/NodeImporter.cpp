@@ -268,6 +268,19 @@ FailureOr<Value> NodeImporter::parameter(const onnx::TensorProto &tensor, ParamR
   return op->getResult();
 }
 
+FailureOr<Value> NodeImporter::statisticCopy(const onnx::TensorProto &tensor, ParamRole role) {
+  const char *what = role == ParamRole::RunningMean ? "running_mean" : "running_var";
+  std::string base = (node_.name().empty() ? tensor.name() : node_.name()) + "." + what, name = base;
+  for (int k = 2; state_.values.count(name) || state_.model.initializers.count(name); ++k)
+    name = base + "." + std::to_string(k);
+  onnx::TensorProto copy = tensor; // the same data (inline or external), under its own name
+  copy.set_name(name);
+  const std::string who = node_.name().empty() ? "a " + node_.op_type() + " node without a name"
+                                               : "node '" + node_.name() + "' (" + node_.op_type() + ")";
+  state_.statisticCopies.emplace_back(who + ": its " + what + " is initializer '" + tensor.name() + "'", name);
+  return parameter(copy, role);
+}
+
 FailureOr<Value> NodeImporter::constant(const onnx::TensorProto &tensor) {
   std::string why;
   auto dims = tensorShape(tensor, why);
@@ -301,10 +314,13 @@ FailureOr<Value> NodeImporter::input(int i, ParamRole role) {
   if (!hasInput(i))
     return fail("input " + std::to_string(i) + " is missing");
   const std::string &name = inputName(i);
+  auto init = state_.model.initializers.find(name);
+  if ((role == ParamRole::RunningMean || role == ParamRole::RunningVar) && state_.sharedStatistics.count(name) &&
+      init != state_.model.initializers.end())
+    return statisticCopy(*init->second, role);
   auto it = state_.values.find(name);
   if (it != state_.values.end())
     return it->second;
-  auto init = state_.model.initializers.find(name);
   if (init != state_.model.initializers.end())
     return parameter(*init->second, role);
   auto c = state_.constants.find(name);
@@ -335,7 +351,9 @@ bool NodeImporter::forwardConstantInput() {
   if (!hasInput(0) || node_.output_size() < 1 || node_.output(0).empty())
     return false;
   const std::string &name = inputName(0);
-  if (state_.values.count(name) || (!state_.model.initializers.count(name) && !state_.constants.count(name)))
+  // An imported initializer is an ordinary value, except a shared statistic: its readers decide.
+  if ((state_.values.count(name) && !state_.sharedStatistics.count(name)) ||
+      (!state_.model.initializers.count(name) && !state_.constants.count(name)))
     return false;
   state_.aliases[node_.output(0)] = name;
   return true;

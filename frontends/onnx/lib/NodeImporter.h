@@ -59,6 +59,12 @@ struct ImportState {
   std::map<std::string, std::string> aliases;
   // Constants computed at import from shapes (ShapeFolding): never trainable.
   std::set<std::string> folded;
+  // Initializers a BatchNormalization reads as a running statistic that another input also
+  // reads (an exporter merged equal initializers): each such statistic gets its own copy
+  // (sharedStatistics in Importer.cpp).
+  std::set<std::string> sharedStatistics;
+  // The statistics given their own copy: "<who>: its <what> is initializer '<name>'", and the copy's name.
+  std::vector<std::pair<std::string, std::string>> statisticCopies;
   // Stochastic-depth chains replaced by per-sample dropout (StochasticDepth.h).
   DropPaths dropPaths;
   // The batch dimension the model file declares, 0 when it is symbolic.
@@ -158,6 +164,8 @@ private:
   mlir::FailureOr<mlir::Value> constant(const onnx::TensorProto &tensor);
   const onnx::TensorProto *constTensor(int i);
   const std::string &inputName(int i) const;
+  // A BatchNorm's own copy of a running statistic whose initializer is shared (sharedStatistics).
+  mlir::FailureOr<mlir::Value> statisticCopy(const onnx::TensorProto &tensor, ParamRole role);
 
   ImportState &state_;
   const onnx::NodeProto &node_;

@@ -44,6 +44,8 @@ struct ImportResult {
   std::vector<WeightData> weights;
   // Empty on success; otherwise one line per problem found.
   std::vector<std::string> errors;
+  // What the import decided that the user should know (e.g. a statistic given its own copy).
+  std::vector<std::string> notes;
 };
 
 // Imports the model file at `path` (external data is resolved next to it).
