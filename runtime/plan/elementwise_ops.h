@@ -46,6 +46,8 @@ CASTOR_HD double log1p(double v) { return ::log1p(v); }
 // exp(v) - 1 without the cancellation near 0 (ELU's negative side).
 CASTOR_HD float expm1(float v) { return ::expm1f(v); }
 CASTOR_HD double expm1(double v) { return ::expm1(v); }
+CASTOR_HD float sqrt(float v) { return ::sqrtf(v); }
+CASTOR_HD double sqrt(double v) { return ::sqrt(v); }
 template <class A> CASTOR_HD A abs(A v) { return v < A(0) ? -v : v; }
 // log(1 + exp(v)) as max(v, 0) + log1p(exp(-|v|)): exp never overflows, and no digits are lost
 // for large |v| (PyTorch's softplus switches to the identity above 20, which this equals there).
@@ -232,6 +234,16 @@ struct Softsign : AnyAttrs {
     const A d = A(1) + math::abs(x);
     return dy / (d * d);
   }
+};
+
+// ONNX Sqrt (ReduceL2's root); PyTorch's sqrt, whose gradient dy / (2 y) is infinite at 0.
+struct Sqrt : AnyAttrs {
+  static constexpr const char *formula = "sqrt(x) (NaN where x < 0)";
+  static constexpr const char *derivative = "dy / (2 y)";
+  static constexpr Saved saved = Saved::Output;
+  template <class V> void attrs(V &&) {}
+  template <class A> CASTOR_HD A forward(A x) const { return math::sqrt(x); }
+  template <class A> CASTOR_HD A backward(A dy, A y) const { return dy / (A(2) * y); }
 };
 
 // x Phi(x), or with `tanh` PyTorch's approximation (gelu(approximate="tanh")).

@@ -152,7 +152,11 @@ func.func @elementwise(%a: tensor<2x3x4x4xf32>, %s: tensor<1x3x1x1xf32>) -> tens
   %23 = castor.softsign %22 : tensor<2x3x4x4xf32>
   // CHECK: castor.softsign_backward %{{.*}}, %{{.*}} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
   %24 = castor.softsign_backward %23, %22 : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
-  return %24 : tensor<2x3x4x4xf32>
+  // CHECK: castor.sqrt %{{.*}} : tensor<2x3x4x4xf32>
+  %25 = castor.sqrt %24 : tensor<2x3x4x4xf32>
+  // CHECK: castor.sqrt_backward %{{.*}}, %{{.*}} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %26 = castor.sqrt_backward %25, %24 : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  return %26 : tensor<2x3x4x4xf32>
 }
 
 // -----

@@ -95,6 +95,12 @@ inline std::vector<FusedProgramCase> fusedProgramCases(const std::vector<int64_t
        "t20 = add(t19, t15) : {T}\nt21 = add(t20, t16) : {T}\nout t10, t21\n",
        {{domain}, {domain}},
        {{domain}, {domain}}},
+      // ReduceL2's root and its gradient (dy, x), over positive values (its domain).
+      {"sqrt", "t0 = sqrt(i1) : {T}\nt1 = sqrt_backward(i0, t0) : {T}\nout t0, t1\n",
+       {{domain}, {domain}},
+       {{domain}, {domain}},
+       0.25,
+       4},
   };
 }
 

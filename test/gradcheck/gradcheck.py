@@ -249,9 +249,24 @@ def prelu(rng):
     return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3)
 
 
+def reductions(rng):
+    """ReduceMean over the channels, ReduceSum over the rows, ReduceMax over the columns (its
+    gradient to each maximum) and ReduceL2 over channels and columns of one conv's output,
+    flattened, concatenated into a gemm (opset 18: the axes are constant inputs)."""
+    b = Builder(rng)
+    h = b.op("Conv", ["input", b.param("conv.weight", [4, 3, 3, 3])], pads=[1, 1, 1, 1])
+    mean = b.op("ReduceMean", [h, b.const([1])], keepdims=1)
+    total = b.op("ReduceSum", [h, b.const([2])], keepdims=1)
+    peak = b.op("ReduceMax", [h, b.const([-1])], keepdims=0)
+    norm = b.op("ReduceL2", [h, b.const([1, 3])], keepdims=0)
+    x = b.op("Concat", [b.op("Flatten", [t]) for t in (mean, total, peak, norm)], axis=1)
+    b.op("Gemm", [x, b.param("fc.weight", [3, 52]), b.param("fc.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 4, 4], b.nodes[-1].output[0], 3, opset=18)
+
+
 MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle, "transformer": transformer,
           "window": window, "activations": activations,
-          "prelu": prelu}
+          "prelu": prelu, "reductions": reductions}
 
 
 def check(name, args, rng):

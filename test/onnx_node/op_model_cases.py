@@ -1,9 +1,12 @@
 """The cases of run_op_models.py: one-op (or few-op) ONNX models with their inputs, or a form the
 importer must refuse with the texts its message must hold."""
+import glob
+import os
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 F = TensorProto.FLOAT
@@ -16,6 +19,8 @@ class Case:
     model: Callable
     feeds: Dict[str, np.ndarray]
     refusal: Optional[List[str]] = None  # texts the compile error must contain
+    # The expected outputs from the feeds, where onnxruntime cannot give them.
+    expected: Optional[Callable] = None
 
 
 def graph_model(nodes, inputs, outputs, initializers=(), opset=OPSET):
@@ -81,6 +86,109 @@ def prelu_cases(rng):
     ]
 
 
+REDUCE_NUMPY = {"ReduceMean": np.mean, "ReduceSum": np.sum, "ReduceMax": np.max,
+                "ReduceL2": lambda x, axis, keepdims: np.sqrt(np.sum(x * x, axis=axis, keepdims=keepdims))}
+
+
+def reduce_case(op, x, axes, keepdims, opset=OPSET, noop=None):
+    """`axes` None: none given. From ReduceSum's opset 13 and the others' opset 18 the axes are
+    input 1 (a constant initializer), before that the attribute."""
+    as_input = opset >= (13 if op == "ReduceSum" else 18)
+    attrs = {"keepdims": keepdims}
+    if noop is not None:
+        attrs["noop_with_empty_axes"] = noop
+    inputs, inits = ["x"], {}
+    if axes is not None and as_input:
+        inputs.append("axes")
+        inits["axes"] = np.array(axes, np.int64)
+    elif axes is not None:
+        attrs["axes"] = axes
+    if noop and axes is None:
+        shape = x.shape
+    else:
+        shape = REDUCE_NUMPY[op](x, axis=None if axes is None else tuple(axes), keepdims=bool(keepdims)).shape
+    node = helper.make_node(op, inputs, ["y"], name=f"/{op}_0", **attrs)
+    axes_name = "all" if axes is None else "_".join(str(a).replace("-", "m") for a in axes)
+    name = f"{op}_axes_{axes_name}_keepdims{keepdims}_opset{opset}" + ("_noop" if noop else "")
+    # onnxruntime 1.20 fails on noop_with_empty_axes without axes; ONNX says the output is the input.
+    expected = (lambda feeds: [feeds["x"]]) if noop and axes is None else None
+    return Case(name, lambda: graph_model([node], {"x": list(x.shape)}, {"y": list(shape)}, inits, opset), {"x": x},
+                expected=expected)
+
+
+def reduce_cases(rng):
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    tokens = rng.standard_normal((2, 49, 16)).astype(np.float32)  # MLP-Mixer's [N, tokens, channels]
+    cases = []
+    for op in REDUCE_NUMPY:
+        for opset in (13, OPSET):
+            cases += [reduce_case(op, x, [1], 1, opset), reduce_case(op, x, [-1], 0, opset),
+                      reduce_case(op, x, [0, 2], 1, opset), reduce_case(op, x, [2, 3], 0, opset),
+                      reduce_case(op, x, [3, 1], 0, opset), reduce_case(op, x, None, 0, opset),
+                      reduce_case(op, x, None, 1, opset)]
+        cases += [reduce_case(op, tokens, [1], 0), reduce_case(op, tokens, [-1], 1),
+                  reduce_case(op, x, None, 1, noop=1), reduce_case(op, x, [1], 0, noop=1)]
+
+    def refused(name, inputs, inits, graph_inputs, reason, **attrs):
+        node = helper.make_node("ReduceMax", inputs, ["y"], name="/ReduceMax_0", **attrs)
+        return Case(name, lambda: graph_model([node], graph_inputs, {"y": [2]}, inits), {},
+                    refusal=["/ReduceMax_0", "ReduceMax", reason])
+
+    cases += [
+        refused("reduce_axes_from_data_refused", ["x", "axes"], {}, {"x": [2, 3], "axes": [1]},
+                "input 1 ('axes') must be a constant"),
+        refused("reduce_repeated_axis_refused", ["x", "axes"], {"axes": np.array([1, -1], np.int64)}, {"x": [2, 3]},
+                "axis -1 is repeated"),
+        refused("reduce_axis_out_of_range_refused", ["x", "axes"], {"axes": np.array([2], np.int64)}, {"x": [2, 3]},
+                "axis 2 is out of range for an input of rank 2"),
+    ]
+    return cases
+
+
+def node_test_dir(name):
+    return os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node", name)
+
+
+def read_tensor(path):
+    tensor = onnx.TensorProto()
+    with open(path, "rb") as f:
+        tensor.ParseFromString(f.read())
+    return numpy_helper.to_array(tensor)
+
+
+def node_test_with_constant_axes(name):
+    """ONNX's node test `name`, whose axes are a graph input, with its axes made an initializer
+    (as exporters write them) and its own inputs and expected output."""
+    data = os.path.join(node_test_dir(name), "test_data_set_0")
+    inputs = [read_tensor(p) for p in sorted(glob.glob(os.path.join(data, "input_*.pb")))]
+    expected = read_tensor(os.path.join(data, "output_0.pb"))
+
+    def model():
+        m = onnx.load(os.path.join(node_test_dir(name), "model.onnx"))
+        axes = m.graph.input[1]
+        m.graph.initializer.append(numpy_helper.from_array(inputs[1], axes.name))
+        m.graph.input.remove(axes)
+        return m
+
+    return Case(name + "_constant_axes", model, {"data": inputs[0]}, expected=lambda feeds: [expected])
+
+
+# ONNX's node tests of the reductions that feed their axes as a graph input (allow_list.txt
+# excludes them for it); empty sets (a dimension of 0) and bool inputs are not Castor tensors.
+NODE_TESTS_WITH_AXES_INPUT = [
+    f"test_reduce_{op}_{form}_{data}"
+    for op in ("l2", "max", "mean", "sum")
+    for form in ("do_not_keepdims", "keepdims" if op != "l2" else "keep_dims",
+                 "negative_axes_keepdims" if op != "l2" else "negative_axes_keep_dims")
+    for data in ("example", "random")
+] + [f"test_reduce_{op}_default_axes_keepdims_{data}" for op in ("l2", "mean", "sum") for data in ("example", "random")] + [
+    "test_reduce_sum_empty_axes_input_noop", "test_reduce_sum_empty_axes_input_noop_example"] + [
+    f"test_reduce_sum_square_{form}_{data}_expanded"
+    for form in ("default_axes_keepdims", "do_not_keepdims", "keepdims", "negative_axes_keepdims")
+    for data in ("example", "random")]
+
+
 def cases():
     rng = np.random.default_rng(41)
-    return activation_cases(rng) + prelu_cases(rng)
+    return (activation_cases(rng) + prelu_cases(rng) + reduce_cases(rng) +
+            [node_test_with_constant_axes(name) for name in NODE_TESTS_WITH_AXES_INPUT])

@@ -1,6 +1,9 @@
 // ONNX ops imported as compositions of castor ops (see ComposedConverters.h).
 #include "ComposedConverters.h"
 
+#include <algorithm>
+#include <numeric>
+
 using namespace mlir;
 
 namespace castor::onnx_import {
@@ -22,7 +25,148 @@ template <typename OpT> FailureOr<Value> resultOf(FailureOr<OpT> op) {
   return op->getResult();
 }
 
+FailureOr<Value> reshapeTo(NodeImporter &n, Value x, ArrayRef<int64_t> dims) {
+  auto type = RankedTensorType::get(dims, typeOf(x).getElementType());
+  if (type == x.getType())
+    return x;
+  return resultOf(n.build<ReshapeOp>(type, {x}));
+}
+
+// A scalar constant of x's element type times x.
+FailureOr<Value> scaled(NodeImporter &n, Value x, double factor) {
+  auto c = n.splatOf(RankedTensorType::get({}, typeOf(x).getElementType()), factor);
+  if (failed(c))
+    return failure();
+  return resultOf(n.create<MulOp>({x, *c}));
+}
+
+enum class Reduction { Mean, Sum, Max, L2 };
+
+// The reduced axes, in [0, rank), sorted: from input 1 (ReduceSum's from opset 13, the others'
+// from opset 18) or from the attribute `axes` (before), known at import either way. No axes
+// reduce all of them, or, with noop_with_empty_axes, none (`identity`).
+FailureOr<std::vector<int64_t>> reducedAxes(NodeImporter &n, int64_t rank, bool &identity) {
+  auto noop = n.attrInt("noop_with_empty_axes", 0);
+  if (failed(noop))
+    return failure();
+  if (n.hasInput(1) && n.hasAttr("axes"))
+    return n.fail("axes are given both as the attribute and as input 1");
+  auto given = n.hasInput(1) ? n.constInts(1) : n.attrInts("axes", {});
+  if (failed(given))
+    return failure();
+  identity = given->empty() && *noop != 0;
+  std::vector<int64_t> axes;
+  if (given->empty() && !identity)
+    for (int64_t d = 0; d < rank; ++d)
+      axes.push_back(d);
+  std::vector<bool> seen(size_t(rank), false);
+  for (int64_t a : *given) {
+    if (a < -rank || a >= rank)
+      return n.fail("axis " + std::to_string(a) + " is out of range for an input of rank " + std::to_string(rank));
+    const int64_t d = a < 0 ? a + rank : a;
+    if (seen[size_t(d)])
+      return n.fail("axis " + std::to_string(a) + " is repeated");
+    seen[size_t(d)] = true;
+    axes.push_back(d);
+  }
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+// [1, M, K, 1] -> [1, M, 1, 1]: each row's mean, sum, max or L2 norm.
+FailureOr<Value> reduceRows(NodeImporter &n, Value rows, int64_t k, Reduction r) {
+  Builder b(n.context());
+  if (r == Reduction::Max) {
+    // The gradient goes to each row's first maximum (max_pool2d_backward's choice).
+    MaxPool2dOp::Properties p;
+    p.kernel = b.getDenseI64ArrayAttr({k, 1});
+    p.strides = b.getDenseI64ArrayAttr({1, 1});
+    p.pads = b.getDenseI64ArrayAttr({0, 0, 0, 0});
+    p.dilations = b.getDenseI64ArrayAttr({1, 1});
+    p.ceil_mode = b.getBoolAttr(false);
+    return resultOf(n.create<MaxPool2dOp>({rows}, p));
+  }
+  if (r == Reduction::L2) {
+    auto squares = resultOf(n.create<MulOp>({rows, rows}));
+    if (failed(squares))
+      return failure();
+    rows = *squares;
+  }
+  auto mean = resultOf(n.create<GlobalAvgPoolOp>({rows}));
+  if (failed(mean) || r == Reduction::Mean)
+    return mean;
+  auto sum = k == 1 ? mean : scaled(n, *mean, double(k));
+  if (failed(sum) || r == Reduction::Sum)
+    return sum;
+  return resultOf(n.create<SqrtOp>({*sum}));
+}
+
+template <Reduction R> LogicalResult convertReduce(NodeImporter &n) {
+  if (failed(n.checkArity(1, 2)) || failed(n.checkAttrs({"axes", "keepdims", "noop_with_empty_axes"})))
+    return failure();
+  auto x = n.input(0);
+  auto keep = n.attrInt("keepdims", 1);
+  if (failed(x) || failed(keep))
+    return failure();
+  RankedTensorType type = typeOf(*x);
+  const int64_t rank = type.getRank();
+  bool identity = false;
+  auto axes = reducedAxes(n, rank, identity);
+  if (failed(axes))
+    return failure();
+  if (identity)
+    return n.setOutput(0, *x);
+  if (!llvm::isa<FloatType>(type.getElementType()))
+    return n.fail("only floating-point tensors are reduced");
+  std::vector<bool> reduced(size_t(rank), false);
+  for (int64_t a : *axes)
+    reduced[size_t(a)] = true;
+  SmallVector<int64_t> perm, outDims;
+  int64_t m = 1, k = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    const int64_t size = type.getDimSize(d);
+    if (!reduced[size_t(d)]) {
+      perm.push_back(d);
+      m *= size;
+    } else {
+      k *= size;
+    }
+    if (!reduced[size_t(d)] || *keep)
+      outDims.push_back(reduced[size_t(d)] ? 1 : size);
+  }
+  perm.append(axes->begin(), axes->end());
+  // A mean over exactly the spatial axes of [N, C, ...] is the global average pool itself (what
+  // the dynamo exporter writes for it), kept as one op for the passes that look for it.
+  std::vector<int64_t> spatial(size_t(std::max<int64_t>(rank - 2, 0)));
+  std::iota(spatial.begin(), spatial.end(), 2);
+  if (R == Reduction::Mean && rank >= 3 && *axes == spatial) {
+    auto pool = resultOf(n.create<GlobalAvgPoolOp>({*x}));
+    auto y = failed(pool) ? pool : reshapeTo(n, *pool, outDims);
+    return failed(y) ? failure() : n.setOutput(0, *y);
+  }
+  Value v = *x;
+  SmallVector<int64_t> identityPerm(static_cast<size_t>(rank), 0);
+  std::iota(identityPerm.begin(), identityPerm.end(), 0);
+  if (perm != identityPerm) {
+    TransposeOp::Properties p;
+    p.perm = Builder(n.context()).getDenseI64ArrayAttr(perm);
+    auto t = resultOf(n.create<TransposeOp>({v}, p));
+    if (failed(t))
+      return failure();
+    v = *t;
+  }
+  auto rows = reshapeTo(n, v, {1, m, k, 1});
+  auto r = failed(rows) ? rows : reduceRows(n, *rows, k, R);
+  auto y = failed(r) ? r : reshapeTo(n, *r, outDims);
+  return failed(y) ? failure() : n.setOutput(0, *y);
+}
+
 } // namespace
+
+LogicalResult convertReduceMean(NodeImporter &n) { return convertReduce<Reduction::Mean>(n); }
+LogicalResult convertReduceSum(NodeImporter &n) { return convertReduce<Reduction::Sum>(n); }
+LogicalResult convertReduceMax(NodeImporter &n) { return convertReduce<Reduction::Max>(n); }
+LogicalResult convertReduceL2(NodeImporter &n) { return convertReduce<Reduction::L2>(n); }
 
 // relu(x) + slope * (x - relu(x)): x - relu(x) is min(x, 0) exactly (x - x or x - 0), so the
 // forward is PRelu's in every float type, the derivative in x is 1 where x > 0 and the slope

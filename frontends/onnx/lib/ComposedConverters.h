@@ -9,4 +9,16 @@ namespace castor::onnx_import {
 // PRelu: relu(x) + slope * (x - relu(x)), the slope a trained tensor broadcast over x.
 mlir::LogicalResult convertPRelu(NodeImporter &n);
 
+// ReduceMean, ReduceSum, ReduceMax and ReduceL2 over axes known at import, keepdims 0 or 1: the
+// input transposed so that the reduced axes come last and viewed as [1, M, K, 1], then a global
+// average pool (times K for the sum; of x * x, then sqrt, for L2) or a max pool of window [K, 1].
+// Their gradients are those ops': ReduceMax's goes whole to the first maximum of each reduced
+// slice in row-major order (max_pool2d_backward's choice, as torch.max(dim) picks one index),
+// where PyTorch's amax splits it evenly among tied maxima; ReduceL2's is NaN where a slice is all
+// zeros (sqrt's infinite derivative times 0), where PyTorch's norm gives 0.
+mlir::LogicalResult convertReduceMean(NodeImporter &n);
+mlir::LogicalResult convertReduceSum(NodeImporter &n);
+mlir::LogicalResult convertReduceMax(NodeImporter &n);
+mlir::LogicalResult convertReduceL2(NodeImporter &n);
+
 } // namespace castor::onnx_import

@@ -268,40 +268,6 @@ LogicalResult convertAveragePool(NodeImporter &n) {
 
 LogicalResult convertGlobalAveragePool(NodeImporter &n) { return convertUnary<GlobalAvgPoolOp>(n); }
 
-// ReduceMean over exactly the spatial dimensions is a global average pool; the dynamo
-// exporter emits it where TorchScript emitted GlobalAveragePool.
-LogicalResult convertReduceMean(NodeImporter &n) {
-  if (failed(n.checkArity(1, 2)) || failed(n.checkAttrs({"axes", "keepdims", "noop_with_empty_axes"})))
-    return failure();
-  auto x = n.input(0);
-  auto keep = n.attrInt("keepdims", 1);
-  if (failed(x) || failed(keep))
-    return failure();
-  FailureOr<std::vector<int64_t>> axes = n.opset() >= 18 ? (n.hasInput(1) ? n.constInts(1) : std::vector<int64_t>{})
-                                                         : n.attrInts("axes", {});
-  if (failed(axes))
-    return failure();
-  auto type = llvm::cast<RankedTensorType>(x->getType());
-  int64_t rank = type.getRank();
-  std::vector<int64_t> normalized;
-  for (int64_t a : *axes)
-    normalized.push_back(a < 0 ? a + rank : a);
-  std::sort(normalized.begin(), normalized.end());
-  std::vector<int64_t> spatial;
-  for (int64_t d = 2; d < rank; ++d)
-    spatial.push_back(d);
-  if (rank < 3 || normalized != spatial)
-    return n.fail("ReduceMean is supported only over all spatial dimensions of an [N, C, ...] tensor");
-  auto pool = n.create<GlobalAvgPoolOp>({*x});
-  if (failed(pool))
-    return failure();
-  if (*keep)
-    return n.setOutput(0, pool->getResult());
-  auto flat = RankedTensorType::get({type.getDimSize(0), type.getDimSize(1)}, type.getElementType());
-  auto reshape = n.build<ReshapeOp>(flat, {pool->getResult()});
-  return failed(reshape) ? failure() : n.setOutput(0, reshape->getResult());
-}
-
 LogicalResult convertFlatten(NodeImporter &n) {
   if (failed(n.checkArity(1, 1)) || failed(n.checkAttrs({"axis"})))
     return failure();
@@ -889,6 +855,7 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"Softplus", convertUnary<SoftplusOp>},
       {"Mish", convertUnary<MishOp>},
       {"Softsign", convertUnary<SoftsignOp>},
+      {"Sqrt", convertUnary<SqrtOp>},
       {"PRelu", convertPRelu},
       {"HardSwish", convertUnary<HardSwishOp>},
       {"Erf", convertUnary<ErfOp>},
@@ -908,6 +875,9 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"AveragePool", convertAveragePool},
       {"GlobalAveragePool", convertGlobalAveragePool},
       {"ReduceMean", convertReduceMean},
+      {"ReduceSum", convertReduceSum},
+      {"ReduceMax", convertReduceMax},
+      {"ReduceL2", convertReduceL2},
       {"Flatten", convertFlatten},
       {"Reshape", convertReshape},
       {"Gemm", convertGemm},
