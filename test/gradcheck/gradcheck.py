@@ -264,9 +264,24 @@ def reductions(rng):
     return b.model([2, 3, 4, 4], b.nodes[-1].output[0], 3, opset=18)
 
 
+def eca(rng):
+    """ECA's channel attention (timm's EcaModule): the channels' means as a sequence [N, 1, C],
+    a 1-D convolution over them (kernel 3, padding 1, no bias), sigmoid, scaling the features;
+    then a grouped, strided, dilated 1-D convolution with a bias over the flattened rows."""
+    b = Builder(rng)
+    h = b.op("Conv", ["input", b.param("conv.weight", [4, 3, 3, 3])], pads=[1, 1, 1, 1])
+    s = b.op("Reshape", [b.op("GlobalAveragePool", [h]), b.const([2, 1, 4])])
+    s = b.op("Sigmoid", [b.op("Conv", [s, b.param("eca.weight", [1, 1, 3], 1.0)], pads=[1, 1])])
+    x = b.op("Mul", [h, b.op("Reshape", [s, b.const([2, 4, 1, 1])])])
+    x = b.op("Conv", [b.op("Reshape", [x, b.const([2, 4, 9])]), b.param("conv1d.weight", [6, 2, 3]),
+                      b.param("conv1d.bias", [6], 0.1)], group=2, strides=[2], dilations=[2], pads=[2, 1])
+    b.op("Gemm", [b.op("Flatten", [x]), b.param("fc.weight", [3, 24]), b.param("fc.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3)
+
+
 MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle, "transformer": transformer,
           "window": window, "activations": activations,
-          "prelu": prelu, "reductions": reductions}
+          "prelu": prelu, "reductions": reductions, "eca": eca}
 
 
 def check(name, args, rng):

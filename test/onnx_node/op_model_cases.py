@@ -24,7 +24,8 @@ class Case:
 
 
 def graph_model(nodes, inputs, outputs, initializers=(), opset=OPSET):
-    """inputs/outputs: {name: shape}; initializers: {name: array}."""
+    """inputs/outputs: {name: shape}, a shape None for one left to shape inference; initializers:
+    {name: array}."""
     graph = helper.make_graph(nodes, "op_model", [helper.make_tensor_value_info(n, F, s) for n, s in inputs.items()],
                               [helper.make_tensor_value_info(n, F, s) for n, s in outputs.items()],
                               [numpy_helper.from_array(np.asarray(v), n) for n, v in dict(initializers).items()])
@@ -145,6 +146,39 @@ def reduce_cases(rng):
     return cases
 
 
+def conv1d_case(name, x_shape, w_shape, bias, rng, refusal=None, **attrs):
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    inits = {"w": (rng.standard_normal(w_shape) / np.sqrt(np.prod(w_shape[1:]))).astype(np.float32)}
+    inputs = ["x", "w"]
+    if bias:
+        inits["b"] = rng.uniform(-0.1, 0.1, w_shape[0]).astype(np.float32)
+        inputs.append("b")
+    node = helper.make_node("Conv", inputs, ["y"], name="/Conv_0", **attrs)
+    # The output's shape from onnx's shape inference (graph_model leaves it unknown for it).
+    def model():
+        m = graph_model([node], {"x": list(x_shape)}, {"y": None}, inits)
+        return onnx.shape_inference.infer_shapes(m, strict_mode=True) if refusal is None else m
+    return Case(name, model, {"x": x}, refusal=refusal)
+
+
+def conv1d_cases(rng):
+    return [
+        # ECA's channel attention: Conv1d(1, 1, k, padding=(k - 1) // 2, bias=False) over [N, 1, C].
+        conv1d_case("conv1d_eca", (2, 1, 64), (1, 1, 5), False, rng, pads=[2, 2]),
+        conv1d_case("conv1d_eca_default_attrs", (2, 1, 16), (1, 1, 3), False, rng),
+        conv1d_case("conv1d_groups_stride_dilation_bias", (2, 4, 19), (6, 2, 3), True, rng, group=2,
+                    strides=[2], dilations=[2], pads=[2, 1], kernel_shape=[3]),
+        conv1d_case("conv1d_valid", (1, 3, 10), (2, 3, 4), True, rng, auto_pad="VALID"),
+        conv1d_case("conv1d_same_upper_refused", (1, 3, 10), (2, 3, 4), False, rng, auto_pad="SAME_UPPER",
+                    refusal=["/Conv_0", "Conv", "auto_pad=SAME_UPPER is not supported"]),
+        conv1d_case("conv1d_2d_pads_refused", (1, 3, 10), (2, 3, 3), False, rng, pads=[1, 1, 1, 1],
+                    refusal=["/Conv_0", "Conv", "a 1-D convolution takes 2 pads, 1 stride, 1 dilation and 1 kernel size "
+                                                "(given 4, 1, 1, 1)"]),
+        conv1d_case("conv1d_on_2d_input_refused", (1, 3, 4, 10), (2, 3, 3), False, rng,
+                    refusal=["/Conv_0", "Conv", "a 1-D filter needs an input [N, C, L], not one of rank 4"]),
+    ]
+
+
 def node_test_dir(name):
     return os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "node", name)
 
@@ -190,5 +224,5 @@ NODE_TESTS_WITH_AXES_INPUT = [
 
 def cases():
     rng = np.random.default_rng(41)
-    return (activation_cases(rng) + prelu_cases(rng) + reduce_cases(rng) +
+    return (activation_cases(rng) + prelu_cases(rng) + reduce_cases(rng) + conv1d_cases(rng) +
             [node_test_with_constant_axes(name) for name in NODE_TESTS_WITH_AXES_INPUT])

@@ -202,4 +202,52 @@ LogicalResult convertPRelu(NodeImporter &n) {
   return failed(y) ? failure() : n.setOutput(0, *y);
 }
 
+// A 1-D convolution (ECA's channel attention: Conv1d over [N, 1, C]) is the 2-D one over
+// [N, C, 1, L] with a [K, C/group, 1, k] filter: the reshapes around conv2d carry its gradients
+// (data, filter, bias) back to the 1-D tensors.
+LogicalResult convertConv1d(NodeImporter &n, Value x, Value w) {
+  RankedTensorType xType = typeOf(x), wType = typeOf(w);
+  if (xType.getRank() != 3)
+    return n.fail("a 1-D filter needs an input [N, C, L], not one of rank " + std::to_string(xType.getRank()));
+  auto autoPad = n.attrString("auto_pad", "NOTSET");
+  auto pads = n.attrInts("pads", {0, 0});
+  auto strides = n.attrInts("strides", {1});
+  auto dilations = n.attrInts("dilations", {1});
+  auto group = n.attrInt("group", 1);
+  auto kernel = n.attrInts("kernel_shape", {wType.getDimSize(2)});
+  if (failed(autoPad) || failed(pads) || failed(strides) || failed(dilations) || failed(group) || failed(kernel))
+    return failure();
+  if (*autoPad != "NOTSET" && *autoPad != "VALID")
+    return n.fail("auto_pad=" + *autoPad + " is not supported; export with explicit pads");
+  if (pads->size() != 2 || strides->size() != 1 || dilations->size() != 1 || kernel->size() != 1)
+    return n.fail("a 1-D convolution takes 2 pads, 1 stride, 1 dilation and 1 kernel size (given " +
+                  std::to_string(pads->size()) + ", " + std::to_string(strides->size()) + ", " +
+                  std::to_string(dilations->size()) + ", " + std::to_string(kernel->size()) + ")");
+  if (kernel->front() != wType.getDimSize(2))
+    return n.fail("kernel_shape does not match the filter's shape");
+  auto x2d = reshapeTo(n, x, {xType.getDimSize(0), xType.getDimSize(1), 1, xType.getDimSize(2)});
+  auto w2d = reshapeTo(n, w, {wType.getDimSize(0), wType.getDimSize(1), 1, wType.getDimSize(2)});
+  if (failed(x2d) || failed(w2d))
+    return failure();
+  SmallVector<Value> operands{*x2d, *w2d};
+  if (n.hasInput(2)) {
+    auto b = n.input(2, ParamRole::ConvBias);
+    if (failed(b))
+      return failure();
+    operands.push_back(*b);
+  }
+  Builder b(n.context());
+  Conv2dOp::Properties p;
+  p.strides = b.getDenseI64ArrayAttr({1, strides->front()});
+  p.pads = b.getDenseI64ArrayAttr({0, (*pads)[0], 0, (*pads)[1]});
+  p.dilations = b.getDenseI64ArrayAttr({1, dilations->front()});
+  p.groups = b.getI64IntegerAttr(*group);
+  auto y = resultOf(n.create<Conv2dOp>(operands, p));
+  if (failed(y))
+    return failure();
+  RankedTensorType yType = typeOf(*y);
+  auto y1d = reshapeTo(n, *y, {yType.getDimSize(0), yType.getDimSize(1), yType.getDimSize(3)});
+  return failed(y1d) ? failure() : n.setOutput(0, *y1d);
+}
+
 } // namespace castor::onnx_import

@@ -21,4 +21,8 @@ mlir::LogicalResult convertReduceSum(NodeImporter &n);
 mlir::LogicalResult convertReduceMax(NodeImporter &n);
 mlir::LogicalResult convertReduceL2(NodeImporter &n);
 
+// Conv with a 1-D filter [K, C/group, k] on x [N, C, L] (its operands already imported): the 2-D
+// convolution of x viewed as [N, C, 1, L].
+mlir::LogicalResult convertConv1d(NodeImporter &n, mlir::Value x, mlir::Value w);
+
 } // namespace castor::onnx_import

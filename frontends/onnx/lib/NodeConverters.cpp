@@ -47,8 +47,11 @@ LogicalResult convertConv(NodeImporter &n) {
   if (failed(x) || failed(w))
     return failure();
   auto wType = llvm::cast<RankedTensorType>(w->getType());
+  if (wType.getRank() == 3)
+    return convertConv1d(n, *x, *w);
   if (wType.getRank() != 4)
-    return n.fail("only 2-D convolution is supported (the filter has rank " + std::to_string(wType.getRank()) + ")");
+    return n.fail("only 1-D and 2-D convolutions are supported (the filter has rank " +
+                  std::to_string(wType.getRank()) + ")");
   std::vector<int64_t> pads;
   auto strides = n.attrInts("strides", {1, 1});
   auto dilations = n.attrInts("dilations", {1, 1});
