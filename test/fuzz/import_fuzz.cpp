@@ -28,7 +28,8 @@ using Rng = std::mt19937_64;
 const char *kOpTypes[] = {"Conv", "BatchNormalization", "Relu", "Sigmoid", "Clip", "Add", "Mul", "MaxPool",
                           "AveragePool", "GlobalAveragePool", "ReduceMean", "Flatten", "Reshape", "Gemm",
                           "MatMul", "Concat", "Dropout", "Cast", "Softmax", "SoftmaxCrossEntropyLoss",
-                          "Identity", "Constant", "Erf", ""};
+                          "Identity", "Constant", "Erf", "Elu", "Selu", "Celu", "Softplus", "Mish",
+                          "Softsign", "Sqrt", "PRelu", "ReduceSum", "ReduceMax", "ReduceL2", ""};
 const int64_t kEdgeInts[] = {0, 1, -1, 2, 3, 7, -2, 1000, int64_t(1) << 31, int64_t(1) << 40, INT64_MAX, INT64_MIN};
 
 int64_t edgeInt(Rng &rng) {
