@@ -279,9 +279,25 @@ def eca(rng):
     return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3)
 
 
+def split(rng):
+    """Split as timm's exports write it: a conv's channels into unequal parts (CSPNet, Res2Net),
+    one gating the other, and a linear layer's output into three equal parts (ViT's qkv.unbind),
+    combined; every part's gradient reaches the input."""
+    b = Builder(rng)
+    h = b.op("Conv", ["input", b.param("conv.weight", [4, 3, 3, 3])], pads=[1, 1, 1, 1])
+    a, c = b.op("Split", [h, b.const([1, 3])], outputs=2, axis=1)
+    a = b.op("Sigmoid", [a])
+    x = b.op("Concat", [b.op("Mul", [c, a]), a], axis=1)
+    f = b.op("Gemm", [b.op("Flatten", [x]), b.param("fc1.weight", [6, 36])], transB=1)
+    q, k, v = b.op("Split", [b.op("Reshape", [f, b.const([2, 3, 2])])], outputs=3, axis=1)
+    y = b.op("Add", [b.op("Mul", [q, k]), v])
+    b.op("Gemm", [b.op("Flatten", [y]), b.param("fc2.weight", [3, 2]), b.param("fc2.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3)
+
+
 MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle, "transformer": transformer,
           "window": window, "activations": activations,
-          "prelu": prelu, "reductions": reductions, "eca": eca}
+          "prelu": prelu, "reductions": reductions, "eca": eca, "split": split}
 
 
 def check(name, args, rng):

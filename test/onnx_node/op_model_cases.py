@@ -191,11 +191,13 @@ def read_tensor(path):
 
 
 def node_test_with_constant_axes(name):
-    """ONNX's node test `name`, whose axes are a graph input, with its axes made an initializer
-    (as exporters write them) and its own inputs and expected output."""
+    """ONNX's node test `name`, whose second input (a reduction's axes, Split's sizes) is a graph
+    input, with that input made an initializer (as exporters write it) and its own inputs and
+    expected outputs."""
     data = os.path.join(node_test_dir(name), "test_data_set_0")
     inputs = [read_tensor(p) for p in sorted(glob.glob(os.path.join(data, "input_*.pb")))]
-    expected = read_tensor(os.path.join(data, "output_0.pb"))
+    expected = [read_tensor(p) for p in sorted(glob.glob(os.path.join(data, "output_*.pb")))]
+    first = onnx.load(os.path.join(node_test_dir(name), "model.onnx")).graph.input[0].name
 
     def model():
         m = onnx.load(os.path.join(node_test_dir(name), "model.onnx"))
@@ -204,7 +206,41 @@ def node_test_with_constant_axes(name):
         m.graph.input.remove(axes)
         return m
 
-    return Case(name + "_constant_axes", model, {"data": inputs[0]}, expected=lambda feeds: [expected])
+    return Case(name + "_constant_axes", model, {first: inputs[0]}, expected=lambda feeds: expected)
+
+
+def split_cases(rng):
+    """Split as timm's exports write it (ViT's qkv.unbind after a reshape: equal parts of a leading
+    axis; CSPNet and Res2Net: sizes along channels), and the forms the importer refuses."""
+    x = rng.standard_normal((3, 2, 4, 5)).astype(np.float32)
+
+    def case(name, sizes, axis, outputs, refusal=None, opset=OPSET, **attrs):
+        inputs, inits = ["x"], {}
+        if sizes is not None:
+            inputs.append("split")
+            inits["split"] = np.array(sizes, np.int64)
+        names = [f"y{i}" for i in range(outputs)]
+        node = helper.make_node("Split", inputs, names, name="/Split_0", axis=axis, **attrs)
+        # The outputs' shapes: onnx's shape inference, or (for a refused form) unknown rank-4 ones.
+        def model():
+            m = graph_model([node], {"x": list(x.shape)}, {n: None if refusal is None else ["a", "b", "c", "d"]
+                                                           for n in names}, inits, opset)
+            return onnx.shape_inference.infer_shapes(m, strict_mode=True) if refusal is None else m
+        return Case(name, model, {"x": x}, refusal=refusal)
+
+    return [
+        case("split_unbind_axis0", None, 0, 3, num_outputs=3),
+        case("split_equal_parts_opset17", None, 3, 5, opset=17),
+        case("split_channels_sizes", [1, 3], 2, 2),
+        case("split_last_axis_negative", [2, 2, 1], -1, 3),
+        case("split_num_outputs_uneven", None, 3, 2, opset=18, num_outputs=2),
+        case("split_zero_size_refused", [0, 4], 2, 2,
+             refusal=["/Split_0", "Split", "an output of size 0 along axis 2 is not supported"]),
+        case("split_sizes_sum_refused", [1, 2], 2, 2,
+             refusal=["/Split_0", "Split", "its sizes add up to 3, not the axis' extent 4"]),
+        case("split_axis_out_of_range_refused", [1, 3], 4, 2,
+             refusal=["/Split_0", "Split", "axis 4 is out of range for an input of rank 4"]),
+    ]
 
 
 # ONNX's node tests of the reductions that feed their axes as a graph input (allow_list.txt
@@ -219,10 +255,12 @@ NODE_TESTS_WITH_AXES_INPUT = [
     "test_reduce_sum_empty_axes_input_noop", "test_reduce_sum_empty_axes_input_noop_example"] + [
     f"test_reduce_sum_square_{form}_{data}_expanded"
     for form in ("default_axes_keepdims", "do_not_keepdims", "keepdims", "negative_axes_keepdims")
-    for data in ("example", "random")]
+    for data in ("example", "random")] + [
+    # Split's node tests whose sizes are a graph input.
+    f"test_split_variable_parts_{form}_opset{v}" for form in ("1d", "2d", "default_axis") for v in (13, 18)]
 
 
 def cases():
     rng = np.random.default_rng(41)
-    return (activation_cases(rng) + prelu_cases(rng) + reduce_cases(rng) + conv1d_cases(rng) +
+    return (activation_cases(rng) + prelu_cases(rng) + reduce_cases(rng) + conv1d_cases(rng) + split_cases(rng) +
             [node_test_with_constant_axes(name) for name in NODE_TESTS_WITH_AXES_INPUT])

@@ -463,6 +463,61 @@ LogicalResult convertSlice(NodeImporter &n) {
   return failed(y) ? failure() : n.setOutput(0, *y);
 }
 
+// Split: each output a slice along `axis`, of the sizes the `split` input (opset 13 on) or
+// attribute gives, else parts of ceil(extent / outputs) with a smaller last one (opset 18's rule,
+// which equal parts satisfy); each slice's gradient is slice_backward's, their sum the input's.
+LogicalResult convertSplit(NodeImporter &n) {
+  if (failed(n.checkArity(1, 2)) || failed(n.checkAttrs({"axis", "split", "num_outputs"})))
+    return failure();
+  auto x = n.input(0);
+  auto axisAttr = n.attrInt("axis", 0);
+  if (failed(x) || failed(axisAttr))
+    return failure();
+  auto type = llvm::cast<RankedTensorType>(x->getType());
+  const int64_t rank = type.getRank(), axis = *axisAttr < 0 ? *axisAttr + rank : *axisAttr;
+  if (axis < 0 || axis >= rank)
+    return n.fail("axis " + std::to_string(*axisAttr) + " is out of range for an input of rank " +
+                  std::to_string(rank));
+  const int64_t extent = type.getDimSize(axis), outputs = n.node().output_size();
+  std::vector<int64_t> sizes;
+  if (n.hasInput(1) || n.hasAttr("split")) {
+    auto given = n.hasInput(1) ? n.constInts(1) : n.attrInts("split", {});
+    if (failed(given))
+      return failure();
+    sizes = *given;
+  } else {
+    auto parts = n.attrInt("num_outputs", outputs);
+    if (failed(parts))
+      return failure();
+    if (*parts != outputs)
+      return n.fail("num_outputs is " + std::to_string(*parts) + " but the node has " + std::to_string(outputs) +
+                    " outputs");
+    const int64_t part = (extent + outputs - 1) / outputs;
+    for (int64_t i = 0; i < outputs; ++i)
+      sizes.push_back(std::min(part, extent - i * part));
+  }
+  if (int64_t(sizes.size()) != outputs)
+    return n.fail("it gives " + std::to_string(sizes.size()) + " sizes for " + std::to_string(outputs) + " outputs");
+  int64_t total = 0;
+  for (int64_t size : sizes) {
+    if (size <= 0)
+      return n.fail("an output of size " + std::to_string(size) + " along axis " + std::to_string(axis) +
+                    " is not supported");
+    total += size;
+  }
+  if (total != extent)
+    return n.fail("its sizes add up to " + std::to_string(total) + ", not the axis' extent " + std::to_string(extent));
+  int64_t start = 0;
+  for (int64_t i = 0; i < outputs; start += sizes[size_t(i)], ++i) {
+    if (n.node().output(int(i)).empty())
+      continue;
+    auto y = sliceOf(n, *x, {axis}, {start}, {start + sizes[size_t(i)]}, {1});
+    if (failed(y) || failed(n.setOutput(int(i), *y)))
+      return failure();
+  }
+  return success();
+}
+
 // Rows of a tensor at known indices that are no single range (Swin's relative position bias: a
 // trained table read through an index table): the product of a one-hot matrix of the indices
 // with the rows, whose gradient (the transposed product) sums the gradients of repeated rows.
@@ -871,6 +926,7 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"Squeeze", convertSqueezeOrUnsqueeze<false>},
       {"Transpose", convertTranspose},
       {"Slice", convertSlice},
+      {"Split", convertSplit},
       {"Gather", convertGather},
       {"Expand", convertExpand},
       {"Pad", convertPad},
