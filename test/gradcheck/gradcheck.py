@@ -295,9 +295,19 @@ def split(rng):
     return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3)
 
 
+def pad(rng):
+    """timm's TF-style SAME padding: zeros after the bottom row and right column (Pad, constant
+    mode), then a strided convolution without padding."""
+    b = Builder(rng)
+    x = b.op("Pad", ["input", b.const([0, 0, 0, 0, 0, 0, 1, 1])], mode="constant")
+    h = b.op("Conv", [x, b.param("conv.weight", [4, 3, 3, 3])], strides=[2, 2])
+    b.op("Gemm", [b.op("Flatten", [h]), b.param("fc.weight", [3, 4]), b.param("fc.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3)
+
+
 MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle, "transformer": transformer,
           "window": window, "activations": activations,
-          "prelu": prelu, "reductions": reductions, "eca": eca, "split": split}
+          "prelu": prelu, "reductions": reductions, "eca": eca, "split": split, "pad": pad}
 
 
 def check(name, args, rng):

@@ -260,7 +260,60 @@ NODE_TESTS_WITH_AXES_INPUT = [
     f"test_split_variable_parts_{form}_opset{v}" for form in ("1d", "2d", "default_axis") for v in (13, 18)]
 
 
+def pad_cases(rng):
+    """Pad in constant mode with zeros as timm's TF-style SAME padding exports it (bottom and right
+    by one, the pads folded at import), on every side, with the axes input (opset 18); and the forms
+    refused: a crop, another value, another mode."""
+    x = rng.standard_normal((2, 3, 5, 4)).astype(np.float32)
+
+    def case(name, pads, value=None, axes=None, mode="constant", refusal=None, opset=OPSET):
+        inits = {"pads": np.array(pads, np.int64)}
+        inputs = ["x", "pads"]
+        if value is not None or axes is not None:
+            inputs.append("value" if value is not None else "")
+            if value is not None:
+                inits["value"] = np.array(value, np.float32)
+        if axes is not None:
+            inputs.append("axes")
+            inits["axes"] = np.array(axes, np.int64)
+        node = helper.make_node("Pad", inputs, ["y"], name="/Pad_0", mode=mode)
+
+        def model():
+            m = graph_model([node], {"x": list(x.shape)}, {"y": None if refusal is None else ["a", "b", "c", "d"]},
+                            inits, opset)
+            return onnx.shape_inference.infer_shapes(m, strict_mode=True) if refusal is None else m
+        return Case(name, model, {"x": x}, refusal=refusal)
+
+    def from_shape():
+        """timm's pad_same: the pads computed from the input's shape, clamped at 0 by Clip (folded
+        at import): here max(6 - H, 0) = 1 after H and W."""
+        nodes = [helper.make_node("Shape", ["x"], ["s"]),
+                 helper.make_node("Gather", ["s", "two"], ["h"], axis=0),
+                 helper.make_node("Sub", ["six", "h"], ["d"]),
+                 helper.make_node("Clip", ["d", "zero"], ["c"]),
+                 helper.make_node("Unsqueeze", ["c", "axis0"], ["cu"]),
+                 helper.make_node("Concat", ["zeros6", "cu", "cu"], ["pads"], axis=0),
+                 helper.make_node("Pad", ["x", "pads"], ["y"], name="/Pad_0")]
+        inits = {"two": np.array(2, np.int64), "six": np.array(6, np.int64), "zero": np.array(0, np.int64),
+                 "axis0": np.array([0], np.int64), "zeros6": np.zeros(6, np.int64)}
+        m = graph_model(nodes, {"x": list(x.shape)}, {"y": None}, inits)
+        return onnx.shape_inference.infer_shapes(m, strict_mode=True)
+
+    return [
+        Case("pad_same_pads_from_shape_clip", from_shape, {"x": x}),
+        case("pad_same_bottom_right", [0, 0, 0, 0, 0, 0, 1, 1]),
+        case("pad_every_side", [0, 1, 2, 3, 1, 0, 2, 1], value=0.0),
+        case("pad_axes_opset18", [1, 2, 0, 3], axes=[2, -1]),
+        case("pad_negative_refused", [0, 0, 0, 0, 0, 0, -1, 1],
+             refusal=["/Pad_0", "Pad", "Pad with negative pads [0, 0, 0, 0, 0, 0, -1...] (a crop) is not supported"]),
+        case("pad_value_refused", [0, 0, 1, 1, 0, 0, 1, 1], value=1.5,
+             refusal=["/Pad_0", "Pad", "Pad with a constant value other than 0 is not supported"]),
+        case("pad_reflect_refused", [0, 0, 1, 1, 0, 0, 1, 1], mode="reflect",
+             refusal=["/Pad_0", "Pad", "Pad mode 'reflect' is not supported (constant only)"]),
+    ]
+
+
 def cases():
     rng = np.random.default_rng(41)
-    return (activation_cases(rng) + prelu_cases(rng) + reduce_cases(rng) + conv1d_cases(rng) + split_cases(rng) +
+    return (activation_cases(rng) + prelu_cases(rng) + reduce_cases(rng) + conv1d_cases(rng) + split_cases(rng) + pad_cases(rng) +
             [node_test_with_constant_axes(name) for name in NODE_TESTS_WITH_AXES_INPUT])

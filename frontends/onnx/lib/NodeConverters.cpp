@@ -615,8 +615,10 @@ LogicalResult convertGather(NodeImporter &n) {
   return failed(op) ? failure() : n.setOutput(0, op->getResult());
 }
 
-// Pad in constant mode with pads known at import. Only all-zero pads (the identity: Swin pads
-// its feature maps to a multiple of the window, which at 224x224 is no padding) are supported.
+// Pad in constant mode with pads known at import and the value 0 (timm's TF-style SAME padding
+// pads the bottom and right by one; Swin pads to a multiple of the window, at 224x224 nothing):
+// along each padded axis a concat of zeros, the input and zeros, so its gradient is concat's (the
+// input's slice of the output gradient). Negative pads (crops) and other values are refused.
 LogicalResult convertPad(NodeImporter &n) {
   if (failed(n.checkArity(2, 4)) || failed(n.checkAttrs({"mode"})))
     return failure();
@@ -631,15 +633,63 @@ LogicalResult convertPad(NodeImporter &n) {
   auto pads = n.constInts(1);
   if (failed(pads))
     return failure();
+  if (n.hasInput(2)) {
+    auto value = n.constDoubles(2);
+    if (failed(value))
+      return failure();
+    if (value->size() != 1 || (*value)[0] != 0.0)
+      return n.fail("Pad with a constant value other than 0 is not supported");
+  }
+  auto type = llvm::cast<RankedTensorType>(x->getType());
+  const int64_t rank = type.getRank();
+  std::vector<int64_t> axes(static_cast<size_t>(rank));
+  std::iota(axes.begin(), axes.end(), 0);
+  if (n.hasInput(3)) {
+    auto given = n.constInts(3);
+    if (failed(given))
+      return failure();
+    axes = *given;
+  }
+  if (pads->size() != 2 * axes.size())
+    return n.fail("it has " + std::to_string(pads->size()) + " pads for " + std::to_string(axes.size()) + " axes");
   std::string list;
-  bool zero = true;
   for (int64_t p : *pads) {
     list += (list.empty() ? "" : ", ") + std::to_string(p);
-    zero = zero && p == 0;
+    if (p < 0)
+      return n.fail("Pad with negative pads [" + list + "...] (a crop) is not supported");
   }
-  if (!zero)
-    return n.fail("Pad with non-zero pads [" + list + "] is not supported; only pads of zero (the identity)");
-  return n.setOutput(0, *x);
+  Value y = *x;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t axis = axes[i] < 0 ? axes[i] + rank : axes[i];
+    if (axis < 0 || axis >= rank)
+      return n.fail("axis " + std::to_string(axes[i]) + " is out of range for an input of rank " + std::to_string(rank));
+    const int64_t before = (*pads)[i], after = (*pads)[i + axes.size()];
+    if (before == 0 && after == 0)
+      continue;
+    auto current = llvm::cast<RankedTensorType>(y.getType());
+    SmallVector<Value> parts;
+    for (int64_t width : {before, int64_t(-1), after}) {
+      if (width == -1) {
+        parts.push_back(y);
+        continue;
+      }
+      if (width == 0)
+        continue;
+      SmallVector<int64_t> dims(current.getShape());
+      dims[size_t(axis)] = width;
+      auto zeros = n.splatOf(RankedTensorType::get(dims, current.getElementType()), 0.0);
+      if (failed(zeros))
+        return failure();
+      parts.push_back(*zeros);
+    }
+    ConcatOp::Properties p;
+    p.axis = Builder(n.context()).getI64IntegerAttr(axis);
+    auto op = n.create<ConcatOp>(parts, p);
+    if (failed(op))
+      return failure();
+    y = op->getResult();
+  }
+  return n.setOutput(0, y);
 }
 
 // Expand of a computed or trained tensor (ViT's class token over the batch): a sum with zeros of

@@ -384,6 +384,44 @@ FoldResult foldWhere(Folder &f) {
   return f.define(out);
 }
 
+// Clip on known values (timm's SAME padding clamps its pads at 0): min and max, each optional,
+// are scalars; the attribute form of opsets before 11 is not imported.
+FoldResult foldClip(Folder &f) {
+  auto x = f.read(0);
+  if (!x)
+    return FoldResult::Failed;
+  std::optional<Known> lo, hi;
+  for (int i : {1, 2}) {
+    if (!f.has(i))
+      continue;
+    auto bound = f.read(i);
+    if (!bound)
+      return FoldResult::Failed;
+    if (bound->count() != 1)
+      return f.fail("Clip's min and max must be scalars");
+    (i == 1 ? lo : hi) = *bound;
+  }
+  Known out = x->like(x->dims);
+  for (int64_t i = 0, n = out.count(); i < n; ++i) {
+    if (x->isInt()) {
+      int64_t v = x->integer(i);
+      if (lo)
+        v = std::max(v, lo->integer(0));
+      if (hi)
+        v = std::min(v, hi->integer(0));
+      out.ints.push_back(v);
+    } else {
+      double v = x->real(i);
+      if (lo)
+        v = std::max(v, lo->real(0));
+      if (hi)
+        v = std::min(v, hi->real(0));
+      out.reals.push_back(v);
+    }
+  }
+  return f.define(out);
+}
+
 FoldResult foldExpand(Folder &f) {
   auto x = f.read(0), shape = f.read(1);
   if (!x || !shape)
@@ -720,6 +758,7 @@ const llvm::StringMap<FoldEntry> &folders() {
       {"Mul", {foldBinary<Bin::Mul>, false}},
       {"Div", {foldBinary<Bin::Div>, false}},
       {"Sqrt", {foldUnary<squareRoot>, false}},
+      {"Clip", {foldClip, false}},
       {"Expand", {foldExpand, false}},
       {"Unsqueeze", {foldSqueezeOrUnsqueeze<true>, false}},
       {"Squeeze", {foldSqueezeOrUnsqueeze<false>, false}},

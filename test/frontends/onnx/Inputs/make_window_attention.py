@@ -1,7 +1,7 @@
 """Writes window_attention.onnx, the pieces of Swin's attention that Castor builds at import:
 a Pad whose pads are computed from shapes (zero here), a mask built by ScatterND into a
 ConstantOfShape buffer, and a trained bias table read through an index table (Gather at indices
-that are no single range). Also pad_nonzero.onnx, a Pad with real padding (refused).
+that are no single range). Also pad_nonzero.onnx, a Pad with real padding.
 
   make_window_attention.py OUT_DIR
 """
