@@ -305,9 +305,26 @@ def pad(rng):
     return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3)
 
 
+def instance_norm(rng):
+    """InstanceNormalization with a trained scale and bias after a conv, then timm's poolformer
+    GroupNorm with one group as exported: the features viewed as [N, 1, C * H * W], normalised
+    with Constant ones and zeros, reshaped back, times a trained weight plus a trained bias."""
+    b = Builder(rng)
+    h = b.op("Conv", ["input", b.param("conv.weight", [4, 3, 3, 3])], pads=[1, 1, 1, 1])
+    h = b.op("InstanceNormalization", [h, b.param("in.weight", [4], 0.5), b.param("in.bias", [4], 0.5)], epsilon=1e-5)
+    g = b.op("InstanceNormalization", [b.op("Reshape", [h, b.const([2, 1, -1])]), b.literal(np.ones(1)),
+                                       b.literal(np.zeros(1))], epsilon=1e-5)
+    g = b.op("Reshape", [g, b.const([2, 4, 3, 3])])
+    g = b.op("Add", [b.op("Mul", [g, b.param("gn.weight", [4, 1, 1], 0.5)]), b.param("gn.bias", [4, 1, 1], 0.5)])
+    x = b.op("Mul", [b.op("Sigmoid", [g]), h])
+    b.op("Gemm", [b.op("Flatten", [x]), b.param("fc.weight", [3, 36]), b.param("fc.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3)
+
+
 MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle, "transformer": transformer,
           "window": window, "activations": activations,
-          "prelu": prelu, "reductions": reductions, "eca": eca, "split": split, "pad": pad}
+          "prelu": prelu, "reductions": reductions, "eca": eca, "split": split, "pad": pad,
+          "instance_norm": instance_norm}
 
 
 def check(name, args, rng):

@@ -313,7 +313,85 @@ def pad_cases(rng):
     ]
 
 
+def untracked_batch_norm_cases(rng):
+    """A training-mode BatchNormalization whose "running statistics" are computed values (timm's
+    weight-standardised convolutions: F.batch_norm over the filter with running statistics None):
+    it normalises with the batch statistics and tracks nothing; onnxruntime computes the same."""
+    x = rng.standard_normal((2, 3, 4, 5)).astype(np.float32)
+    nodes = [helper.make_node("ReduceMean", ["x", "axes"], ["m"], keepdims=0),
+             helper.make_node("Mul", ["m", "zero"], ["mean"]),
+             helper.make_node("Add", ["mean", "one"], ["var"]),
+             helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y", "rm", "rv"], name="/bn/BatchNorm",
+                              training_mode=1, momentum=1.0, epsilon=1e-5)]
+    inits = {"axes": np.array([0, 2, 3], np.int64), "zero": np.zeros(3, np.float32), "one": np.ones(3, np.float32),
+             "scale": rng.uniform(0.5, 1.5, 3).astype(np.float32), "bias": rng.uniform(-0.5, 0.5, 3).astype(np.float32)}
+    return [Case("batch_norm_untracked_statistics",
+                 lambda: graph_model(nodes, {"x": list(x.shape)}, {"y": list(x.shape)}, inits, 18), {"x": x})]
+
+
+def instance_norm_cases(rng):
+    """InstanceNormalization with a trained scale and bias [C] on inputs of rank 3 to 5, and as
+    PyTorch exports GroupNorm with one group (timm's poolformer): x viewed as [N, 1, C * H * W],
+    normalised with Constant ones and zeros, reshaped back, then the trained affine; and the
+    forms refused."""
+    def case(name, shape, eps=None, refusal=None, scale_shape=None, reference=False):
+        x = (rng.standard_normal(shape) * 3 + 1).astype(np.float32)
+        c = shape[1]
+        inits = {"scale": rng.uniform(0.5, 1.5, scale_shape or [c]).astype(np.float32),
+                 "bias": rng.uniform(-0.5, 0.5, scale_shape or [c]).astype(np.float32)}
+        attrs = {} if eps is None else {"epsilon": eps}
+        node = helper.make_node("InstanceNormalization", ["x", "scale", "bias"], ["y"], name="/InstanceNormalization_0",
+                                **attrs)
+
+        def numpy_reference(feeds):
+            v = feeds["x"].astype(np.float64)
+            axes = tuple(range(2, v.ndim))
+            mean, var = v.mean(axis=axes, keepdims=True), v.var(axis=axes, keepdims=True)
+            affine = (c,) + (1,) * (v.ndim - 2)
+            y = (v - mean) / np.sqrt(var + (1e-5 if eps is None else eps))
+            return [(y * inits["scale"].reshape(affine) + inits["bias"].reshape(affine)).astype(np.float32)]
+        return Case(name, lambda: graph_model([node], {"x": list(shape)}, {"y": list(shape)}, inits), {"x": x},
+                    refusal=refusal, expected=numpy_reference if reference else None)
+
+    def group_norm_one_group():
+        shape = (2, 6, 5, 4)
+        x = (rng.standard_normal(shape) * 2 - 1).astype(np.float32)
+        nodes = [helper.make_node("Constant", [], ["flat"], value=numpy_helper.from_array(np.array([2, 1, -1], np.int64))),
+                 helper.make_node("Reshape", ["x", "flat"], ["r"]),
+                 helper.make_node("Constant", [], ["ones"], value=numpy_helper.from_array(np.ones(1, np.float32))),
+                 helper.make_node("Constant", [], ["zeros"], value=numpy_helper.from_array(np.zeros(1, np.float32))),
+                 helper.make_node("InstanceNormalization", ["r", "ones", "zeros"], ["n"], name="/InstanceNormalization_0",
+                                  epsilon=1e-5),
+                 helper.make_node("Shape", ["x"], ["s"]),
+                 helper.make_node("Reshape", ["n", "s"], ["b"]),
+                 helper.make_node("Unsqueeze", ["weight", "axes"], ["w3"]),
+                 helper.make_node("Unsqueeze", ["bias", "axes"], ["b3"]),
+                 helper.make_node("Mul", ["b", "w3"], ["m"]),
+                 helper.make_node("Add", ["m", "b3"], ["y"])]
+        inits = {"weight": rng.uniform(0.5, 1.5, 6).astype(np.float32), "bias": rng.uniform(-1, 1, 6).astype(np.float32),
+                 "axes": np.array([1, 2], np.int64)}
+        return Case("instance_norm_poolformer_group_norm_1", lambda: graph_model(nodes, {"x": list(shape)},
+                                                                                   {"y": list(shape)}, inits), {"x": x})
+
+    return [
+        case("instance_norm_4d", (2, 3, 4, 5)),
+        case("instance_norm_3d_epsilon", (3, 4, 7), eps=1e-2),
+        case("instance_norm_5d", (1, 2, 3, 4, 5), eps=1e-6),
+        # One position per channel: x - mean is 0, so y is the bias (onnxruntime's E[x²] - E[x]²
+        # variance leaves a residue of about 1e-7 x², so the expected values are NumPy's, in f64).
+        case("instance_norm_one_position", (2, 3, 1, 1), reference=True),
+        group_norm_one_group(),
+        case("instance_norm_rank2_refused", (2, 3),
+             refusal=["/InstanceNormalization_0", "InstanceNormalization",
+                      "an input [N, C, D1, ...] is needed, not one of rank 2"]),
+        case("instance_norm_scale_shape_refused", (2, 3, 4), scale_shape=[3, 1],
+             refusal=["/InstanceNormalization_0", "InstanceNormalization",
+                      "the scale's shape [3, 1] is not [3] (one value per group)"]),
+    ]
+
+
 def cases():
     rng = np.random.default_rng(41)
     return (activation_cases(rng) + prelu_cases(rng) + reduce_cases(rng) + conv1d_cases(rng) + split_cases(rng) + pad_cases(rng) +
+            instance_norm_cases(rng) + untracked_batch_norm_cases(rng) +
             [node_test_with_constant_axes(name) for name in NODE_TESTS_WITH_AXES_INPUT])

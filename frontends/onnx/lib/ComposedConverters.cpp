@@ -161,6 +161,56 @@ template <Reduction R> LogicalResult convertReduce(NodeImporter &n) {
   return failed(y) ? failure() : n.setOutput(0, *y);
 }
 
+
+// x [N, C, S...] normalised per sample over each of `groups` groups of C / groups channels (and
+// all of S): layer_norm over the last axis of x viewed as [N, G, K], with a constant unit scale
+// and zero bias, so that its gradients are layer_norm's. Then the trained affine: a scale and
+// bias per group ([G], applied to the [N, G, K] view as [G, 1]) or per channel ([C], applied to
+// [N, C, S...] as [C, 1, ...]), through mul and add, whose VJPs sum their gradients.
+FailureOr<Value> normalizeGroups(NodeImporter &n, Value x, int64_t groups, double epsilon, Value scale, Value bias,
+                                 bool perGroup) {
+  RankedTensorType type = typeOf(x);
+  const int64_t rank = type.getRank(), batch = type.getDimSize(0), channels = type.getDimSize(1);
+  if (groups <= 0 || channels % groups != 0)
+    return n.fail("num_groups " + std::to_string(groups) + " does not divide the " + std::to_string(channels) +
+                  " channels");
+  const int64_t k = type.getNumElements() / (batch * groups), affine = perGroup ? groups : channels;
+  for (Value v : {scale, bias})
+    if (typeOf(v).getRank() != 1 || typeOf(v).getDimSize(0) != affine)
+      return n.fail(std::string(v == scale ? "the scale" : "the bias") + "'s shape " + shapeText(typeOf(v)) +
+                    " is not [" + std::to_string(affine) + "] (one value per " + (perGroup ? "group" : "channel") +
+                    ")");
+  auto rows = reshapeTo(n, x, {batch, groups, k});
+  auto ones = n.splatOf(RankedTensorType::get({k}, type.getElementType()), 1.0);
+  auto zeros = n.splatOf(RankedTensorType::get({k}, type.getElementType()), 0.0);
+  if (failed(rows) || failed(ones) || failed(zeros))
+    return failure();
+  Builder b(n.context());
+  LayerNormOp::Properties p;
+  p.axis = b.getI64IntegerAttr(-1);
+  p.epsilon = b.getF64FloatAttr(epsilon);
+  auto norm = n.create<LayerNormOp>({*rows, *ones, *zeros}, p);
+  if (failed(norm))
+    return failure();
+  Value y = norm->getResult(0);
+  SmallVector<int64_t> affineDims{affine};
+  if (!perGroup) {
+    auto back = reshapeTo(n, y, SmallVector<int64_t>(type.getShape()));
+    if (failed(back))
+      return failure();
+    y = *back;
+    affineDims.append(size_t(rank - 2), 1);
+  } else {
+    affineDims.push_back(1);
+  }
+  auto s = reshapeTo(n, scale, affineDims), c = reshapeTo(n, bias, affineDims);
+  if (failed(s) || failed(c))
+    return failure();
+  auto scaled = resultOf(n.create<MulOp>({y, *s}));
+  auto shifted = failed(scaled) ? scaled : resultOf(n.create<AddOp>({*scaled, *c}));
+  return failed(shifted) ? shifted : reshapeTo(n, *shifted, SmallVector<int64_t>(type.getShape()));
+}
+
 } // namespace
 
 LogicalResult convertReduceMean(NodeImporter &n) { return convertReduce<Reduction::Mean>(n); }
@@ -248,6 +298,23 @@ LogicalResult convertConv1d(NodeImporter &n, Value x, Value w) {
   RankedTensorType yType = typeOf(*y);
   auto y1d = reshapeTo(n, *y, {yType.getDimSize(0), yType.getDimSize(1), yType.getDimSize(3)});
   return failed(y1d) ? failure() : n.setOutput(0, *y1d);
+}
+
+// Each channel of each sample normalised over its spatial positions: group normalisation with a
+// group per channel.
+LogicalResult convertInstanceNorm(NodeImporter &n) {
+  if (failed(n.checkArity(3, 3)) || failed(n.checkAttrs({"epsilon"})))
+    return failure();
+  auto eps = n.attrFloat("epsilon", 1e-5);
+  auto x = n.input(0);
+  auto scale = n.input(1, ParamRole::NormScale), bias = n.input(2, ParamRole::NormBias);
+  if (failed(eps) || failed(x) || failed(scale) || failed(bias))
+    return failure();
+  RankedTensorType type = typeOf(*x);
+  if (type.getRank() < 3)
+    return n.fail("an input [N, C, D1, ...] is needed, not one of rank " + std::to_string(type.getRank()));
+  auto y = normalizeGroups(n, *x, type.getDimSize(1), *eps, *scale, *bias, /*perGroup=*/true);
+  return failed(y) ? failure() : n.setOutput(0, *y);
 }
 
 } // namespace castor::onnx_import

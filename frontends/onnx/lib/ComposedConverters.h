@@ -25,4 +25,9 @@ mlir::LogicalResult convertReduceL2(NodeImporter &n);
 // convolution of x viewed as [N, C, 1, L].
 mlir::LogicalResult convertConv1d(NodeImporter &n, mlir::Value x, mlir::Value w);
 
+// InstanceNormalization of x [N, C, D1, ...] with scale and bias [C]: layer_norm of x viewed as
+// [N, C, D1 * ...] with a constant unit scale and zero bias, then the trained scale and bias
+// broadcast as [C, 1] (mul and add).
+mlir::LogicalResult convertInstanceNorm(NodeImporter &n);
+
 } // namespace castor::onnx_import

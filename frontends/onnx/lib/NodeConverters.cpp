@@ -952,6 +952,7 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"Conv", convertConv},
       {"BatchNormalization", convertBatchNorm},
       {"LayerNormalization", convertLayerNorm},
+      {"InstanceNormalization", convertInstanceNorm},
       {"Relu", convertUnary<ReluOp>},
       {"Sigmoid", convertUnary<SigmoidOp>},
       {"Clip", convertClip},
