@@ -93,6 +93,21 @@ LogicalResult convertBatchNorm(NodeImporter &n) {
   if (failed(x) || failed(scale) || failed(bias) || failed(mean) || failed(var))
     return failure();
   Builder b(n.context());
+  // A training-mode batch norm without buffers (F.batch_norm with running statistics None, as
+  // timm's weight-standardised convolutions normalise their filters): the exporter passes
+  // computed values as its "running statistics", which nothing keeps; it normalises with the
+  // batch statistics and tracks nothing.
+  const bool untracked = *training && !n.isInitializer(3) && !n.isInitializer(4);
+  if (untracked) {
+    for (int i = 1; i < n.node().output_size(); ++i)
+      if (failed(n.requireUnused(i, "running statistics")))
+        return failure();
+    BatchNormTrainingOp::Properties p;
+    p.epsilon = b.getF64FloatAttr(*eps);
+    p.momentum = b.getF64FloatAttr(0.0);
+    auto op = n.create<BatchNormTrainingOp>({*x, *scale, *bias}, p);
+    return failed(op) ? failure() : n.setOutput(0, op->getResult(0));
+  }
   if (*training) {
     // ONNX's running-statistics outputs: Castor updates running statistics in the training
     // step it builds, so the forward graph must not read them.

@@ -151,6 +151,10 @@ bool NodeImporter::isImportConstant(int i) const {
   return hasInput(i) && state_.constants.count(inputName(i)) != 0;
 }
 
+bool NodeImporter::isInitializer(int i) const {
+  return hasInput(i) && state_.model.initializers.count(inputName(i)) != 0;
+}
+
 bool NodeImporter::isIntegerInitializer(int i) const {
   if (!hasInput(i))
     return false;

@@ -101,6 +101,8 @@ public:
   // Whether input i is a Constant node's output or a value folded at import (not a weight).
   bool isImportConstant(int i) const;
   bool isIntegerInitializer(int i) const;
+  // Whether input i is an initializer (a weight or buffer of the model), through Identity nodes.
+  bool isInitializer(int i) const;
   // Dims of constant input i (an initializer or a Constant node); empty when it is not one.
   std::vector<int64_t> constDims(int i);
   // Dims of a value known at import by name (a constant, a folded value or an initializer).
