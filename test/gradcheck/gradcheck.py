@@ -321,10 +321,24 @@ def instance_norm(rng):
     return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3)
 
 
+def group_norm(rng, opset=21):
+    """GroupNormalization in 2 groups of 2 channels after a conv: at opset 21 its trained scale and
+    bias are per channel, at opset 18 per group; then a gate by its sigmoid."""
+    b = Builder(rng)
+    h = b.op("Conv", ["input", b.param("conv.weight", [4, 3, 3, 3])], pads=[1, 1, 1, 1])
+    affine = 4 if opset >= 21 else 2
+    g = b.op("GroupNormalization", [h, b.param("gn.weight", [affine], 0.5), b.param("gn.bias", [affine], 0.5)],
+             num_groups=2, epsilon=1e-5)
+    x = b.op("Mul", [b.op("Sigmoid", [g]), h])
+    b.op("Gemm", [b.op("Flatten", [x]), b.param("fc.weight", [3, 36]), b.param("fc.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3, opset=opset)
+
+
 MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle, "transformer": transformer,
           "window": window, "activations": activations,
           "prelu": prelu, "reductions": reductions, "eca": eca, "split": split, "pad": pad,
-          "instance_norm": instance_norm}
+          "instance_norm": instance_norm, "group_norm": group_norm,
+          "group_norm_opset18": lambda rng: group_norm(rng, opset=18)}
 
 
 def check(name, args, rng):

@@ -390,8 +390,55 @@ def instance_norm_cases(rng):
     ]
 
 
+def group_norm_cases(rng):
+    """GroupNormalization: opset 18's scale and bias per group (onnxruntime runs its function body,
+    which applies them to x viewed as [N, G, K]), opset 21's per channel, on inputs of rank 2 to 5
+    with one group, some, and one per channel; and the forms refused."""
+    def case(name, shape, groups, opset=OPSET, eps=None, affine=None, refusal=None, stash=None):
+        x = (rng.standard_normal(shape) * 2 + 0.5).astype(np.float32)
+        size = affine if affine is not None else (groups if opset < 21 else shape[1])
+        inits = {"scale": rng.uniform(0.5, 1.5, size).astype(np.float32),
+                 "bias": rng.uniform(-0.5, 0.5, size).astype(np.float32)}
+        attrs = {} if groups is None else {"num_groups": groups}
+        if eps is not None:
+            attrs["epsilon"] = eps
+        if stash is not None:
+            attrs["stash_type"] = stash
+        node = helper.make_node("GroupNormalization", ["x", "scale", "bias"], ["y"], name="/GroupNormalization_0",
+                                **attrs)
+
+        return Case(name, lambda: graph_model([node], {"x": list(shape)}, {"y": list(shape)}, inits, opset), {"x": x},
+                    refusal=refusal)
+
+    cases = []
+    for opset in (18, OPSET):
+        cases += [case(f"group_norm_g3_opset{opset}", (2, 6, 4, 5), 3, opset),
+                  case(f"group_norm_g1_opset{opset}", (2, 4, 3, 3), 1, opset, eps=1e-3),
+                  case(f"group_norm_per_channel_opset{opset}", (2, 4, 5), 4, opset),
+                  case(f"group_norm_rank5_opset{opset}", (1, 6, 2, 3, 4), 2, opset, eps=1e-6)]
+    cases += [
+        case("group_norm_rank2", (3, 8), 4),
+        case("group_norm_groups_not_dividing_refused", (2, 6, 4), 4, affine=6,
+             refusal=["/GroupNormalization_0", "GroupNormalization", "num_groups 4 does not divide the 6 channels"]),
+        case("group_norm_no_groups_refused", (2, 6, 4), None, affine=6,
+             refusal=["/GroupNormalization_0", "GroupNormalization", "the attribute num_groups is required"]),
+        case("group_norm_opset21_per_group_affine_refused", (2, 6, 4), 3, affine=3,
+             refusal=["/GroupNormalization_0", "GroupNormalization",
+                      "the scale's shape [3] is not [6] (one value per channel)"]),
+        case("group_norm_opset18_per_channel_affine_refused", (2, 6, 4), 3, opset=18, affine=6,
+             refusal=["/GroupNormalization_0", "GroupNormalization",
+                      "the scale's shape [6] is not [3] (one value per group)"]),
+        case("group_norm_stash_type_refused", (2, 6, 4), 3, stash=0,
+             refusal=["/GroupNormalization_0", "GroupNormalization", "stash_type 0 is not supported"]),
+        case("group_norm_opset17_refused", (2, 6, 4), 3, opset=17,
+             refusal=["/GroupNormalization_0", "GroupNormalization",
+                      "GroupNormalization is an op of opset 18 and later, the model declares opset 17"]),
+    ]
+    return cases
+
+
 def cases():
     rng = np.random.default_rng(41)
     return (activation_cases(rng) + prelu_cases(rng) + reduce_cases(rng) + conv1d_cases(rng) + split_cases(rng) + pad_cases(rng) +
-            instance_norm_cases(rng) + untracked_batch_norm_cases(rng) +
+            instance_norm_cases(rng) + group_norm_cases(rng) + untracked_batch_norm_cases(rng) +
             [node_test_with_constant_axes(name) for name in NODE_TESTS_WITH_AXES_INPUT])

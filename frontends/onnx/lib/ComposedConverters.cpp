@@ -317,4 +317,32 @@ LogicalResult convertInstanceNorm(NodeImporter &n) {
   return failed(y) ? failure() : n.setOutput(0, *y);
 }
 
+// GroupNormalization: opset 18's scale and bias are per group ([G]: its function body applies them
+// to x viewed as [N, G, K] through InstanceNormalization), opset 21's per channel ([C]).
+LogicalResult convertGroupNorm(NodeImporter &n) {
+  if (failed(n.checkArity(3, 3)) || failed(n.checkAttrs({"epsilon", "num_groups", "stash_type"})))
+    return failure();
+  if (n.opset() < 18)
+    return n.fail("GroupNormalization is an op of opset 18 and later, the model declares opset " +
+                  std::to_string(n.opset()));
+  if (!n.hasAttr("num_groups"))
+    return n.fail("the attribute num_groups is required");
+  auto eps = n.attrFloat("epsilon", 1e-5);
+  auto groups = n.attrInt("num_groups", 0);
+  auto stash = n.attrInt("stash_type", 1);
+  if (failed(eps) || failed(groups) || failed(stash))
+    return failure();
+  if (*stash != 1)
+    return n.fail("stash_type " + std::to_string(*stash) + " is not supported (statistics are computed in fp32)");
+  auto x = n.input(0);
+  auto scale = n.input(1, ParamRole::NormScale), bias = n.input(2, ParamRole::NormBias);
+  if (failed(x) || failed(scale) || failed(bias))
+    return failure();
+  RankedTensorType type = typeOf(*x);
+  if (type.getRank() < 2)
+    return n.fail("an input [N, C, ...] is needed, not one of rank " + std::to_string(type.getRank()));
+  auto y = normalizeGroups(n, *x, *groups, *eps, *scale, *bias, /*perGroup=*/n.opset() < 21);
+  return failed(y) ? failure() : n.setOutput(0, *y);
+}
+
 } // namespace castor::onnx_import

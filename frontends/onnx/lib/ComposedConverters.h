@@ -30,4 +30,10 @@ mlir::LogicalResult convertConv1d(NodeImporter &n, mlir::Value x, mlir::Value w)
 // broadcast as [C, 1] (mul and add).
 mlir::LogicalResult convertInstanceNorm(NodeImporter &n);
 
+// GroupNormalization of x [N, C, ...] in num_groups groups: layer_norm of x viewed as
+// [N, G, C / G * ...] with a constant unit scale and zero bias, then the trained scale and bias,
+// per group in opset 18 ([G], broadcast as [G, 1] over that view) and per channel from opset 21
+// ([C], broadcast as [C, 1, ...] over x's shape).
+mlir::LogicalResult convertGroupNorm(NodeImporter &n);
+
 } // namespace castor::onnx_import

@@ -968,6 +968,7 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"BatchNormalization", convertBatchNorm},
       {"LayerNormalization", convertLayerNorm},
       {"InstanceNormalization", convertInstanceNorm},
+      {"GroupNormalization", convertGroupNorm},
       {"Relu", convertUnary<ReluOp>},
       {"Sigmoid", convertUnary<SigmoidOp>},
       {"Clip", convertClip},
