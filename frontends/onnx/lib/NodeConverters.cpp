@@ -538,8 +538,8 @@ LogicalResult convertSplit(NodeImporter &n) {
 // with the rows, whose gradient (the transposed product) sums the gradients of repeated rows.
 constexpr int64_t kMaxOneHotElements = int64_t(1) << 22;
 
-LogicalResult gatherRowsByProduct(NodeImporter &n, Value x, const std::vector<int64_t> &idx,
-                                  const std::vector<int64_t> &indexDims) {
+FailureOr<Value> gatherRowsByProduct(NodeImporter &n, Value x, const std::vector<int64_t> &idx,
+                                     const std::vector<int64_t> &indexDims) {
   auto type = llvm::cast<RankedTensorType>(x.getType());
   const int64_t extent = type.getDimSize(0), inner = type.getNumElements() / std::max<int64_t>(extent, 1);
   const int64_t count = int64_t(idx.size());
@@ -574,14 +574,54 @@ LogicalResult gatherRowsByProduct(NodeImporter &n, Value x, const std::vector<in
   dims.append(type.getShape().begin() + 1, type.getShape().end());
   auto outType = RankedTensorType::get(dims, element);
   if (outType == product->getResult().getType())
-    return n.setOutput(0, product->getResult());
+    return product->getResult();
   auto out = n.build<ReshapeOp>(outType, {product->getResult()});
-  return failed(out) ? failure() : n.setOutput(0, out->getResult());
+  if (failed(out))
+    return failure();
+  return out->getResult();
+}
+
+// The same along any axis (LeViT's and EfficientFormer's attention biases, a table [heads,
+// offsets] read at [N, N] offset indices along axis 1): the axis moved first, the rows gathered,
+// the index dimensions moved back to where the axis was.
+FailureOr<Value> gatherByProduct(NodeImporter &n, Value x, int64_t axis, const std::vector<int64_t> &idx,
+                                 const std::vector<int64_t> &indexDims) {
+  if (axis == 0)
+    return gatherRowsByProduct(n, x, idx, indexDims);
+  auto type = llvm::cast<RankedTensorType>(x.getType());
+  const int64_t rank = type.getRank(), k = int64_t(indexDims.size());
+  SmallVector<int64_t> first = {axis};
+  for (int64_t d = 0; d < rank; ++d)
+    if (d != axis)
+      first.push_back(d);
+  Builder b(n.context());
+  TransposeOp::Properties toFront;
+  toFront.perm = b.getDenseI64ArrayAttr(first);
+  auto moved = n.create<TransposeOp>({x}, toFront);
+  if (failed(moved))
+    return failure();
+  auto rows = gatherRowsByProduct(n, moved->getResult(), idx, indexDims);
+  if (failed(rows))
+    return failure();
+  // rows: [index dims..., dims before the axis..., dims after it...] -> [before..., index..., after...]
+  SmallVector<int64_t> back;
+  for (int64_t d = 0; d < axis; ++d)
+    back.push_back(k + d);
+  for (int64_t d = 0; d < k; ++d)
+    back.push_back(d);
+  for (int64_t d = axis + 1; d < rank; ++d)
+    back.push_back(k + d - 1);
+  TransposeOp::Properties toPlace;
+  toPlace.perm = b.getDenseI64ArrayAttr(back);
+  auto placed = n.create<TransposeOp>({*rows}, toPlace);
+  if (failed(placed))
+    return failure();
+  return placed->getResult();
 }
 
 // Gather of a computed tensor at known indices that form one ascending range (a class token,
-// x[:, 0]) is a slice, reshaped to drop the axis for a scalar index; at other known indices
-// along axis 0, the product above.
+// x[:, 0]) is a slice, reshaped to drop the axis for a scalar index; at other known indices,
+// the product above.
 LogicalResult convertGather(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({"axis"})))
     return failure();
@@ -611,10 +651,11 @@ LogicalResult convertGather(NodeImporter &n) {
   std::vector<int64_t> indexDims = n.constDims(1);
   for (size_t i = 1; i < idx.size(); ++i)
     if (idx[i] != idx[0] + int64_t(i)) {
-      if (ax != 0 || !llvm::isa<FloatType>(type.getElementType()))
-        return n.fail("Gather of a computed tensor at indices that are no single range is supported along axis 0 "
-                      "of a floating-point tensor only");
-      return gatherRowsByProduct(n, *x, idx, indexDims);
+      if (!llvm::isa<FloatType>(type.getElementType()))
+        return n.fail("Gather of a computed tensor at indices that are no single range is supported for a "
+                      "floating-point tensor only");
+      auto gathered = gatherByProduct(n, *x, ax, idx, indexDims);
+      return failed(gathered) ? failure() : n.setOutput(0, *gathered);
     }
   if (indexDims.size() > 1)
     return n.fail("Gather of a computed tensor with indices of rank " + std::to_string(indexDims.size()) +
