@@ -334,11 +334,28 @@ def group_norm(rng, opset=21):
     return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3, opset=opset)
 
 
+def resize(rng):
+    """HRNet's fusion: a low-resolution branch upsampled by nearest Resize (sizes, asymmetric,
+    floor: each element repeated twice along H and W) and added to the high-resolution one, and
+    a default-mode Resize (half_pixel, round_prefer_floor) by 3 along W only; every copy's gradient
+    reaches the element it repeats."""
+    b = Builder(rng)
+    hi = b.op("Conv", ["input", b.param("hi.weight", [4, 3, 3, 3])], pads=[1, 1, 1, 1])
+    lo = b.op("Conv", ["input", b.param("lo.weight", [4, 3, 3, 3])], strides=[2, 2], pads=[1, 1, 1, 1])
+    up = b.op("Resize", [lo, "", "", b.const([2, 4, 4, 4])], mode="nearest",
+              coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    x = b.op("Sigmoid", [b.op("Add", [hi, up])])
+    wide = b.op("Resize", [lo, "", b.const([1, 1, 1, 3], np.float32)], mode="nearest")
+    y = b.op("Concat", [b.op("Flatten", [x]), b.op("Flatten", [b.op("Mul", [wide, wide])])], axis=1)
+    b.op("Gemm", [y, b.param("fc.weight", [3, 112]), b.param("fc.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 4, 4], b.nodes[-1].output[0], 3, opset=19)
+
+
 MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle, "transformer": transformer,
           "window": window, "activations": activations,
           "prelu": prelu, "reductions": reductions, "eca": eca, "split": split, "pad": pad,
           "instance_norm": instance_norm, "group_norm": group_norm,
-          "group_norm_opset18": lambda rng: group_norm(rng, opset=18)}
+          "group_norm_opset18": lambda rng: group_norm(rng, opset=18), "resize": resize}
 
 
 def check(name, args, rng):

@@ -257,7 +257,10 @@ NODE_TESTS_WITH_AXES_INPUT = [
     for form in ("default_axes_keepdims", "do_not_keepdims", "keepdims", "negative_axes_keepdims")
     for data in ("example", "random")] + [
     # Split's node tests whose sizes are a graph input.
-    f"test_split_variable_parts_{form}_opset{v}" for form in ("1d", "2d", "default_axis") for v in (13, 18)]
+    f"test_split_variable_parts_{form}_opset{v}" for form in ("1d", "2d", "default_axis") for v in (13, 18)] + [
+    # Resize's node tests of nearest upsampling by integer factors, whose scales are a graph input.
+    "test_resize_upsample_scales_nearest", "test_resize_upsample_scales_nearest_axes_2_3",
+    "test_resize_upsample_scales_nearest_axes_3_2"]
 
 
 def pad_cases(rng):
@@ -437,8 +440,94 @@ def group_norm_cases(rng):
     return cases
 
 
+def resize_cases(rng):
+    """Resize in nearest mode by integer factors, as timm's HRNet upsamples (asymmetric, floor, sizes
+    computed from shapes). Each coordinate transformation and rounding, at factors 2 and 3 x 4: where
+    onnxruntime's output is each element repeated (np.repeat), Castor must match it, elsewhere refuse
+    naming the combination. Then scales on some axes (opset 18's axes), and the forms refused."""
+    import onnxruntime
+    x = rng.standard_normal((2, 3, 3, 5)).astype(np.float32)
+
+    def model_of(inputs, inits, attrs, out_shape, opset=OPSET, extra_nodes=()):
+        node = helper.make_node("Resize", inputs, ["y"], name="/Resize_0", **attrs)
+        return graph_model(list(extra_nodes) + [node], {"x": list(x.shape)}, {"y": out_shape}, inits, opset)
+
+    def scales_case(name, scales, refusal=None, opset=OPSET, expected=None, **attrs):
+        inits = {"scales": np.array(scales, np.float32)}
+        out = list(x.shape)
+        for a, f in zip(attrs.get("axes", range(4)), scales):
+            out[a] = int(out[a] * f)
+        out = out if refusal is None else ["a", "b", "c", "d"]
+        return Case(name, lambda: model_of(["x", "", "scales"], inits, attrs, out, opset), {"x": x}, refusal=refusal,
+                    expected=expected)
+
+    cases = []
+    for transform, opset in (("half_pixel", OPSET), ("pytorch_half_pixel", OPSET), ("asymmetric", OPSET),
+                             ("align_corners", OPSET), ("half_pixel_symmetric", OPSET)):
+        for rounding in ("floor", "ceil", "round_prefer_floor", "round_prefer_ceil"):
+            for fh, fw in ((2, 2), (3, 4)):
+                attrs = {"mode": "nearest", "coordinate_transformation_mode": transform, "nearest_mode": rounding}
+                probe = model_of(["x", "", "scales"], {"scales": np.array([1, 1, fh, fw], np.float32)}, attrs,
+                                 [2, 3, 3 * fh, 5 * fw], opset)
+                got = onnxruntime.InferenceSession(probe.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+                    None, {"x": x})[0]
+                repeats = np.array_equal(got, np.repeat(np.repeat(x, fh, axis=2), fw, axis=3))
+                refusal = None if repeats else [
+                    "/Resize_0", "Resize", f"coordinate_transformation_mode '{transform}' with nearest_mode '{rounding}'"]
+                cases.append(scales_case(f"resize_nearest_{transform}_{rounding}_x{fh}x{fw}", [1, 1, fh, fw],
+                                         refusal=refusal, opset=opset, **attrs))
+
+    def hrnet_sizes():
+        """HRNet's upsampling: sizes from the input's shape (N, C) and a target's H and W, folded at
+        import; asymmetric, floor."""
+        nodes = [helper.make_node("Shape", ["x"], ["s"]),
+                 helper.make_node("Slice", ["s", "zero", "two"], ["nc"]),
+                 helper.make_node("Concat", ["nc", "hw"], ["sizes"], axis=0)]
+        inits = {"zero": np.array([0], np.int64), "two": np.array([2], np.int64), "hw": np.array([6, 20], np.int64)}
+        attrs = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor",
+                 "cubic_coeff_a": -0.75}
+        return model_of(["x", "", "", "sizes"], inits, attrs, [2, 3, 6, 20], extra_nodes=nodes)
+
+    def sizes_case(name, sizes, refusal=None, **attrs):
+        out = list(sizes) if refusal is None and len(sizes) == 4 else None
+        if "axes" in attrs and refusal is None:
+            out = list(x.shape)
+            for a, s in zip(attrs["axes"], sizes):
+                out[a] = s
+        return Case(name, lambda: model_of(["x", "", "", "sizes"], {"sizes": np.array(sizes, np.int64)}, attrs,
+                                           out if refusal is None else ["a", "b", "c", "d"]), {"x": x}, refusal=refusal)
+
+    cases += [
+        Case("resize_hrnet_sizes_from_shape", hrnet_sizes, {"x": x}),
+        sizes_case("resize_sizes_default_modes", [2, 3, 9, 10]),
+        sizes_case("resize_sizes_axes", [10, 6], axes=[3, 2]),
+        # onnxruntime 1.20 refuses scales given for some axes ("Scale value should be greater than 0"):
+        # the expected output is each element repeated, by NumPy.
+        scales_case("resize_scales_axes_opset18", [2, 4], opset=18, axes=[-2, -1],
+                    expected=lambda feeds: [np.repeat(np.repeat(feeds["x"], 2, axis=2), 4, axis=3)]),
+        scales_case("resize_scales_channels_and_width", [1, 2, 1, 3]),
+        scales_case("resize_scales_identity", [1, 1, 1, 1]),
+        scales_case("resize_linear_refused", [1, 1, 2, 2], mode="linear",
+                    refusal=["/Resize_0", "Resize", "mode 'linear' is not supported (nearest only)"]),
+        scales_case("resize_fractional_scale_refused", [1, 1, 1.5, 2],
+                    refusal=["/Resize_0", "Resize", "scale 1.500000 on axis 2 is not supported (integer upsampling "
+                                                    "factors only)"]),
+        scales_case("resize_downsampling_refused", [1, 1, 0.5, 1],
+                    refusal=["/Resize_0", "Resize", "scale 0.500000 on axis 2 is not supported"]),
+        sizes_case("resize_sizes_not_multiple_refused", [2, 3, 7, 10],
+                   refusal=["/Resize_0", "Resize", "size 7 on axis 2 is not a multiple of 3"]),
+        sizes_case("resize_keep_aspect_ratio_refused", [6, 10], axes=[2, 3], keep_aspect_ratio_policy="not_larger",
+                   refusal=["/Resize_0", "Resize", "keep_aspect_ratio_policy 'not_larger' is not supported"]),
+        Case("resize_sizes_from_data_refused",
+             lambda: graph_model([helper.make_node("Resize", ["x", "", "", "sizes"], ["y"], name="/Resize_0")],
+                                 {"x": list(x.shape), "sizes": [4]}, {"y": ["a", "b", "c", "d"]}), {},
+             refusal=["/Resize_0", "Resize", "input 3 ('sizes') must be a constant"]),
+    ]
+    return cases
+
+
 def cases():
     rng = np.random.default_rng(41)
     return (activation_cases(rng) + prelu_cases(rng) + reduce_cases(rng) + conv1d_cases(rng) + split_cases(rng) + pad_cases(rng) +
-            instance_norm_cases(rng) + group_norm_cases(rng) + untracked_batch_norm_cases(rng) +
+            instance_norm_cases(rng) + group_norm_cases(rng) + resize_cases(rng) + untracked_batch_norm_cases(rng) +
             [node_test_with_constant_axes(name) for name in NODE_TESTS_WITH_AXES_INPUT])

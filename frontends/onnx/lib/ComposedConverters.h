@@ -36,4 +36,9 @@ mlir::LogicalResult convertInstanceNorm(NodeImporter &n);
 // ([C], broadcast as [C, 1, ...] over x's shape).
 mlir::LogicalResult convertGroupNorm(NodeImporter &n);
 
+// Resize in nearest mode by integer factors whose coordinate transformation and rounding read
+// input index o / factor for output index o: x viewed as [..., D, 1, ...] plus zeros of
+// [..., D, factor, ...], viewed as [..., D * factor, ...]; its gradient sums each element's copies.
+mlir::LogicalResult convertResize(NodeImporter &n);
+
 } // namespace castor::onnx_import

@@ -1010,6 +1010,8 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"LayerNormalization", convertLayerNorm},
       {"InstanceNormalization", convertInstanceNorm},
       {"GroupNormalization", convertGroupNorm},
+      {"Resize", convertResize},
+      {"GroupNormalization", convertGroupNorm},
       {"Relu", convertUnary<ReluOp>},
       {"Sigmoid", convertUnary<SigmoidOp>},
       {"Clip", convertClip},
