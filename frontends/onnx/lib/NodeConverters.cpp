@@ -1011,7 +1011,6 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"InstanceNormalization", convertInstanceNorm},
       {"GroupNormalization", convertGroupNorm},
       {"Resize", convertResize},
-      {"GroupNormalization", convertGroupNorm},
       {"Relu", convertUnary<ReluOp>},
       {"Sigmoid", convertUnary<SigmoidOp>},
       {"Clip", convertClip},
