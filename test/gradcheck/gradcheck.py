@@ -351,11 +351,24 @@ def resize(rng):
     return b.model([2, 3, 4, 4], b.nodes[-1].output[0], 3, opset=19)
 
 
+def tile(rng):
+    """Tile of a conv's output along the channels and the width, gated by the same features tiled
+    along the channels and the height: each copy's gradient reaches the element it copies."""
+    b = Builder(rng)
+    h = b.op("Conv", ["input", b.param("conv.weight", [2, 3, 3, 3])], pads=[1, 1, 1, 1])
+    a = b.op("Tile", [h, b.const([1, 2, 1, 2])])
+    g = b.op("Sigmoid", [b.op("Reshape", [b.op("Tile", [h, b.const([1, 2, 2, 1])]), b.const([2, 4, 3, 6])])])
+    x = b.op("Mul", [a, g])
+    b.op("Gemm", [b.op("Flatten", [x]), b.param("fc.weight", [3, 72]), b.param("fc.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3)
+
+
 MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle, "transformer": transformer,
           "window": window, "activations": activations,
           "prelu": prelu, "reductions": reductions, "eca": eca, "split": split, "pad": pad,
           "instance_norm": instance_norm, "group_norm": group_norm,
-          "group_norm_opset18": lambda rng: group_norm(rng, opset=18), "resize": resize}
+          "group_norm_opset18": lambda rng: group_norm(rng, opset=18), "resize": resize,
+          "tile": tile}
 
 
 def check(name, args, rng):

@@ -260,7 +260,9 @@ NODE_TESTS_WITH_AXES_INPUT = [
     f"test_split_variable_parts_{form}_opset{v}" for form in ("1d", "2d", "default_axis") for v in (13, 18)] + [
     # Resize's node tests of nearest upsampling by integer factors, whose scales are a graph input.
     "test_resize_upsample_scales_nearest", "test_resize_upsample_scales_nearest_axes_2_3",
-    "test_resize_upsample_scales_nearest_axes_3_2"]
+    "test_resize_upsample_scales_nearest_axes_3_2",
+    # Tile's node tests, whose repeats are a graph input.
+    "test_tile", "test_tile_precomputed"]
 
 
 def pad_cases(rng):
@@ -526,8 +528,38 @@ def resize_cases(rng):
     return cases
 
 
+def tile_cases(rng):
+    """Tile with known repeats on inputs of rank 1 to 4 (some axes repeated, all, none), and the
+    forms refused."""
+    def case(name, shape, repeats, refusal=None, from_data=False):
+        x = rng.standard_normal(shape).astype(np.float32)
+        inits = {} if from_data else {"repeats": np.array(repeats, np.int64)}
+        inputs = {"x": list(shape)}
+        if from_data:
+            inputs["repeats"] = [len(repeats)]
+        out = [d * r for d, r in zip(shape, repeats)] if refusal is None else ["a"] * len(shape)
+        node = helper.make_node("Tile", ["x", "repeats"], ["y"], name="/Tile_0")
+        return Case(name, lambda: graph_model([node], inputs, {"y": out}, inits), {"x": x}, refusal=refusal)
+
+    return [
+        case("tile_rank1", (5,), [3]),
+        case("tile_rank2_both", (2, 3), [2, 4]),
+        case("tile_rank3_middle", (2, 3, 4), [1, 3, 1]),
+        case("tile_rank4_batch_and_width", (1, 2, 3, 4), [2, 1, 1, 3]),
+        case("tile_identity", (2, 3), [1, 1]),
+        case("tile_rank_mismatch_refused", (2, 3), [2],
+             refusal=["/Tile_0", "Tile", "it has 1 repeats for an input of rank 2"]),
+        case("tile_zero_repeat_refused", (2, 3), [0, 2],
+             refusal=["/Tile_0", "Tile", "repeat 0 along axis 0 is not supported (1 or more)"]),
+        Case("tile_repeats_from_data_refused",
+             lambda: graph_model([helper.make_node("Tile", ["x", "repeats"], ["y"], name="/Tile_0")],
+                                 {"x": [2, 3], "repeats": [2]}, {"y": ["a", "b"]}), {},
+             refusal=["/Tile_0", "Tile", "input 1 ('repeats') must be a constant"]),
+    ]
+
+
 def cases():
     rng = np.random.default_rng(41)
     return (activation_cases(rng) + prelu_cases(rng) + reduce_cases(rng) + conv1d_cases(rng) + split_cases(rng) + pad_cases(rng) +
-            instance_norm_cases(rng) + group_norm_cases(rng) + resize_cases(rng) + untracked_batch_norm_cases(rng) +
+            instance_norm_cases(rng) + group_norm_cases(rng) + resize_cases(rng) + tile_cases(rng) + untracked_batch_norm_cases(rng) +
             [node_test_with_constant_axes(name) for name in NODE_TESTS_WITH_AXES_INPUT])

@@ -494,4 +494,24 @@ LogicalResult convertResize(NodeImporter &n) {
   return failed(y) ? failure() : n.setOutput(0, *y);
 }
 
+// Tile with repeats known at import: the whole of each axis copied `repeats` times.
+LogicalResult convertTile(NodeImporter &n) {
+  if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({})))
+    return failure();
+  auto x = n.input(0);
+  auto repeats = n.constInts(1);
+  if (failed(x) || failed(repeats))
+    return failure();
+  RankedTensorType type = typeOf(*x);
+  if (int64_t(repeats->size()) != type.getRank())
+    return n.fail("it has " + std::to_string(repeats->size()) + " repeats for an input of rank " +
+                  std::to_string(type.getRank()));
+  for (size_t d = 0; d < repeats->size(); ++d)
+    if ((*repeats)[d] < 1)
+      return n.fail("repeat " + std::to_string((*repeats)[d]) + " along axis " + std::to_string(d) +
+                    " is not supported (1 or more)");
+  auto y = repeatAxes(n, *x, *repeats, /*repeatOuter=*/true);
+  return failed(y) ? failure() : n.setOutput(0, *y);
+}
+
 } // namespace castor::onnx_import

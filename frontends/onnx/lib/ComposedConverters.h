@@ -41,4 +41,9 @@ mlir::LogicalResult convertGroupNorm(NodeImporter &n);
 // [..., D, factor, ...], viewed as [..., D * factor, ...]; its gradient sums each element's copies.
 mlir::LogicalResult convertResize(NodeImporter &n);
 
+// Tile with repeats known at import: x viewed as [1, D0, 1, D1, ...] (a 1 before each repeated
+// axis) plus zeros of [r0, D0, r1, D1, ...], viewed as [r0 * D0, r1 * D1, ...]; its gradient sums
+// the copies.
+mlir::LogicalResult convertTile(NodeImporter &n);
+
 } // namespace castor::onnx_import

@@ -1011,6 +1011,7 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"InstanceNormalization", convertInstanceNorm},
       {"GroupNormalization", convertGroupNorm},
       {"Resize", convertResize},
+      {"Tile", convertTile},
       {"Relu", convertUnary<ReluOp>},
       {"Sigmoid", convertUnary<SigmoidOp>},
       {"Clip", convertClip},
