@@ -558,8 +558,107 @@ def tile_cases(rng):
     ]
 
 
+def constant_fold_cases(rng):
+    """Sin, Cos and CumSum computed at import on constants (Castor has no kernel for them), their
+    result added to the data; EdgeNeXt's Fourier positional encoding as exported, which folds
+    whole to a constant that a trained 1x1 convolution reads; and the same ops on the data,
+    refused."""
+    shape = (2, 3, 4)
+    x = rng.standard_normal(shape).astype(np.float32)
+
+    def const_node(name, value):
+        return helper.make_node("Constant", [], [name], value=numpy_helper.from_array(np.asarray(value), name))
+
+    def on_constant(name, op_nodes, value, dtype=np.float32):
+        """op_nodes read the Constant 'c' (of `value`) and write 'r', a float tensor of x's shape."""
+        nodes = [const_node("c", np.asarray(value, dtype))] + op_nodes + [helper.make_node("Add", ["x", "r"], ["y"])]
+        return Case(name, lambda: graph_model(nodes, {"x": list(shape)}, {"y": list(shape)}), {"x": x})
+
+    values = rng.uniform(-4, 4, shape).astype(np.float32)
+    counts = rng.integers(-3, 5, shape)
+
+    def cumsum(name, axis, axis_type=np.int64, data=values, dtype=np.float32, **attrs):
+        nodes = [const_node("axis", np.array(axis, axis_type)),
+                 helper.make_node("CumSum", ["c", "axis"], ["s" if dtype != np.float32 else "r"], name="/CumSum_0",
+                                  **attrs)]
+        if dtype != np.float32:
+            nodes.append(helper.make_node("Cast", ["s"], ["r"], to=TensorProto.FLOAT))
+        return on_constant(name, nodes, data, dtype)
+
+    def positional_encoding():
+        """timm's PositionalEncodingFourier (EdgeNeXt) at hidden_dim 4, as torch.onnx writes it: a
+        mask of the input's [N, H, W] from ConstantOfShape, Not, CumSum along H and W normalised by
+        the last count, times 2 pi, over the temperature powers, Sin of the even and Cos of the odd
+        features interleaved, both axes' concatenated, moved to channels and projected by a trained
+        1x1 convolution, added to x [N, 4, H, W]."""
+        nodes, inits = [], {}
+
+        def c(name, value):
+            nodes.append(const_node(name, value))
+            return name
+
+        def op(op_type, inputs, out, **attrs):
+            nodes.append(helper.make_node(op_type, inputs, [out], **attrs))
+            return out
+
+        big = 9223372036854775807
+        s = op("Shape", ["x"], "shape")
+        nhw = op("Gather", [s, c("nhw_idx", np.array([0, 2, 3], np.int64))], "nhw", axis=0)
+        mask = op("Cast", [op("ConstantOfShape", [nhw], "zeros", value=numpy_helper.from_array(np.zeros(1, np.float32)))],
+                  "mask", to=TensorProto.BOOL)
+        keep = op("Not", [mask], "keep")
+        dim_t = c("dim_t", (10000.0 ** (2 * (np.arange(4) // 2) / 4)).astype(np.float32))
+        embeds = []
+        for axis in (1, 2):
+            cs = op("CumSum", [op("Cast", [keep], f"keepf{axis}", to=TensorProto.FLOAT), c(f"ax{axis}", np.array(axis, np.int64))],
+                    f"cum{axis}", name=f"/pos_embd/CumSum_{axis}")
+            last = op("Slice", [cs, c(f"m1_{axis}", np.array([-1], np.int64)), c(f"big{axis}", np.array([big], np.int64)),
+                                c(f"a{axis}", np.array([axis], np.int64))], f"last{axis}")
+            norm = op("Div", [cs, op("Add", [last, c(f"eps{axis}", np.array(1e-6, np.float32))], f"den{axis}")], f"norm{axis}")
+            norm = op("Mul", [norm, c(f"tau{axis}", np.array(2 * np.pi, np.float32))], f"scaled{axis}")
+            pos = op("Div", [op("Unsqueeze", [norm, c(f"u3_{axis}", np.array([3], np.int64))], f"un{axis}"), dim_t],
+                     f"pos{axis}")
+            parts = []
+            for start, fn in ((0, "Sin"), (1, "Cos")):
+                sl = op("Slice", [pos, c(f"st{axis}{start}", np.array([start], np.int64)),
+                                  c(f"en{axis}{start}", np.array([big], np.int64)), c(f"a3{axis}{start}", np.array([3], np.int64)),
+                                  c(f"two{axis}{start}", np.array([2], np.int64))], f"sl{axis}{start}")
+                parts.append(op("Unsqueeze", [op(fn, [sl], f"{fn}{axis}", name=f"/pos_embd/{fn}_{axis}"),
+                                              c(f"u4{axis}{start}", np.array([4], np.int64))], f"u{fn}{axis}"))
+            both = op("Concat", parts, f"sc{axis}", axis=4)
+            embeds.append(op("Reshape", [both, c(f"shape{axis}", np.array([2, 3, 5, -1], np.int64))], f"emb{axis}"))
+        pos = op("Transpose", [op("Concat", embeds[::-1], "pos", axis=3)], "posT", perm=[0, 3, 1, 2])
+        proj = op("Conv", [pos, "proj.weight", "proj.bias"], "proj", kernel_shape=[1, 1])
+        op("Add", ["x", proj], "y")
+        inits["proj.weight"] = (rng.standard_normal((4, 8, 1, 1)) * 0.3).astype(np.float32)
+        inits["proj.bias"] = rng.uniform(-0.1, 0.1, 4).astype(np.float32)
+        return graph_model(nodes, {"x": [2, 4, 3, 5]}, {"y": [2, 4, 3, 5]}, inits)
+
+    def refused(op, inputs, const_inputs, reason):
+        nodes = [const_node(n, v) for n, v in const_inputs.items()] + [
+            helper.make_node(op, inputs, ["y"], name=f"/{op}_0")]
+        return Case(f"{op.lower()}_of_data_refused", lambda: graph_model(nodes, {"x": list(shape)}, {"y": list(shape)}),
+                    {}, refusal=[f"/{op}_0", op, reason])
+
+    return [
+        on_constant("sin_folded", [helper.make_node("Sin", ["c"], ["r"])], values),
+        on_constant("cos_folded", [helper.make_node("Cos", ["c"], ["r"])], values),
+        cumsum("cumsum_folded_axis0", 0),
+        cumsum("cumsum_folded_axis1_int32", 1, np.int32),
+        cumsum("cumsum_folded_negative_axis", -1),
+        cumsum("cumsum_folded_exclusive", 1, exclusive=1),
+        cumsum("cumsum_folded_reverse", 2, reverse=1),
+        cumsum("cumsum_folded_reverse_exclusive", 0, exclusive=1, reverse=1),
+        cumsum("cumsum_folded_int64", 2, data=counts, dtype=np.int64, exclusive=1),
+        Case("positional_encoding_fourier_folded", positional_encoding, {"x": rng.standard_normal((2, 4, 3, 5)).astype(np.float32)}),
+        refused("Sin", ["x"], {}, "its input 'x' depends on the data"),
+        refused("CumSum", ["x", "axis"], {"axis": np.array(1, np.int64)}, "its input 'x' depends on the data"),
+    ]
+
+
 def cases():
     rng = np.random.default_rng(41)
     return (activation_cases(rng) + prelu_cases(rng) + reduce_cases(rng) + conv1d_cases(rng) + split_cases(rng) + pad_cases(rng) +
-            instance_norm_cases(rng) + group_norm_cases(rng) + resize_cases(rng) + tile_cases(rng) + untracked_batch_norm_cases(rng) +
+            instance_norm_cases(rng) + group_norm_cases(rng) + resize_cases(rng) + tile_cases(rng) +
+            constant_fold_cases(rng) + untracked_batch_norm_cases(rng) +
             [node_test_with_constant_axes(name) for name in NODE_TESTS_WITH_AXES_INPUT])

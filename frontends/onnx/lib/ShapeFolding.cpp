@@ -291,6 +291,8 @@ double squareRoot(double v) { return std::sqrt(v); }
 double absolute(double v) { return std::fabs(v); }
 double floorOf(double v) { return std::floor(v); }
 double ceilOf(double v) { return std::ceil(v); }
+double sine(double v) { return std::sin(v); }
+double cosine(double v) { return std::cos(v); }
 
 enum class Bin { Add, Sub, Mul, Div, Mod, Pow, Min, Max, Equal, Less, Greater, LessEq, GreaterEq, And, Or };
 
@@ -721,6 +723,55 @@ FoldResult foldTranspose(Folder &f) {
   return f.define(gather(*x, *view));
 }
 
+// CumSum along a known axis (a scalar or one-element input 1), inclusive or exclusive (each sum
+// leaves out its own element), forward or reversed (sums from the end); sums in the input's type
+// (doubles for reals, rounded to f32 as each is stored). EdgeNeXt's positional encoding counts
+// positions so, on a constant mask.
+FoldResult foldCumSum(Folder &f) {
+  auto x = f.read(0), axisIn = f.read(1);
+  auto exclusive = f.importer().attrInt("exclusive", 0), reverse = f.importer().attrInt("reverse", 0);
+  if (!x || !axisIn || failed(exclusive) || failed(reverse))
+    return FoldResult::Failed;
+  if (!axisIn->isInt() || axisIn->size() != 1)
+    return f.fail("the axis must be one integer");
+  const int64_t rank = int64_t(x->dims.size());
+  auto ax = shape::normalizeAxis(axisIn->integer(0), rank);
+  if (!ax)
+    return f.fail("axis " + std::to_string(axisIn->integer(0)) + " is out of range for an input of rank " +
+                  std::to_string(rank));
+  const int64_t extent = x->dims[*ax];
+  const int64_t inner = std::accumulate(x->dims.begin() + *ax + 1, x->dims.end(), int64_t(1), std::multiplies<>());
+  const int64_t outer = extent == 0 ? 0 : x->count() / (extent * inner);
+  Known out = *x;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t isum = 0;
+      double rsum = 0;
+      for (int64_t step = 0; step < extent; ++step) {
+        const int64_t k = *reverse ? extent - 1 - step : step;
+        const int64_t at = (o * extent + k) * inner + i;
+        if (out.isInt()) {
+          const int64_t v = x->ints[size_t(at)];
+          if (!*exclusive)
+            isum += v;
+          out.ints[size_t(at)] = isum;
+          if (*exclusive)
+            isum += v;
+        } else {
+          const double v = x->reals[size_t(at)];
+          if (!*exclusive)
+            rsum += v;
+          out.reals[size_t(at)] = out.type == TensorProto::FLOAT ? double(float(rsum)) : rsum;
+          if (*exclusive)
+            rsum += v;
+          if (out.type == TensorProto::FLOAT)
+            rsum = double(float(rsum));
+        }
+      }
+    }
+  return f.define(out);
+}
+
 struct FoldEntry {
   FoldFn fn;
   bool foldOnly;
@@ -751,6 +802,10 @@ const llvm::StringMap<FoldEntry> &folders() {
       {"Ceil", {foldUnary<ceilOf>, true}},
       {"Reciprocal", {foldUnary<reciprocal>, true}},
       {"ScatterND", {foldScatterND, true}},
+      // Computed on constants only (EdgeNeXt's Fourier positional encoding).
+      {"Sin", {foldUnary<sine>, true}},
+      {"Cos", {foldUnary<cosine>, true}},
+      {"CumSum", {foldCumSum, true}},
       // Ops that also exist as tensor math: folded when their inputs are known.
       {"Cast", {foldCast, false}},
       {"Add", {foldBinary<Bin::Add>, false}},
