@@ -246,6 +246,17 @@ struct Sqrt : AnyAttrs {
   template <class A> CASTOR_HD A backward(A dy, A y) const { return dy / (A(2) * y); }
 };
 
+// ONNX Reciprocal, and the divisor of Div by a computed tensor (imported as a * reciprocal(b):
+// F.normalize's division by the norm); PyTorch's reciprocal, whose gradient -dy / x^2 is -dy y^2.
+struct Reciprocal : AnyAttrs {
+  static constexpr const char *formula = "1 / x";
+  static constexpr const char *derivative = "-dy y^2";
+  static constexpr Saved saved = Saved::Output;
+  template <class V> void attrs(V &&) {}
+  template <class A> CASTOR_HD A forward(A x) const { return A(1) / x; }
+  template <class A> CASTOR_HD A backward(A dy, A y) const { return -dy * y * y; }
+};
+
 // x Phi(x), or with `tanh` PyTorch's approximation (gelu(approximate="tanh")).
 struct Gelu : AnyAttrs {
   static constexpr const char *formula =

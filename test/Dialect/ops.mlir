@@ -156,7 +156,11 @@ func.func @elementwise(%a: tensor<2x3x4x4xf32>, %s: tensor<1x3x1x1xf32>) -> tens
   %25 = castor.sqrt %24 : tensor<2x3x4x4xf32>
   // CHECK: castor.sqrt_backward %{{.*}}, %{{.*}} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
   %26 = castor.sqrt_backward %25, %24 : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
-  return %26 : tensor<2x3x4x4xf32>
+  // CHECK: castor.reciprocal %{{.*}} : tensor<2x3x4x4xf32>
+  %27 = castor.reciprocal %26 : tensor<2x3x4x4xf32>
+  // CHECK: castor.reciprocal_backward %{{.*}}, %{{.*}} : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  %28 = castor.reciprocal_backward %27, %26 : (tensor<2x3x4x4xf32>, tensor<2x3x4x4xf32>) -> tensor<2x3x4x4xf32>
+  return %28 : tensor<2x3x4x4xf32>
 }
 
 // -----

@@ -101,6 +101,12 @@ inline std::vector<FusedProgramCase> fusedProgramCases(const std::vector<int64_t
        {{domain}, {domain}},
        0.25,
        4},
+      // The divisor of Div by a computed tensor and its gradient (dy, x), away from 0.
+      {"reciprocal", "t0 = reciprocal(i1) : {T}\nt1 = reciprocal_backward(i0, t0) : {T}\nout t0, t1\n",
+       {{domain}, {domain}},
+       {{domain}, {domain}},
+       0.25,
+       4},
   };
 }
 

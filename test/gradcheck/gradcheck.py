@@ -363,9 +363,22 @@ def tile(rng):
     return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3)
 
 
+def normalize(rng):
+    """F.normalize as exported (EdgeNeXt's cross-covariance attention): a conv's features divided
+    by their L2 norm over the channels (Div by a computed tensor: a product with its reciprocal),
+    and by a trained divisor; both divisors get their gradients."""
+    b = Builder(rng)
+    h = b.op("Conv", ["input", b.param("conv.weight", [4, 3, 3, 3])], pads=[1, 1, 1, 1])
+    norm = b.op("Clip", [b.op("ReduceL2", [h, b.const([1])], keepdims=1), b.literal(1e-3)])
+    x = b.op("Div", [h, norm])
+    x = b.op("Div", [x, b.op("Add", [b.param("temperature", [4, 1, 1], 0.2), b.literal(1.5)])])
+    b.op("Gemm", [b.op("Flatten", [x]), b.param("fc.weight", [3, 36]), b.param("fc.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3, opset=18)
+
+
 MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle, "transformer": transformer,
           "window": window, "activations": activations,
-          "prelu": prelu, "reductions": reductions, "eca": eca, "split": split, "pad": pad,
+          "prelu": prelu, "reductions": reductions, "eca": eca, "split": split, "pad": pad, "normalize": normalize,
           "instance_norm": instance_norm, "group_norm": group_norm,
           "group_norm_opset18": lambda rng: group_norm(rng, opset=18), "resize": resize,
           "tile": tile}

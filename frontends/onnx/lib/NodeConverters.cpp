@@ -383,6 +383,26 @@ LogicalResult convertByKnown(NodeImporter &n) {
   return failed(result) ? failure() : n.setOutput(0, *result);
 }
 
+// Div by a known value is a product with its reciprocal (convertByKnown); by a computed tensor
+// (F.normalize's division by the norm, a weight), a * reciprocal(b), broadcasting as ONNX does:
+// two roundings where a division has one, within an ulp of a / b.
+LogicalResult convertDiv(NodeImporter &n) {
+  if (n.isImportConstant(1))
+    return convertByKnown<true>(n);
+  if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({})))
+    return failure();
+  auto a = n.input(0), b = n.input(1);
+  if (failed(a) || failed(b))
+    return failure();
+  if (!llvm::isa<FloatType>(llvm::cast<RankedTensorType>(b->getType()).getElementType()))
+    return n.fail("Div by a computed integer tensor is not supported");
+  auto inverse = n.create<ReciprocalOp>({*b});
+  if (failed(inverse))
+    return failure();
+  auto op = n.create<MulOp>({*a, inverse->getResult()});
+  return failed(op) ? failure() : n.setOutput(0, op->getResult());
+}
+
 // Sub by a known value is a sum (convertByKnown); of a computed tensor, a + b * (-1), exact in
 // every float type.
 LogicalResult convertSub(NodeImporter &n) {
@@ -1024,13 +1044,14 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"Mish", convertUnary<MishOp>},
       {"Softsign", convertUnary<SoftsignOp>},
       {"Sqrt", convertUnary<SqrtOp>},
+      {"Reciprocal", convertUnary<ReciprocalOp>},
       {"PRelu", convertPRelu},
       {"HardSwish", convertUnary<HardSwishOp>},
       {"Erf", convertUnary<ErfOp>},
       {"Gelu", convertGelu},
       {"Add", convertBinary<AddOp, ParamRole::Offset>},
       {"Mul", convertBinary<MulOp, ParamRole::Multiplier>},
-      {"Div", convertByKnown<true>},
+      {"Div", convertDiv},
       {"Sub", convertSub},
       {"Unsqueeze", convertSqueezeOrUnsqueeze<true>},
       {"Squeeze", convertSqueezeOrUnsqueeze<false>},

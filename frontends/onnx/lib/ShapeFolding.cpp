@@ -800,7 +800,7 @@ const llvm::StringMap<FoldEntry> &folders() {
       {"Abs", {foldUnary<absolute>, true}},
       {"Floor", {foldUnary<floorOf>, true}},
       {"Ceil", {foldUnary<ceilOf>, true}},
-      {"Reciprocal", {foldUnary<reciprocal>, true}},
+      {"Reciprocal", {foldUnary<reciprocal>, false}},
       {"ScatterND", {foldScatterND, true}},
       // Computed on constants only (EdgeNeXt's Fourier positional encoding).
       {"Sin", {foldUnary<sine>, true}},

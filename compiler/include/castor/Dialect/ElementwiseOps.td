@@ -107,6 +107,10 @@ defm Castor_Mish : Castor_Elementwise<"mish", "x * tanh(log(1 + exp(x)))", (ins)
 defm Castor_Softsign : Castor_Elementwise<"softsign", "x / (1 + |x|)", (ins), /*savesOutput=*/0,
     "%y = castor.softsign %x : tensor<1x64xf32>">;
 
+// ONNX Reciprocal, and the divisor of Div by a computed tensor (imported as a * reciprocal(b)).
+defm Castor_Reciprocal : Castor_Elementwise<"reciprocal", "the reciprocal 1 / x", (ins), /*savesOutput=*/1,
+    "%y = castor.reciprocal %x : tensor<1x64xf32>">;
+
 // ONNX Sqrt, and the root of ReduceL2 (imported as sqrt(sum(x * x))).
 defm Castor_Sqrt : Castor_Elementwise<"sqrt", "the square root", (ins), /*savesOutput=*/1,
     "%y = castor.sqrt %x : tensor<1x64xf32>">;
