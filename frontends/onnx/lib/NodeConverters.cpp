@@ -302,7 +302,7 @@ LogicalResult convertFlatten(NodeImporter &n) {
 LogicalResult convertReshape(NodeImporter &n) {
   if (failed(n.checkArity(2, 2)) || failed(n.checkAttrs({"allowzero"})))
     return failure();
-  auto x = n.input(0);
+  auto x = n.input(0, n.viewedRole());
   auto target = n.constInts(1);
   auto allowZero = n.attrInt("allowzero", 0);
   if (failed(x) || failed(target) || failed(allowZero))
@@ -331,7 +331,7 @@ template <bool Unsqueeze>
 LogicalResult convertSqueezeOrUnsqueeze(NodeImporter &n) {
   if (failed(n.checkArity(1, 2)) || failed(n.checkAttrs({"axes"})))
     return failure();
-  auto x = n.input(0);
+  auto x = n.input(0, n.viewedRole());
   bool given;
   auto axes = axesInput(n, given);
   if (failed(x) || failed(axes))

@@ -151,6 +151,36 @@ bool NodeImporter::isImportConstant(int i) const {
   return hasInput(i) && state_.constants.count(inputName(i)) != 0;
 }
 
+// The role the readers of `value` give it, through further views.
+static ParamRole roleOfReaders(const OnnxModel &model, const std::string &value, int depth) {
+  std::optional<ParamRole> role;
+  for (const auto *node : model.order) {
+    for (const auto &input : node->input()) {
+      if (input != value)
+        continue;
+      const std::string &op = node->op_type();
+      ParamRole r = ParamRole::Data;
+      if (op == "Mul")
+        r = ParamRole::Multiplier;
+      else if (op == "Add" || op == "Sub" || op == "Concat")
+        r = ParamRole::Offset;
+      else if (depth < 4 && (op == "Reshape" || op == "Unsqueeze" || op == "Squeeze" || op == "Flatten") &&
+               node->input_size() > 0 && node->input(0) == value && node->output_size() > 0)
+        r = roleOfReaders(model, node->output(0), depth + 1);
+      if (role && *role != r)
+        return ParamRole::Data;
+      role = r;
+    }
+  }
+  return role.value_or(ParamRole::Data);
+}
+
+ParamRole NodeImporter::viewedRole() const {
+  if (node_.output_size() == 0 || !isInitializer(0))
+    return ParamRole::Data;
+  return roleOfReaders(state_.model, node_.output(0), 0);
+}
+
 bool NodeImporter::isInitializer(int i) const {
   return hasInput(i) && state_.model.initializers.count(inputName(i)) != 0;
 }

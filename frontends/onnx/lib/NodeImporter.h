@@ -103,6 +103,10 @@ public:
   bool isIntegerInitializer(int i) const;
   // Whether input i is an initializer (a weight or buffer of the model), through Identity nodes.
   bool isInitializer(int i) const;
+  // For a view (Reshape, Unsqueeze, Squeeze, Flatten) of a weight: the role its readers give it
+  // (a layer scale reshaped to [1, C, 1, 1], then multiplied: Multiplier), so that --init kaiming
+  // initialises it as a weight read directly; Data when its readers disagree.
+  ParamRole viewedRole() const;
   // Dims of constant input i (an initializer or a Constant node); empty when it is not one.
   std::vector<int64_t> constDims(int i);
   // Dims of a value known at import by name (a constant, a folded value or an initializer).
