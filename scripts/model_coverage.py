@@ -134,6 +134,22 @@ def check(name, mode, args, exported=None, size=224, steps=6):
     return row
 
 
+def write_table(path, how, keys, rows, steps):
+    """The Markdown table of `rows` at `path` (and on stdout): a line saying when, at which commit
+    and `how`, then one row a model, its `keys` columns first."""
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    lines = [f"Measured {datetime.date.today()} at commit `{commit}` {how}.", "",
+             f"| {keys[0]} | {keys[1]} | distinct ONNX ops | imports | forward vs onnxruntime | "
+             f"trains ({steps} steps, one batch) |", "|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r[keys[0]]} | {r[keys[1]]} | {r.get('ops', '')} | {r.get('imports', '')} | "
+                     f"{r.get('forward', '')} | {r.get('trains', '')} |")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def check_exports(args):
     """The models of scripts/export_model_zoo.py's DIR/exports.jsonl; a table with their families."""
     rows, meta = [], [json.loads(l) for l in open(os.path.join(args.exports, "exports.jsonl"))]
@@ -155,20 +171,9 @@ def check_exports(args):
         print(json.dumps(row), flush=True)
     ok = [r for r in rows if r.get("imports") == "yes" and str(r.get("trains", "")).startswith("yes")]
     versions = next((f"torch {m['torch']}, timm {m['timm']}" for m in meta if "timm" in m), "")
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    lines = [f"Measured {datetime.date.today()} at commit `{commit}`, exported with {versions} "
-             f"(`scripts/export_model_zoo.py`, `scripts/model_coverage.py --exports`; CPU backend, batch 2, "
-             f"seeded weights): **{len(ok)} of {len(rows)} import and train** "
-             f"({len({r['family'] for r in rows})} families).", "",
-             "| family | model | distinct ONNX ops | imports | forward vs onnxruntime | trains (3 steps, one batch) |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['family']} | {r['model']} | {r.get('ops', '')} | {r.get('imports', '')} | "
-                     f"{r.get('forward', '')} | {r.get('trains', '')} |")
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_table(args.out, f"exported with {versions} (`scripts/export_model_zoo.py`, `scripts/model_coverage.py "
+                f"--exports`; CPU backend, batch 2, seeded weights): **{len(ok)} of {len(rows)} import and train** "
+                f"({len({r['family'] for r in rows})} families)", ("family", "model"), rows, 3)
     return 0
 
 
@@ -192,18 +197,8 @@ def main():
             row = check(name, mode, args)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
-                            text=True).stdout.strip()
-    lines = [f"Measured {datetime.date.today()} at commit `{commit}` with torch {torch.__version__}, torchvision "
-             f"{torchvision.__version__} (`scripts/model_coverage.py`; CPU backend, batch 2, 224x224).", "",
-             "| model | export | distinct ONNX ops | imports | forward vs onnxruntime | trains (6 steps, one batch) |",
-             "|---|---|---|---|---|---|"]
-    for r in rows:
-        lines.append(f"| {r['model']} | {r['export']} | {r.get('ops', '')} | {r.get('imports', '')} | "
-                     f"{r.get('forward', '')} | {r.get('trains', '')} |")
-    with open(args.out, "w") as f:
-        f.write("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    write_table(args.out, f"with torch {torch.__version__}, torchvision {torchvision.__version__} "
+                f"(`scripts/model_coverage.py`; CPU backend, batch 2, 224x224)", ("model", "export"), rows, 6)
     return 0
 
 
