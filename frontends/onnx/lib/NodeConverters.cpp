@@ -320,6 +320,15 @@ LogicalResult convertReshape(NodeImporter &n) {
 }
 
 // Axes of Unsqueeze and Squeeze: input 1 from opset 13, the attribute before.
+// The constant axes of input `i` (Slice's and Pad's), or 0 .. count - 1 when it is absent.
+FailureOr<std::vector<int64_t>> axesOrAll(NodeImporter &n, int i, size_t count) {
+  if (n.hasInput(i))
+    return n.constInts(i);
+  std::vector<int64_t> axes(count);
+  std::iota(axes.begin(), axes.end(), 0);
+  return axes;
+}
+
 FailureOr<std::vector<int64_t>> axesInput(NodeImporter &n, bool &given) {
   given = n.hasInput(1) || n.hasAttr("axes");
   if (n.hasInput(1))
@@ -478,14 +487,11 @@ LogicalResult convertSlice(NodeImporter &n) {
   auto starts = n.constInts(1), ends = n.constInts(2);
   if (failed(x) || failed(starts) || failed(ends))
     return failure();
-  std::vector<int64_t> axes(starts->size()), steps(starts->size(), 1);
-  std::iota(axes.begin(), axes.end(), 0);
-  if (n.hasInput(3)) {
-    auto a = n.constInts(3);
-    if (failed(a))
-      return failure();
-    axes = *a;
-  }
+  std::vector<int64_t> steps(starts->size(), 1);
+  auto given = axesOrAll(n, 3, starts->size());
+  if (failed(given))
+    return failure();
+  const std::vector<int64_t> &axes = *given;
   if (n.hasInput(4)) {
     auto st = n.constInts(4);
     if (failed(st))
@@ -718,14 +724,10 @@ LogicalResult convertPad(NodeImporter &n) {
   }
   auto type = llvm::cast<RankedTensorType>(x->getType());
   const int64_t rank = type.getRank();
-  std::vector<int64_t> axes(static_cast<size_t>(rank));
-  std::iota(axes.begin(), axes.end(), 0);
-  if (n.hasInput(3)) {
-    auto given = n.constInts(3);
-    if (failed(given))
-      return failure();
-    axes = *given;
-  }
+  auto given = axesOrAll(n, 3, size_t(rank));
+  if (failed(given))
+    return failure();
+  const std::vector<int64_t> &axes = *given;
   if (pads->size() != 2 * axes.size())
     return n.fail("it has " + std::to_string(pads->size()) + " pads for " + std::to_string(axes.size()) + " axes");
   std::string list;
