@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
-"""PyTorch baseline for any torchvision classification model, in the same device call as Castor:
-`castor-run bench` of a plan compiled from that model's ONNX export (test/fixtures/torchvision)
-does the same work (synthetic data resident on the GPU, AdamW lr 1e-3 weight decay 0.01,
+"""PyTorch baseline for any torchvision or timm classification model, in the same device call as
+Castor: `castor-run bench` of a plan compiled from that model's ONNX export (test/fixtures/torchvision,
+scripts/export_model_zoo.py for timm) does the same work (synthetic data resident on the GPU, AdamW lr 1e-3 weight decay 0.01,
 cross-entropy, fixed batch), so the two figures form a ratio.
 
   python3 torch_torchvision.py --model vgg11_bn --modes amp-fp16-cl,compile-fp16-cl --batch 128
+  python3 torch_torchvision.py --model timm-convnext_tiny --batch 128   # timm.create_model("convnext_tiny")
 
 Prints one JSON line per mode: img/s (median of CUDA-event-timed steps) and peak GPU memory.
 Modes: amp-fp16-cl, amp-bf16-cl, compile-fp16-cl, compile-bf16-cl (channels-last, autocast,
@@ -33,14 +34,24 @@ def median_step_ms(step, iters):
     return statistics.median(ms)
 
 
+def build_model(name):
+    """A torchvision constructor, or timm's model for a name "timm-NAME"; with its input size."""
+    if name.startswith("timm-"):
+        import timm
+        model = timm.create_model(name[len("timm-"):], pretrained=False)
+        return model, tuple(model.pretrained_cfg.get("input_size", (3, 224, 224)))
+    return getattr(torchvision.models, name)(), (3, 224, 224)
+
+
 def bench(model_name, mode, batch, warmup, iters):
     torch.backends.cudnn.benchmark = True
     dtype = torch.bfloat16 if "bf16" in mode else torch.float16
     torch.manual_seed(0)
-    model = getattr(torchvision.models, model_name)().cuda().to(memory_format=torch.channels_last)
+    model, input_size = build_model(model_name)
+    model = model.cuda().to(memory_format=torch.channels_last)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
-    x = torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
+    x = torch.randn(batch, *input_size, device="cuda").to(memory_format=torch.channels_last)
     y = torch.randint(0, 1000, (batch,), device="cuda")
 
     def step():
@@ -68,7 +79,7 @@ def bench(model_name, mode, batch, warmup, iters):
 
 if __name__ == "__main__":
     ap = argparse.ArgumentParser()
-    ap.add_argument("--model", required=True, help="a torchvision.models constructor, e.g. resnext50_32x4d")
+    ap.add_argument("--model", required=True, help="a torchvision.models constructor, e.g. resnext50_32x4d, or timm-NAME for timm's NAME")
     ap.add_argument("--modes", default="amp-fp16-cl")
     ap.add_argument("--batch", type=int, default=128)
     ap.add_argument("--warmup", type=int, default=10)

@@ -6,7 +6,9 @@ Criterion: from identical initial weights on identical batches, Castor's loss fo
 AMP's: each of the first 20 losses within 2% relative, and the mean of all steps within 2%.
 
 `--model NAME` takes any torchvision classifier whose training-mode export the plan was compiled
-from (initializers named as its state_dict: `models/export_torchvision.py`), `--steps N` the
+from (initializers named as its state_dict: `models/export_torchvision.py`), or timm's model for
+`timm-NAME` (scripts/export_model_zoo.py: graph only, the plan compiled with --init kaiming; the
+weights come from here), `--steps N` the
 length; the plan's precision picks PyTorch's autocast type (fp16 with GradScaler configured as
 the plan's loss scaler, bf16 without scaling).
 
@@ -282,10 +284,25 @@ VARIANTS = {  # name: (autocast fp16 + GradScaler, channels_last, weights one ul
 
 
 def torch_model(name, classes):
+    """torchvision's model NAME, or timm's for "timm-NAME" (scripts/export_model_zoo.py's exports)."""
     import torch
-    import torchvision
     torch.manual_seed(0)
+    if name.startswith("timm-"):
+        import timm
+        return timm.create_model(name[len("timm-"):], pretrained=False, num_classes=classes)
+    import torchvision
     return torchvision.models.get_model(name, weights=None, num_classes=classes)
+
+
+def torch_only_buffers(model, plan_names):
+    """The model's buffers the plan does not hold (timm's constant index tables, which the export
+    folded into the graph): they keep the values the constructor gave them. A parameter the plan
+    lacks is an error."""
+    params = {k for k, _ in model.named_parameters()}
+    only = {k for k in model.state_dict() if k not in plan_names and not k.endswith("num_batches_tracked")}
+    if only & params:
+        die(f"parameters missing from the plan: {sorted(only & params)}")
+    return only
 
 
 def one_ulp_away(tensors, seed=7):
@@ -305,9 +322,10 @@ def torch_train(model_name, variant, initial, images, labels, info, steps, devic
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     model = torch_model(model_name, info["classes"])
     weights = one_ulp_away(initial) if ulp else initial
+    kept = torch_only_buffers(model, set(initial))
     missing, unexpected = model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in weights.items()},
                                                 strict=False)
-    if unexpected or any(not k.endswith("num_batches_tracked") for k in missing):
+    if unexpected or any(not k.endswith("num_batches_tracked") and k not in kept for k in missing):
         die(f"state_dict mismatch: missing {missing}, unexpected {unexpected}")
     model = model.to(device).to(memory_format=fmt).train()
     opt = torch.optim.AdamW(model.parameters(), **info["adamw"])
@@ -376,7 +394,6 @@ def jsonable(v):
 
 def cmd_run(a):
     import torch
-    import torchvision
     os.makedirs(a.work, exist_ok=True)
     out_dir = os.path.dirname(os.path.abspath(a.out))
     os.makedirs(out_dir, exist_ok=True)
@@ -386,8 +403,11 @@ def cmd_run(a):
 
     # (2) initial weights: the torchvision model under torch.manual_seed(0)
     model = torch_model(a.model, info["classes"])
+    kept = torch_only_buffers(model, set(info["model_state"]))
+    if kept:
+        print(f"buffers only in torch, kept as constructed: {sorted(kept)}", flush=True)
     initial = {k: v.detach().numpy().copy() for k, v in model.state_dict().items()
-               if not k.endswith("num_batches_tracked")}
+               if not k.endswith("num_batches_tracked") and k not in kept}
     if set(initial) != set(info["model_state"]):
         die(f"{a.model} state_dict and the plan disagree: only in torch {sorted(set(initial) - set(info['model_state']))}, "
             f"only in the plan {sorted(set(info['model_state']) - set(initial))}")
@@ -454,7 +474,7 @@ def cmd_run(a):
                    batch=info["batch"], image_shape=info["image_shape"], classes=info["classes"],
                    adamw=info["adamw"], grad_scaler=info["grad_scaler"], label_smoothing=info["label_smoothing"],
                    model=a.model, amp_dtype=info["amp_dtype"],
-                   weights=f"torchvision {a.model}, torch.manual_seed(0)", weights_sha256=sha256(weights),
+                   weights=f"{a.model}, torch.manual_seed(0)", weights_sha256=sha256(weights),
                    model_tensors=loaded, data=dict(samples=count, label_classes=used.tolist(), signal=SIGNAL,
                                                    seed=DATA_SEED, images="float16"),
                    torch=torch.__version__, torchvision=torchvision.__version__, numpy=np.__version__,
@@ -552,7 +572,7 @@ def main():
     ap.add_argument("command", choices=["run", "selftest"])
     ap.add_argument("--plan", required=True, help="Castor fp16 or bf16 AdamW training plan (castor compile --train)")
     ap.add_argument("--model", default="resnet50",
-                    help="run: the torchvision model the plan was compiled from (torchvision.models.get_model name)")
+                    help="run: the model the plan was compiled from: a torchvision.models.get_model name, or timm-NAME")
     ap.add_argument("--castor-run", required=True, help="castor-run binary")
     ap.add_argument("--work", required=True, help="scratch folder: weights, data, castor-run logs (~0.6 GB)")
     ap.add_argument("--out", help="run: result JSON (a .txt with the table is written beside it)")
