@@ -13,6 +13,7 @@
 #include "cpu/cpu_internal.h"
 #include "cpu/rounding_noise.h"
 #include "plan/plan_validator.h"
+#include "plan/storage_order.h"
 
 #include <cstring>
 #include <exception>
@@ -20,6 +21,7 @@
 #include <memory>
 #include <unistd.h>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace castor {
@@ -61,9 +63,17 @@ public:
     } catch (const std::exception &) {
       return Status::error("cannot allocate an arena of " + std::to_string(plan_.arena_bytes()) + " bytes");
     }
+    channelsLast = plan::channelsLastForViews(plan_);
+    std::unordered_set<int> transposedViews;
+    for (const plan::TransposedView &v : plan::transposedViews(plan_))
+      transposedViews.insert(v.kernel);
     for (int i = 0; i < plan_.kernels_size(); ++i) {
       const Kernel &k = plan_.kernels(i);
       auto where = plan::describeKernel(plan_, i);
+      if (transposedViews.count(i)) { // its result already is its operand's bytes
+        kernels_.push_back(RunFn([]() { return Status::ok(); }));
+        continue;
+      }
       KernelContext ctx{*this, k, {}, {}, replicas_};
       for (uint32_t id : k.inputs()) {
         auto it = tensors_.find(id);
@@ -84,7 +94,7 @@ public:
       auto fn = (*build)(ctx);
       if (!fn)
         return fn.status().withContext(where);
-      kernels_.push_back(std::move(*fn));
+      kernels_.push_back(stageChannelsLast(*this, ctx, std::move(*fn)));
     }
     if (poison_)
       poisonAfter_ = poisonSchedule(plan_);
@@ -100,6 +110,8 @@ public:
     // outputs are read: its slot may hold one of them).
     if ((*t)->kind() == Tensor::INPUT)
       inputs_[id].assign(static_cast<const uint8_t *>(data), static_cast<const uint8_t *>(data) + bytes);
+    else if (channelsLast.count(id))
+      plan::toChannelsLast(**t, static_cast<const uint8_t *>(data), arena_.data() + (*t)->offset());
     else
       std::memcpy(arena_.data() + (*t)->offset(), data, bytes);
     return Status::ok();
@@ -110,6 +122,10 @@ public:
     if (!t)
       return t.status();
     auto input = inputs_.find(id);
+    if (channelsLast.count(id) && input == inputs_.end()) {
+      plan::fromChannelsLast(**t, arena_.data() + (*t)->offset(), static_cast<uint8_t *>(data));
+      return Status::ok();
+    }
     std::memcpy(data, input != inputs_.end() ? input->second.data() : arena_.data() + (*t)->offset(), bytes);
     return Status::ok();
   }

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <unordered_map>
+#include <unordered_set>
 #include <string>
 #include <vector>
 
@@ -47,7 +49,12 @@ using RunFn = std::function<Status()>;
 // to nearest even into the tensor's dtype; i64 writes truncate toward zero).
 class Memory {
 public:
-  uint8_t *slot(const Tensor &t) { return arena_.data() + t.offset(); }
+  uint8_t *slot(const Tensor &t) {
+    if (!staged_.empty())
+      if (auto it = staged_.find(t.id()); it != staged_.end())
+        return it->second;
+    return arena_.data() + t.offset();
+  }
   Values read(const Tensor &t);
   void write(const Tensor &t, const Values &v);
   // Elements [begin, begin + n) of a tensor, converted as read()/write() do.
@@ -56,9 +63,15 @@ public:
   std::vector<int64_t> readInts(const Tensor &t);
   void writeInts(const Tensor &t, const std::vector<int64_t> &v);
 
+  // Tensors whose arena bytes are in channels-last order (channels_last.cpp) and, while a kernel
+  // that reads or writes them runs, the row-major copies slot() hands out instead.
+  std::unordered_set<uint32_t> channelsLast;
+  std::unordered_map<uint32_t, uint8_t *> staged_;
+
 protected:
   std::vector<uint8_t> arena_;
 };
+
 
 // What a kernel builder sees: the arena and the kernel's resolved operands.
 struct KernelContext {
@@ -67,6 +80,12 @@ struct KernelContext {
   std::vector<const Tensor *> in, out;
   dist::Communicator *replicas = nullptr; // BackendOptions::replicas
 };
+
+// The CPU reference stores a transposed view's [N,C,H,W] side channels-last, as the CUDA backend
+// does (plan/storage_order.h), so that the view's kernel moves nothing. Every other kernel
+// computes on row-major data: stageChannelsLast wraps one that reads or writes such a tensor
+// (Memory::channelsLast) so that it sees a row-major copy, converted in before and out after.
+RunFn stageChannelsLast(Memory &memory, const KernelContext &c, RunFn run);
 
 using Builder = std::function<Expected<RunFn>(const KernelContext &)>;
 

@@ -4,6 +4,7 @@
 #include "plan/fused_elementwise.h"
 #include "plan/op_attrs.h"
 #include "plan/op_registry.h"
+#include "plan/storage_order.h"
 
 #include <algorithm>
 #include <cmath>
@@ -849,6 +850,17 @@ std::unordered_map<uint32_t, LiveRange> computeLiveRanges(const Plan &plan) {
   return ranges;
 }
 
+// The kernels that may write a view of their first operand: reshapes, and transposes between
+// [N,C,H,W] stored channels-last and [N,H,W,C] (plan/storage_order.h).
+static bool writesView(const Kernel &k, OpId op) {
+  if (op == OpId::Reshape || op == OpId::Flatten || op == OpId::Identity)
+    return true;
+  if (op != OpId::Transpose)
+    return false;
+  auto p = parseTranspose(k);
+  return p && isChannelsLastPerm(p->perm);
+}
+
 std::unordered_map<uint32_t, uint32_t> viewRoots(const Plan &plan) {
   std::unordered_map<uint32_t, uint32_t> viewOf;
   for (const Tensor &t : plan.tensors())
@@ -959,9 +971,11 @@ Status validatePlan(const Plan &plan) {
       if (viewRootOf.count(t->id()) && written.count(t->id()))
         return Status::error(where() + " writes " + tensorLabel(*t) + " again, but views share its bytes");
       if (t->has_view_of() && (view.out.size() != 1 || view.in.empty() || view.in[0]->id() != t->view_of() ||
-                               (*op != OpId::Reshape && *op != OpId::Flatten && *op != OpId::Identity)))
+                               !writesView(k, *op)))
         return Status::error(where() + " writes " + tensorLabel(*t) + ", a view of tensor id " +
-                             std::to_string(t->view_of()) + ": only a reshape, flatten or identity of that tensor may");
+                             std::to_string(t->view_of()) +
+                             ": only a reshape, flatten or identity of that tensor may, or a transpose between "
+                             "[N,C,H,W] and [N,H,W,C] (perm 0,2,3,1 or 0,3,1,2)");
     }
     if (const OpRule *rule = rules().find(*op))
       CASTOR_RETURN_IF_ERROR(checkRule(*rule, view).withContext(where()));
@@ -970,6 +984,10 @@ Status validatePlan(const Plan &plan) {
     for (uint32_t id : k.outputs())
       written.insert(id);
   }
+  if (auto conflicts = conflictingTransposedViews(plan); !conflicts.empty())
+    return Status::error(describeKernel(plan, conflicts.front()) +
+                         " is a transposed view, but its [N,C,H,W] side cannot be stored channels-last or its "
+                         "[N,H,W,C] side row-major (another kernel needs the other order)");
   for (const Tensor &t : plan.tensors())
     if (t.has_view_of() && !written.count(t.id()))
       return Status::error("no kernel writes " + tensorLabel(t) + ", a view of tensor id " +

@@ -376,12 +376,42 @@ def normalize(rng):
     return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3, opset=18)
 
 
+def convnext(rng, dim=8):
+    """ConvNeXt as exported: a stem conv and its LayerNorm2d (permute to NHWC, LayerNorm over the
+    channels, permute back); a block of 7x7 depthwise conv, permute, LayerNorm, Linear (MatMul by
+    the transposed weight, Add of the bias), GELU in the erf form, Linear, permute back, layer
+    scale, residual add; global average pooling and the head. Every permute of the step is a
+    transposed view (castor-plan-views), whose [N,C,H,W] side the CPU reference stores channels-last."""
+    b = Builder(rng)
+
+    def norm(t, prefix):
+        return b.op("LayerNormalization", [t, b.param(prefix + ".weight", [dim], 0.5),
+                                           b.param(prefix + ".bias", [dim], 0.5)], axis=-1, epsilon=1e-6)
+
+    def linear(t, prefix, n_out, n_in):
+        w = b.op("Transpose", [b.param(prefix + ".weight", [n_out, n_in])], perm=[1, 0])
+        return b.op("Add", [b.op("MatMul", [t, w]), b.param(prefix + ".bias", [n_out], 0.1)])
+
+    x = b.op("Conv", ["input", b.param("stem.weight", [dim, 3, 2, 2]), b.param("stem.bias", [dim], 0.1)],
+             strides=[2, 2])
+    x = b.op("Transpose", [norm(b.op("Transpose", [x], perm=[0, 2, 3, 1]), "stem.norm")], perm=[0, 3, 1, 2])
+    y = b.op("Conv", [x, b.param("dw.weight", [dim, 1, 7, 7]), b.param("dw.bias", [dim], 0.1)], pads=[3, 3, 3, 3],
+             group=dim)
+    y = linear(norm(b.op("Transpose", [y], perm=[0, 2, 3, 1]), "norm"), "fc1", 4 * dim, dim)
+    g = b.op("Add", [b.op("Erf", [b.op("Div", [y, b.literal(np.sqrt(2.0))])]), b.literal(1.0)])
+    y = linear(b.op("Mul", [b.op("Mul", [y, g]), b.literal(0.5)]), "fc2", dim, 4 * dim)
+    y = b.op("Mul", [b.op("Transpose", [y], perm=[0, 3, 1, 2]), b.param("gamma", [dim, 1, 1], 0.5)])
+    x = b.op("Flatten", [b.op("GlobalAveragePool", [b.op("Add", [x, y])])])
+    b.op("Gemm", [x, b.param("fc.weight", [3, dim]), b.param("fc.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 8, 8], b.nodes[-1].output[0], 3)
+
+
 MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": frozen, "shuffle": shuffle, "transformer": transformer,
           "window": window, "activations": activations,
           "prelu": prelu, "reductions": reductions, "eca": eca, "split": split, "pad": pad, "normalize": normalize,
           "instance_norm": instance_norm, "group_norm": group_norm,
           "group_norm_opset18": lambda rng: group_norm(rng, opset=18), "resize": resize,
-          "tile": tile}
+          "tile": tile, "convnext": convnext}
 
 
 def check(name, args, rng):

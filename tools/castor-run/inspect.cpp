@@ -105,6 +105,14 @@ int inspect(const std::string &path, bool asJson) {
     return valid ? 0 : 1;
   }
 
+  // A kernel whose result is a view of its operand moves nothing (Tensor.view_of).
+  auto writesView = [&](const plan::Kernel &k) {
+    const plan::Tensor *out = k.outputs_size() == 1 ? index.tensor(k.outputs(0)) : nullptr;
+    return out && out->has_view_of();
+  };
+  int viewKernels = 0;
+  for (const plan::Kernel &k : p.kernels())
+    viewKernels += writesView(k) ? 1 : 0;
   fmt::print("Plan {}\n", path);
   fmt::print("  format version {}, producer \"{}\", target \"{}\", batch {}\n", p.format_version(), p.producer(),
              p.target(), p.batch());
@@ -116,8 +124,9 @@ int inspect(const std::string &path, bool asJson) {
                "reserve\n",
                humanBytes(p.predicted_peak_bytes()), p.predicted_peak_bytes(), humanBytes(p.workspace_limit_bytes()),
                humanBytes(p.reserve_bytes()));
-  fmt::print("  {} kernels, {} tensors, {} parameters ({} values, {})\n", p.kernels_size(), p.tensors_size(),
-             p.parameters_size(), paramValues, humanBytes(paramBytes));
+  fmt::print("  {} kernels ({} views: reshapes and transposes that move no bytes), {} tensors, {} parameters ({} values, "
+             "{})\n",
+             p.kernels_size(), viewKernels, p.tensors_size(), p.parameters_size(), paramValues, humanBytes(paramBytes));
   fmt::print("  validation: {}\n", valid ? std::string("ok") : valid.message());
 
   auto bindings = [&](const char *title, const auto &list) {
@@ -149,7 +158,7 @@ int inspect(const std::string &path, bool asJson) {
       sorted[name] = plan::attrString(a);
     for (const auto &[name, v] : sorted)
       attrs += (attrs.empty() ? "" : " ") + name + "=" + v;
-    kt.rows.push_back({std::to_string(i), k.op(), k.name(), in, out, attrs});
+    kt.rows.push_back({std::to_string(i), writesView(k) ? k.op() + " (view)" : k.op(), k.name(), in, out, attrs});
   }
   kt.print();
 

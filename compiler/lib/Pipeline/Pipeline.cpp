@@ -84,7 +84,7 @@ void addLowering(mlir::OpPassManager &pm, const CompileOptions &options, bool tr
     funcPm.addPass(createCastorRecompute(
         CastorRecomputeOptions{options.recompute, options.memoryBudget, workspaceBytes, kArenaAlignment}));
   funcPm.addPass(createCastorSelectKernels(CastorSelectKernelsOptions{options.target}));
-  funcPm.addPass(createCastorPlanViews());
+  funcPm.addPass(createCastorPlanViews(CastorPlanViewsOptions{options.transposedViews}));
   funcPm.addPass(createCastorPlanMemory(CastorPlanMemoryOptions{kArenaAlignment, workspaceBytes}));
 }
 

@@ -161,10 +161,14 @@ public:
         return Status::error(error);
       tensors_[t.id()] = &t;
     }
-    ctx_.channelsLastEnabled = layout_ == LayoutChoice::ChannelsLast ||
-                               (layout_ == LayoutChoice::Auto && halfPrecisionConvolutions());
+    // A plan's transposed views need their [N,C,H,W] sides channels-last whatever the layout
+    // choice: in row-major mode those groups alone are (plan/storage_order.h).
+    const bool preferChannelsLast = layout_ == LayoutChoice::ChannelsLast ||
+                                    (layout_ == LayoutChoice::Auto && halfPrecisionConvolutions());
+    ctx_.channelsLastEnabled = preferChannelsLast || !plan::transposedViews(plan_).empty();
     if (ctx_.channelsLastEnabled)
-      ctx_.rowMajor = plan::rowMajorTensors(plan_);
+      ctx_.rowMajor = plan::rowMajorTensors(plan_, preferChannelsLast ? plan::OrderPreference::ConvolutionsChannelsLast
+                                                                      : plan::OrderPreference::RowMajor);
     uint64_t stagingBytes = 0, inputBytes = 0;
     for (const Tensor &t : plan_.tensors()) {
       // Host transfers of channels-last tensors pass through the staging buffer; activations

@@ -5,6 +5,7 @@
 
 #include "castor/shape_rules.h"
 #include "plan/op_attrs.h"
+#include "plan/storage_order.h"
 
 namespace castor::cuda::own {
 namespace {
@@ -48,6 +49,14 @@ Expected<RunFn> buildTranspose(DeviceContext &ctx, const Kernel &k, const Tensor
   const Tensor *x = in[0], *y = out[0];
   if (x == y)
     return Status::error("transpose: an in-place transpose is not supported");
+  bool fromChannels = false;
+  if (y->has_view_of() && y->view_of() == x->id() && plan::isChannelsLastPerm(p->perm, &fromChannels)) {
+    // A transposed view: [N,C,H,W] stored channels-last is [N,H,W,C] row-major, no kernel runs.
+    const Tensor *channels = fromChannels ? x : y, *rows = fromChannels ? y : x;
+    if ((plan::ordersDiffer(*channels) && !ctx.channelsLast(channels)) || reordered(ctx, rows))
+      return layoutError(k.op(), "a transposed view whose [N,C,H,W] side is not stored channels-last");
+    return RunFn([]() { return Status::ok(); });
+  }
   auto view = shape::transposeView(shapeOf(*x), storageStrides(ctx, *x), p->perm);
   if (!view)
     return Status::error("transpose: " + shape::transpose(shapeOf(*x), p->perm).error);

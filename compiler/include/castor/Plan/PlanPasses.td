@@ -28,7 +28,7 @@ def CastorSelectKernels : Pass<"castor-select-kernels", "mlir::func::FuncOp"> {
 }
 
 def CastorPlanViews : Pass<"castor-plan-views", "mlir::func::FuncOp"> {
-  let summary = "Makes reshapes views of their operand's bytes";
+  let summary = "Makes reshapes, and transposes between NCHW and NHWC, views of their operand's bytes";
   let description = [{
     Between kernel selection and memory planning: a reshape, flatten or identity kernel whose
     operand and result are activations of one dtype gets `castor.view`, and castor-plan-memory
@@ -38,7 +38,20 @@ def CastorPlanViews : Pass<"castor-plan-views", "mlir::func::FuncOp"> {
     kernel (an in-place write would change what the other shape reads); and a rank-4 side that
     the CUDA backend would store channels-last (plan/storage_order.h) where its two storage
     orders differ, since the other shape reads its bytes row-major.
+
+    A transpose with perm (0,2,3,1) or (0,3,1,2) of a rank-4 activation is a transposed view
+    (plan/storage_order.h): [N,C,H,W] stored channels-last is [N,H,W,C] row-major, byte for byte,
+    so the runtime stores its [N,C,H,W] side channels-last and its kernel moves nothing (ConvNeXt's
+    permutes around LayerNorm and the pointwise Linear layers, and their gradients). It stays a
+    transpose where the [N,C,H,W] side's group must be row-major (a matmul or layer norm reads
+    it) or the [N,H,W,C] side's group channels-last, and under the same conditions as a reshape.
+    Transposed views are decided first, since they set their groups' orders; the reshapes then
+    under those orders.
   }];
+  let options = [
+    Option<"transposes", "transposes", "bool", /*default=*/"true",
+           "make transposes between NCHW and NHWC views (false: reshapes only)">,
+  ];
   let dependentDialects = ["::castor::CastorDialect"];
 }
 
