@@ -509,8 +509,6 @@ def resize_cases(rng):
                     expected=lambda feeds: [np.repeat(np.repeat(feeds["x"], 2, axis=2), 4, axis=3)]),
         scales_case("resize_scales_channels_and_width", [1, 2, 1, 3]),
         scales_case("resize_scales_identity", [1, 1, 1, 1]),
-        scales_case("resize_linear_refused", [1, 1, 2, 2], mode="linear",
-                    refusal=["/Resize_0", "Resize", "mode 'linear' is not supported (nearest only)"]),
         scales_case("resize_fractional_scale_refused", [1, 1, 1.5, 2],
                     refusal=["/Resize_0", "Resize", "scale 1.500000 on axis 2 is not supported (integer upsampling "
                                                     "factors only)"]),
@@ -657,8 +655,11 @@ def constant_fold_cases(rng):
 
 
 def cases():
+    import einsum_cases  # they build on this module's helpers
+    import resize_linear_cases
     rng = np.random.default_rng(41)
-    return (activation_cases(rng) + prelu_cases(rng) + reduce_cases(rng) + conv1d_cases(rng) + split_cases(rng) + pad_cases(rng) +
+    return (einsum_cases.cases(np.random.default_rng(43)) + resize_linear_cases.cases(np.random.default_rng(44)) +
+            activation_cases(rng) + prelu_cases(rng) + reduce_cases(rng) + conv1d_cases(rng) + split_cases(rng) + pad_cases(rng) +
             instance_norm_cases(rng) + group_norm_cases(rng) + resize_cases(rng) + tile_cases(rng) +
             constant_fold_cases(rng) + untracked_batch_norm_cases(rng) +
             [node_test_with_constant_axes(name) for name in NODE_TESTS_WITH_AXES_INPUT])

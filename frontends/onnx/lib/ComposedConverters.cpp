@@ -1,5 +1,6 @@
 // ONNX ops imported as compositions of castor ops (see ComposedConverters.h).
 #include "ComposedConverters.h"
+#include "Composition.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,29 +11,6 @@ using namespace mlir;
 
 namespace castor::onnx_import {
 namespace {
-
-RankedTensorType typeOf(Value v) { return llvm::cast<RankedTensorType>(v.getType()); }
-
-std::string shapeText(RankedTensorType t) {
-  std::string s = "[";
-  for (int64_t i = 0; i < t.getRank(); ++i)
-    s += (i ? ", " : "") + std::to_string(t.getDimSize(i));
-  return s + "]";
-}
-
-// The single result of a created op, or failure.
-template <typename OpT> FailureOr<Value> resultOf(FailureOr<OpT> op) {
-  if (failed(op))
-    return failure();
-  return op->getResult();
-}
-
-FailureOr<Value> reshapeTo(NodeImporter &n, Value x, ArrayRef<int64_t> dims) {
-  auto type = RankedTensorType::get(dims, typeOf(x).getElementType());
-  if (type == x.getType())
-    return x;
-  return resultOf(n.build<ReshapeOp>(type, {x}));
-}
 
 // A scalar constant of x's element type times x.
 FailureOr<Value> scaled(NodeImporter &n, Value x, double factor) {
@@ -213,63 +191,6 @@ FailureOr<Value> normalizeGroups(NodeImporter &n, Value x, int64_t groups, doubl
   return failed(shifted) ? shifted : reshapeTo(n, *shifted, SmallVector<int64_t>(type.getShape()));
 }
 
-
-// x with each element repeated along each axis: x viewed with a 1 inserted before each axis
-// (`repeatOuter`: Tile's copies of the whole axis) or after it (Resize's copies of each element),
-// a sum with zeros of the shape with each such 1 made that axis' factor, viewed as x's shape with
-// each axis times its factor. The sum's gradient (reduce_sum_to) adds the copies back.
-FailureOr<Value> repeatAxes(NodeImporter &n, Value x, ArrayRef<int64_t> factors, bool repeatOuter) {
-  RankedTensorType type = typeOf(x);
-  SmallVector<int64_t> view, target, out;
-  for (int64_t d = 0; d < type.getRank(); ++d) {
-    const int64_t size = type.getDimSize(d), f = factors[size_t(d)];
-    if (f != 1 && repeatOuter)
-      view.push_back(1), target.push_back(f);
-    view.push_back(size), target.push_back(size);
-    if (f != 1 && !repeatOuter)
-      view.push_back(1), target.push_back(f);
-    out.push_back(size * f);
-  }
-  if (view.size() == size_t(type.getRank()))
-    return x;
-  auto v = reshapeTo(n, x, view);
-  auto zeros = n.splatOf(RankedTensorType::get(target, type.getElementType()), 0.0);
-  if (failed(v) || failed(zeros))
-    return failure();
-  auto sum = resultOf(n.create<AddOp>({*v, *zeros}));
-  return failed(sum) ? sum : reshapeTo(n, *sum, out);
-}
-
-// The input index ONNX's nearest-neighbour Resize reads for output index o of an axis of `in`
-// elements resized to `out` by `scale`, or nullopt for a transformation mode not handled here.
-std::optional<int64_t> nearestSource(const std::string &mode, const std::string &rounding, int64_t o, int64_t in,
-                                     int64_t out, double scale) {
-  double x;
-  if (mode == "half_pixel" || mode == "half_pixel_symmetric")
-    // half_pixel_symmetric's offset is 0 when out = in * scale exactly, as it is here.
-    x = (double(o) + 0.5) / scale - 0.5;
-  else if (mode == "pytorch_half_pixel")
-    x = out > 1 ? (double(o) + 0.5) / scale - 0.5 : 0.0;
-  else if (mode == "asymmetric")
-    x = double(o) / scale;
-  else if (mode == "align_corners")
-    x = out == 1 ? 0.0 : double(o) * double(in - 1) / double(out - 1);
-  else
-    return std::nullopt;
-  double i;
-  if (rounding == "floor")
-    i = std::floor(x);
-  else if (rounding == "ceil")
-    i = std::ceil(x);
-  else if (rounding == "round_prefer_floor")
-    i = x == std::floor(x) + 0.5 ? std::floor(x) : std::round(x);
-  else if (rounding == "round_prefer_ceil")
-    i = x == std::floor(x) + 0.5 ? std::ceil(x) : std::round(x);
-  else
-    return std::nullopt;
-  return std::clamp<int64_t>(int64_t(i), 0, in - 1);
-}
-
 } // namespace
 
 LogicalResult convertReduceMean(NodeImporter &n) { return convertReduce<Reduction::Mean>(n); }
@@ -401,96 +322,6 @@ LogicalResult convertGroupNorm(NodeImporter &n) {
   if (type.getRank() < 2)
     return n.fail("an input [N, C, ...] is needed, not one of rank " + std::to_string(type.getRank()));
   auto y = normalizeGroups(n, *x, *groups, *eps, *scale, *bias, /*perGroup=*/n.opset() < 21);
-  return failed(y) ? failure() : n.setOutput(0, *y);
-}
-
-// Resize in nearest mode by integer factors (timm's HRNet upsamples its branches so): each element
-// repeated along each resized axis. The factors come from `scales` or from `sizes` that are
-// multiples of the input's; the coordinate transformation and rounding must read input index
-// o / factor for every output index o (checked here on the actual sizes: half_pixel with either
-// rounding to nearest, asymmetric with floor, and others where they happen to), else refused.
-LogicalResult convertResize(NodeImporter &n) {
-  if (failed(n.checkArity(1, 4)) ||
-      failed(n.checkAttrs({"antialias", "axes", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside",
-                           "extrapolation_value", "keep_aspect_ratio_policy", "mode", "nearest_mode"})))
-    return failure();
-  auto x = n.input(0);
-  auto mode = n.attrString("mode", "nearest");
-  auto transform = n.attrString("coordinate_transformation_mode", "half_pixel");
-  auto rounding = n.attrString("nearest_mode", "round_prefer_floor");
-  auto policy = n.attrString("keep_aspect_ratio_policy", "stretch");
-  if (failed(x) || failed(mode) || failed(transform) || failed(rounding) || failed(policy))
-    return failure();
-  if (*mode != "nearest")
-    return n.fail("mode '" + *mode + "' is not supported (nearest only)");
-  RankedTensorType type = typeOf(*x);
-  const int64_t rank = type.getRank();
-  std::vector<int64_t> axes(static_cast<size_t>(rank));
-  std::iota(axes.begin(), axes.end(), 0);
-  if (n.hasAttr("axes")) {
-    auto given = n.attrInts("axes", {});
-    if (failed(given))
-      return failure();
-    axes = *given;
-    for (int64_t &a : axes) {
-      if (a < -rank || a >= rank)
-        return n.fail("axis " + std::to_string(a) + " is out of range for an input of rank " + std::to_string(rank));
-      a = a < 0 ? a + rank : a;
-    }
-  }
-  std::vector<double> scales;
-  if (n.hasInput(2)) {
-    auto given = n.constDoubles(2);
-    if (failed(given))
-      return failure();
-    scales = *given;
-  }
-  std::vector<int64_t> factors(static_cast<size_t>(rank), 1);
-  if (!scales.empty()) {
-    if (n.hasInput(3))
-      return n.fail("both scales and sizes are given");
-    if (scales.size() != axes.size())
-      return n.fail("it has " + std::to_string(scales.size()) + " scales for " + std::to_string(axes.size()) + " axes");
-    for (size_t i = 0; i < axes.size(); ++i) {
-      const double s = scales[i];
-      if (s < 1 || s != std::floor(s))
-        return n.fail("scale " + std::to_string(s) + " on axis " + std::to_string(axes[i]) +
-                      " is not supported (integer upsampling factors only)");
-      factors[size_t(axes[i])] = int64_t(s);
-    }
-  } else {
-    if (!n.hasInput(3))
-      return n.fail("neither scales nor sizes are given");
-    if (*policy != "stretch")
-      return n.fail("keep_aspect_ratio_policy '" + *policy + "' is not supported (stretch only)");
-    auto sizes = n.constInts(3);
-    if (failed(sizes))
-      return failure();
-    if (sizes->size() != axes.size())
-      return n.fail("it has " + std::to_string(sizes->size()) + " sizes for " + std::to_string(axes.size()) + " axes");
-    for (size_t i = 0; i < axes.size(); ++i) {
-      const int64_t in = type.getDimSize(axes[i]), out = (*sizes)[i];
-      if (out < in || out % in != 0)
-        return n.fail("size " + std::to_string(out) + " on axis " + std::to_string(axes[i]) + " is not a multiple of " +
-                      std::to_string(in) + " (integer upsampling factors only)");
-      factors[size_t(axes[i])] = out / in;
-    }
-  }
-  for (int64_t d = 0; d < rank; ++d) {
-    const int64_t f = factors[size_t(d)], in = type.getDimSize(d);
-    for (int64_t o = 0; f != 1 && o < in * f; ++o) {
-      auto source = nearestSource(*transform, *rounding, o, in, in * f, double(f));
-      if (!source)
-        return n.fail("coordinate_transformation_mode '" + *transform + "' with nearest_mode '" + *rounding +
-                      "' is not supported");
-      if (*source != o / f)
-        return n.fail("coordinate_transformation_mode '" + *transform + "' with nearest_mode '" + *rounding +
-                      "' does not repeat each element " + std::to_string(f) + " times along axis " +
-                      std::to_string(d) + " (output " + std::to_string(o) + " reads input " + std::to_string(*source) +
-                      "); only such resizing is supported");
-    }
-  }
-  auto y = repeatAxes(n, *x, factors, /*repeatOuter=*/false);
   return failed(y) ? failure() : n.setOutput(0, *y);
 }
 

@@ -36,14 +36,23 @@ mlir::LogicalResult convertInstanceNorm(NodeImporter &n);
 // ([C], broadcast as [C, 1, ...] over x's shape).
 mlir::LogicalResult convertGroupNorm(NodeImporter &n);
 
-// Resize in nearest mode by integer factors whose coordinate transformation and rounding read
-// input index o / factor for output index o: x viewed as [..., D, 1, ...] plus zeros of
-// [..., D, factor, ...], viewed as [..., D * factor, ...]; its gradient sums each element's copies.
+// Resize (ResizeConverter.cpp) with scales or sizes known at import. Nearest mode by integer
+// factors whose coordinate transformation and rounding read input index o / factor for output
+// index o: x viewed as [..., D, 1, ...] plus zeros of [..., D, factor, ...], viewed as
+// [..., D * factor, ...]; its gradient sums each element's copies. Linear mode (bilinear on H and
+// W, or any axes): along each resized axis a product with a constant [in, out] interpolation
+// matrix (that axis moved last and back), so its gradient is the products' transposed.
 mlir::LogicalResult convertResize(NodeImporter &n);
 
 // Tile with repeats known at import: x viewed as [1, D0, 1, D1, ...] (a 1 before each repeated
 // axis) plus zeros of [r0, D0, r1, D1, ...], viewed as [r0 * D0, r1 * D1, ...]; its gradient sums
 // the copies.
 mlir::LogicalResult convertTile(NodeImporter &n);
+
+// Einsum (EinsumConverter.cpp) of one or two operands without repeated labels within an operand:
+// labels summed in one operand alone go first (a product with ones), then the two operands are
+// transposed and viewed as [batch..., M, K] and [batch..., K, N] for one (batched) matmul, whose
+// result is viewed and transposed to the output's labels; one operand alone is a transpose.
+mlir::LogicalResult convertEinsum(NodeImporter &n);
 
 } // namespace castor::onnx_import

@@ -1034,6 +1034,7 @@ const llvm::StringMap<ConvertFn> &registry() {
       {"GroupNormalization", convertGroupNorm},
       {"Resize", convertResize},
       {"Tile", convertTile},
+      {"Einsum", convertEinsum},
       {"Relu", convertUnary<ReluOp>},
       {"Sigmoid", convertUnary<SigmoidOp>},
       {"Clip", convertClip},
