@@ -363,6 +363,52 @@ def tile(rng):
     return b.model([2, 3, 3, 3], b.nodes[-1].output[0], 3)
 
 
+def einsum(rng):
+    """Attention and token mixing written as Einsum: NCHW to tokens by a one-operand permutation,
+    q, k, v by a weight [out, in] and [in, out] ("bnc,dc->bnd", "bnc,cd->bnd"), heads split by
+    a permutation, scores and the weighted sum per batch and head, a token-mixing weight on the
+    left ("tn,bhnd->bhtd"), a contraction over heads and features of two values, and a sum over
+    one operand's axes; every weight gets its gradient through the transposes and matmuls."""
+    b = Builder(rng)
+    x = b.op("Conv", ["input", b.param("patch.weight", [4, 3, 2, 2])], strides=[2, 2])
+    t = b.op("Reshape", [b.op("Einsum", [x], equation="bchw->bhwc"), b.const([2, 4, 4])])
+    q = b.op("Einsum", [t, b.param("q.weight", [4, 4])], equation="bnc,dc->bnd")
+    k = b.op("Einsum", [t, b.param("k.weight", [4, 4])], equation="bnc,cd->bnd")
+    v = b.op("Einsum", [t, b.param("v.weight", [4, 4])], equation="bnc,dc->bnd")
+
+    def heads(u):
+        return b.op("Einsum", [b.op("Reshape", [u, b.const([2, 4, 2, 2])])], equation="bnhd->bhnd")
+
+    s = b.op("Softmax", [b.op("Einsum", [heads(q), heads(k)], equation="bhid,bhjd->bhij")], axis=-1)
+    o = b.op("Einsum", [s, heads(v)], equation="bhij,bhjd->bhid")
+    m = b.op("Einsum", [b.param("mix.weight", [4, 4]), o], equation="tn,bhnd->bhtd")
+    energy = b.op("Einsum", [m, o], equation="bhtd,bhtd->bt")
+    total = b.op("Einsum", [m], equation="bhtd->bt")
+    y = b.op("Concat", [energy, total], axis=1)
+    b.op("Gemm", [y, b.param("fc.weight", [3, 8]), b.param("fc.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 4, 4], b.nodes[-1].output[0], 3)
+
+
+def resize_linear(rng):
+    """An FPN-style top-down path: a low-resolution branch upsampled bilinearly (scales 2,
+    half_pixel, as F.interpolate(align_corners=False)) and added to the high-resolution one, the
+    sum resized to a fractional size with align_corners and downsampled by pytorch_half_pixel
+    along W only; each output's gradient reaches the inputs it interpolates."""
+    b = Builder(rng)
+    hi = b.op("Conv", ["input", b.param("hi.weight", [4, 3, 3, 3])], pads=[1, 1, 1, 1])
+    lo = b.op("Conv", ["input", b.param("lo.weight", [4, 3, 3, 3])], strides=[2, 2], pads=[1, 1, 1, 1])
+    up = b.op("Resize", [lo, "", b.const([1, 1, 2, 2], np.float32)], mode="linear",
+              coordinate_transformation_mode="half_pixel")
+    x = b.op("Sigmoid", [b.op("Add", [hi, up])])
+    odd = b.op("Resize", [x, "", "", b.const([2, 4, 5, 3])], mode="linear",
+               coordinate_transformation_mode="align_corners")
+    narrow = b.op("Resize", [b.op("Mul", [x, x]), "", "", b.const([2, 4, 4, 3])], mode="linear",
+                  coordinate_transformation_mode="pytorch_half_pixel")
+    y = b.op("Concat", [b.op("Flatten", [odd]), b.op("Flatten", [narrow])], axis=1)
+    b.op("Gemm", [y, b.param("fc.weight", [3, 108]), b.param("fc.bias", [3], 0.1)], transB=1)
+    return b.model([2, 3, 4, 4], b.nodes[-1].output[0], 3, opset=19)
+
+
 def normalize(rng):
     """F.normalize as exported (EdgeNeXt's cross-covariance attention): a conv's features divided
     by their L2 norm over the channels (Div by a computed tensor: a product with its reciprocal),
@@ -411,7 +457,7 @@ MODELS = {"cnn": cnn, "pools": pools, "mlp": mlp, "mobile": mobile, "frozen": fr
           "prelu": prelu, "reductions": reductions, "eca": eca, "split": split, "pad": pad, "normalize": normalize,
           "instance_norm": instance_norm, "group_norm": group_norm,
           "group_norm_opset18": lambda rng: group_norm(rng, opset=18), "resize": resize,
-          "tile": tile, "convnext": convnext}
+          "tile": tile, "convnext": convnext, "einsum": einsum, "resize_linear": resize_linear}
 
 
 def check(name, args, rng):
