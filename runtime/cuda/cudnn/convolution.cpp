@@ -2,7 +2,9 @@
 // cuDNN's graph API (cudnn/convolution_graph.cpp): the engines cuDNN offers are timed once per layer
 // signature and GPU, and the choice is kept on disk (tuning/tuner.h, tuning/tuning_cache.h). f64, and any
 // convolution the graph API cannot run, takes cuDNN's legacy API (cudnn/convolution_legacy.cpp).
-// CASTOR_CONV_API=legacy forces the legacy API everywhere (for comparisons).
+// Depthwise layers Castor's own kernels take race them against cuDNN's engines
+// (kernels/depthwise_conv.cpp). CASTOR_CONV_API=legacy forces the legacy API everywhere (for
+// comparisons).
 #include "cuda/cudnn/builders.h"
 #include "cuda/cudnn/convolution.h"
 #include "cuda/kernels/broadcast.h"
@@ -112,7 +114,8 @@ std::string signature(const Problem &p) {
          dimsList(p.xs) + "|w:" + layout(p.wNhwc) + "=" + dimsList(p.ws) + "|y:" + layout(p.yNhwc) + "=" + dimsList(p.ys) +
          "|pad=" + std::to_string(p.padH) + "," + std::to_string(p.padW) + "|stride=" + std::to_string(p.strideH) +
          "," + std::to_string(p.strideW) + "|dil=" + std::to_string(p.dilationH) + "," +
-         std::to_string(p.dilationW) + "|groups=" + std::to_string(p.groups) + (p.accumulate ? "|accumulate" : "");
+         std::to_string(p.dilationW) + "|groups=" + std::to_string(p.groups) + (p.accumulate ? "|accumulate" : "") +
+         ownCandidatesTag(p);
 }
 
 namespace {
@@ -143,12 +146,18 @@ RunFn sequence(RunFn first, RunFn second) {
 
 } // namespace
 
+Expected<RunFn> biasAdd(DeviceContext &ctx, const Problem &p) {
+  if (!p.bias)
+    return Status::error("convolution " + p.label + " has no bias");
+  // The bias [K] broadcast over y as y is stored: [N,K,P,Q] or, channels-last, [N,P,Q,K].
+  const Shape bs = p.yNhwc ? Shape{1, 1, 1, p.ys[1]} : Shape{1, p.ys[1], 1, 1};
+  return addInPlace(ctx, p.y, p.bias, bs, "conv2d bias");
+}
+
 Expected<RunFn> withBias(DeviceContext &ctx, const Problem &p, RunFn run) {
   if (!p.bias)
     return run;
-  // The bias [K] broadcast over y as y is stored: [N,K,P,Q] or, channels-last, [N,P,Q,K].
-  const Shape bs = p.yNhwc ? Shape{1, 1, 1, p.ys[1]} : Shape{1, p.ys[1], 1, 1};
-  auto add = addInPlace(ctx, p.y, p.bias, bs, "conv2d bias");
+  auto add = biasAdd(ctx, p);
   if (!add)
     return add.status();
   return sequence(std::move(run), std::move(*add));
@@ -161,7 +170,8 @@ constexpr const char *kUnfusedPrefix = "unfused:";
 
 // The data gradient plus p.accumulate: the tuner weighs the plain convolution's chosen engine
 // followed by the element-wise add (the unfused group, rounding as the reference does) against
-// cuDNN's engines that add in the convolution's epilogue (rounding once), and keeps the faster.
+// cuDNN's engines that add in the convolution's epilogue (rounding once), and, for a depthwise
+// layer, Castor's kernel adding it in its epilogue (rounding once), and keeps the faster.
 // Without the graph API (f64, CASTOR_CONV_API=legacy, no engine) the group runs unfused.
 Expected<RunFn> buildAccumulating(DeviceContext &ctx, const Problem &p) {
   if (p.accumulateNhwc != p.xNhwc)
@@ -178,6 +188,15 @@ Expected<RunFn> buildAccumulating(DeviceContext &ctx, const Problem &p) {
     ctx.layerChoices[p.x->id()] = "composed";
     return sequence(std::move(*run), *add);
   }
+  // Castor's depthwise data gradient adds p.accumulate in its epilogue (rounding once).
+  std::vector<tuning::Candidate> candidates = depthwiseCandidates(ctx, p);
+  if (depthwiseForced(p)) {
+    auto choice = tuning::choose(ctx, signature(p), candidates);
+    if (!choice)
+      return choice.status();
+    ctx.layerChoices[p.x->id()] = "fused";
+    return runChoice(ctx, std::move(*choice));
+  }
   auto plainChoice = chooseFrontend(ctx, plain);
   if (!plainChoice) {
     auto legacy = buildLegacy(ctx, plain);
@@ -187,7 +206,6 @@ Expected<RunFn> buildAccumulating(DeviceContext &ctx, const Problem &p) {
     ctx.layerChoices[p.x->id()] = "composed";
     return sequence(std::move(*legacy), *add);
   }
-  std::vector<tuning::Candidate> candidates;
   tuning::Executable unfused = plainChoice->executable;
   RunFn addRun = *add;
   tuning::Candidate separate;
@@ -254,6 +272,8 @@ Expected<RunFn> buildConvolution(DeviceContext &ctx, const plan::Kernel &k, cons
       return conv::offerStats(ctx, *p, std::move(*plain));
   }
   auto run = conv::buildFrontend(ctx, *p);
+  if (run && conv::candidatesAddBias(*p))
+    return run; // the chosen candidate adds the bias itself
   if (!run) {
     auto legacy = conv::buildLegacy(ctx, *p);
     if (!legacy)

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "cuda/base/device_context.h"
+#include "cuda/kernels/depthwise_conv.h"
 #include "cuda/tuning/compile_ahead.h"
 #include "cuda/tuning/tuner.h"
 
@@ -43,8 +44,9 @@ Expected<Problem> parse(const DeviceContext &ctx, const plan::Kernel &k, const T
                         const TensorList &out);
 
 // The plan-independent signature of the convolution: pass, dtype, layouts, every dimension,
-// pads, strides, dilations, groups. Two layers with the same signature behave the same on one
-// GPU, whatever plan they belong to.
+// pads, strides, dilations, groups, and which of Castor's own kernels race cuDNN's engines for it
+// (ownCandidatesTag). Two layers with the same signature behave the same on one GPU, whatever
+// plan they belong to.
 std::string signature(const Problem &p);
 
 // Element strides of a logical [N,C,H,W] tensor as it is stored (NCHW or channels-last).
@@ -80,11 +82,33 @@ Expected<RunFn> offerStats(DeviceContext &ctx, const Problem &p, tuning::Choice 
 // The tuning key of the genstats candidates.
 std::string statsKey(const Problem &p);
 
+// Castor's own depthwise kernels (kernels/depthwise_conv.h) as tuner candidates
+// (kernels/depthwise_conv.cpp). CASTOR_CONV_DEPTHWISE=0 never offers them, =only offers them
+// alone wherever they take the layer.
+// The geometry of p as the kernels see it, or why they do not take p (cuDNN alone runs it).
+Expected<depthwise::Geometry> depthwiseGeometry(const Problem &p);
+// Whether p's race includes them, and whether they run alone (CASTOR_CONV_DEPTHWISE=only).
+bool depthwiseOffered(const Problem &p);
+bool depthwiseForced(const Problem &p);
+// What signature(p) adds for them: "" where they are not offered, else their version (and ",only"
+// when forced), so that a choice cached before they raced (or of an older version, or of a forced
+// run) is not taken for one of the race they are in; the file format stays the same.
+std::string ownCandidatesTag(const Problem &p);
+// Whether every candidate of p's race adds p's bias itself (the depthwise forward does it in its
+// epilogue; the cuDNN engines racing it are timed with the bias add after them), so that
+// buildConvolution does not add it again.
+bool candidatesAddBias(const Problem &p);
+// The kernel of p's pass (p's bias or accumulated gradient added in its epilogue: named
+// "castor:dwconv", "castor:dwconv+bias" or "castor:dwconv+add"); empty where not offered.
+std::vector<tuning::Candidate> depthwiseCandidates(DeviceContext &ctx, const Problem &p);
+
 // cuDNN's legacy convolution API, its heuristic's algorithm (cudnn/convolution_legacy.cpp); the only path
 // for f64 and the fallback of the graph API.
 Expected<RunFn> buildLegacy(DeviceContext &ctx, const Problem &p);
 
 // `run`, then the bias [K] added over y (forward with bias only; else `run` itself).
 Expected<RunFn> withBias(DeviceContext &ctx, const Problem &p, RunFn run);
+// The bias [K] added over y in place (forward with bias only).
+Expected<RunFn> biasAdd(DeviceContext &ctx, const Problem &p);
 
 } // namespace castor::cuda::conv

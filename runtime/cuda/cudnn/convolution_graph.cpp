@@ -214,9 +214,34 @@ Expected<RunFn> buildFrontend(DeviceContext &ctx, const Problem &p) {
   return runChoice(ctx, std::move(*choice));
 }
 
-Expected<tuning::Choice> chooseFrontend(DeviceContext &ctx, const Problem &p) {
-  if (p.dtype != plan::F16 && p.dtype != plan::BF16 && p.dtype != plan::F32)
-    return Status::error("the cuDNN graph API path runs f16, bf16 and f32 convolutions");
+namespace {
+
+// The engine candidates, each followed by the bias add (so that they race a candidate that adds
+// the bias in its epilogue on equal terms).
+Status addBiasAfter(DeviceContext &ctx, const Problem &p, std::vector<tuning::Candidate> &candidates) {
+  auto add = biasAdd(ctx, p);
+  if (!add)
+    return add.status();
+  const RunFn addRun = *add;
+  for (tuning::Candidate &c : candidates) {
+    auto build = std::move(c.build);
+    c.build = [build, addRun]() -> Expected<tuning::Executable> {
+      auto e = build();
+      if (!e)
+        return e;
+      auto run = std::move(e->run);
+      e->run = [run, addRun](void *workspace) -> Status {
+        CASTOR_RETURN_IF_ERROR(run(workspace));
+        return addRun();
+      };
+      return e;
+    };
+  }
+  return Status::ok();
+}
+
+// cuDNN's engines for p, or why there are none.
+Expected<std::vector<tuning::Candidate>> engineCandidatesFor(DeviceContext &ctx, const Problem &p) {
   std::vector<tuning::Candidate> candidates;
   try {
     auto g = makeGraph(settingsOf(ctx), ctx.cudnn, p);
@@ -228,6 +253,27 @@ Expected<tuning::Choice> chooseFrontend(DeviceContext &ctx, const Problem &p) {
   }
   if (candidates.empty())
     return Status::error("cuDNN's heuristics offer no engine");
+  return candidates;
+}
+
+} // namespace
+
+Expected<tuning::Choice> chooseFrontend(DeviceContext &ctx, const Problem &p) {
+  if (p.dtype != plan::F16 && p.dtype != plan::BF16 && p.dtype != plan::F32)
+    return Status::error("the cuDNN graph API path runs f16, bf16 and f32 convolutions");
+  // Castor's own kernels first: the tuner builds the first CASTOR_TUNING_MAX_CANDIDATES only.
+  std::vector<tuning::Candidate> candidates = depthwiseCandidates(ctx, p);
+  if (!depthwiseForced(p)) {
+    auto engines = engineCandidatesFor(ctx, p);
+    if (!engines && candidates.empty())
+      return engines.status();
+    if (engines) {
+      if (candidatesAddBias(p))
+        CASTOR_RETURN_IF_ERROR(addBiasAfter(ctx, p, *engines));
+      for (tuning::Candidate &c : *engines)
+        candidates.push_back(std::move(c));
+    }
+  }
   return tuning::choose(ctx, signature(p), candidates);
 }
 
