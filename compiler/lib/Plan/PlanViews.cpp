@@ -124,9 +124,13 @@ struct PlanViewsPass : castor::impl::CastorPlanViewsBase<PlanViewsPass> {
     // whose groups another kernel needs in the other order; then the reshapes whose sides are
     // stored as rows under those orders. Each round only drops views, so it ends.
     for (;;) {
-      Skeleton withTransposes(func, transposes);
-      dropConflicts(withTransposes, transposes);
-      reshapes = storedAsRowsReshapes(func, withTransposes);
+      for (;;) {
+        Skeleton withTransposes(func, transposes);
+        if (!dropConflicts(withTransposes, transposes)) {
+          reshapes = storedAsRowsReshapes(func, withTransposes);
+          break;
+        }
+      }
       llvm::SetVector<Operation *> all = transposes;
       all.insert(reshapes.begin(), reshapes.end());
       Skeleton withAll(func, all);
