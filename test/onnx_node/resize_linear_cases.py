@@ -2,7 +2,7 @@
 heads upsample): every coordinate transformation at integer, fractional and downsampling scales
 and at sizes, some axes only (opset 18's axes), a non-spatial axis; ONNX's linear node tests with
 their scales or sizes made an initializer; and the forms refused (cubic, antialiased downsampling,
-tf_crop_and_resize)."""
+tf_crop_and_resize, a zero scale, an interpolation matrix too large)."""
 import numpy as np
 from onnx import helper
 
@@ -63,6 +63,11 @@ def cases(rng):
         case("resize_linear_antialias_downsampling_refused", scales=[1, 1, 0.5, 1], antialias=1, opset=18,
              refusal=["/Resize_0", "Resize", "antialias with downsampling (scale 0.500000 on axis 2) is not "
                                              "supported"]),
+        case("resize_linear_zero_scale_refused", scales=[1, 1, 0, 1],
+             refusal=["/Resize_0", "Resize", "scale 0.000000 on axis 2 is not supported (positive, finite)"]),
+        case("resize_linear_matrix_too_large_refused", sizes=[2, 3, 5, 1 << 23],
+             refusal=["/Resize_0", "Resize", "resizing axis 3 from 7 to 8388608 is not supported (its interpolation "
+                                             "matrix would exceed 4194304 elements)"]),
         case("resize_linear_tf_crop_and_resize_refused", scales=[1, 1, 2, 2],
              coordinate_transformation_mode="tf_crop_and_resize",
              refusal=["/Resize_0", "Resize", "coordinate_transformation_mode 'tf_crop_and_resize' is not supported "

@@ -15,6 +15,8 @@ namespace {
 
 // Interpolation matrices above this many elements are refused (4M: 16 MiB in f32).
 constexpr int64_t kMaxInterpolationElements = int64_t(1) << 22;
+// Output axes above this are refused (no tensor of Castor's has one; it bounds the checks' loops).
+constexpr int64_t kMaxAxisSize = int64_t(1) << 31;
 
 // What a Resize node asks for: the axes its scales or sizes name and, per axis of x, the output
 // size and the scale its coordinate transformation reads.
@@ -52,6 +54,9 @@ FailureOr<ResizeRequest> readRequest(NodeImporter &n, RankedTensorType type, con
   r.named = *named;
   for (int64_t d = 0; d < type.getRank(); ++d)
     r.axes.push_back({type.getDimSize(d), type.getDimSize(d), 1.0});
+  for (int64_t d : r.named)
+    if (type.getDimSize(d) < 1)
+      return n.fail("axis " + std::to_string(d) + " of the input has no static positive size");
   if (n.hasInput(2)) {
     auto given = n.constDoubles(2);
     if (failed(given))
@@ -68,6 +73,9 @@ FailureOr<ResizeRequest> readRequest(NodeImporter &n, RankedTensorType type, con
     for (size_t i = 0; i < r.named.size(); ++i) {
       ResizeAxis &a = r.axes[size_t(r.named[i])];
       a.scale = r.givenScales[i];
+      if (!(a.scale > 0) || double(a.in) * a.scale > double(kMaxAxisSize))
+        return n.fail("scale " + std::to_string(a.scale) + " on axis " + std::to_string(r.named[i]) +
+                      " is not supported (positive, finite)");
       a.out = int64_t(std::floor(double(a.in) * a.scale));
     }
     return r;
@@ -84,6 +92,8 @@ FailureOr<ResizeRequest> readRequest(NodeImporter &n, RankedTensorType type, con
   for (size_t i = 0; i < r.named.size(); ++i) {
     ResizeAxis &a = r.axes[size_t(r.named[i])];
     a.out = (*sizes)[i];
+    if (a.out < 0 || a.out > kMaxAxisSize)
+      return n.fail("size " + std::to_string(a.out) + " on axis " + std::to_string(r.named[i]) + " is not supported");
     a.scale = double(a.out) / double(a.in);
   }
   return r;
@@ -161,7 +171,7 @@ LogicalResult resizeLinear(NodeImporter &n, Value x, const ResizeRequest &r, con
     if (antialias != 0 && a.scale < 1)
       return n.fail("antialias with downsampling (scale " + std::to_string(a.scale) + " on axis " + std::to_string(d) +
                     ") is not supported");
-    if (a.in * a.out > kMaxInterpolationElements)
+    if (a.out > kMaxInterpolationElements / a.in)
       return n.fail("resizing axis " + std::to_string(d) + " from " + std::to_string(a.in) + " to " +
                     std::to_string(a.out) + " is not supported (its interpolation matrix would exceed " +
                     std::to_string(kMaxInterpolationElements) + " elements)");
