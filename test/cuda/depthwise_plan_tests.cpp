@@ -5,10 +5,12 @@
 // depthwise layers of ConvNeXt-T and EfficientNet-B0 and on the GPU test's odd shapes.
 //
 //   castor_depthwise_plan_tests        (exit status 0 when everything passes)
+//   castor_depthwise_plan_tests --print N C H W K stride pad   (the layer's launch plans as JSON)
 #include "cuda/cudnn/convolution.h"
 #include "cuda/kernels/depthwise_conv.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -147,9 +149,32 @@ void checkEligibility() {
   expect(!depthwise::unsupported(geometry(1, 8, 5, 5, 4, 1, 1)).empty(), "kernel size 4 is refused");
 }
 
+// --print N C H W K stride pad: the launch plans of that layer, one JSON line per pass and dtype.
+int printPlans(char **argv) {
+  const depthwise::Geometry g = geometry(std::atoll(argv[0]), std::atoll(argv[1]), std::atoll(argv[2]),
+                                         std::atoll(argv[3]), std::atoi(argv[4]), std::atoi(argv[5]), std::atoi(argv[6]));
+  if (!depthwise::unsupported(g).empty()) {
+    std::printf("unsupported: %s\n", depthwise::unsupported(g).c_str());
+    return 1;
+  }
+  for (int dt : {kF16, kBF16, kF32})
+    for (int pi = 0; pi < 3; ++pi) {
+      const depthwise::LaunchPlan lp = depthwise::launchPlan(g, depthwise::Pass(pi), dt, 132);
+      std::printf("{\"dtype\": %d, \"pass\": %d, \"P\": %lld, \"Q\": %lld, \"tile\": %d, \"subH\": %d, \"subW\": %d, "
+                  "\"channels\": %d, \"vectorized\": %d, \"tilesH\": %lld, \"tilesW\": %lld, \"channelBlocks\": %lld, "
+                  "\"chunks\": %lld, \"blocks\": %lld, \"threads\": %d, \"sharedBytes\": %zu, \"workspaceBytes\": %zu}\n",
+                  dt, pi, (long long)g.P, (long long)g.Q, lp.tile, lp.subH, lp.subW, lp.channels, int(lp.vectorized),
+                  (long long)lp.tilesH, (long long)lp.tilesW, (long long)lp.channelBlocks, (long long)lp.chunks,
+                  (long long)lp.blocks, lp.threads, lp.sharedBytes, lp.workspaceBytes);
+    }
+  return 0;
+}
+
 } // namespace
 
-int main() {
+int main(int argc, char **argv) {
+  if (argc == 9 && std::string(argv[1]) == "--print")
+    return printPlans(argv + 2);
   checkEligibility();
   // ConvNeXt-T's depthwise layers (batch 128), EfficientNet-B0's, the GPU test's shapes.
   const std::vector<depthwise::Geometry> layers = {

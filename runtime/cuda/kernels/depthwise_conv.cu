@@ -26,6 +26,32 @@ __device__ __forceinline__ void finishCopies() {
   asm volatile("cp.async.wait_group 0;\n" ::: "memory");
 }
 
+// The digits (row, column, lane) of the indices first, first + step, ... of a [rows][cols][per]
+// grid, advanced by additions and carries: a division per copied vector would cost as much as the
+// arithmetic of a 3x3 layer.
+struct GridWalk {
+  int lane, col, row;
+  int dLane, dCol, dRow;
+  int per, cols;
+  __device__ __forceinline__ GridWalk(int first, int step, int perPixel, int columns) : per(perPixel), cols(columns) {
+    lane = first % per;
+    col = first / per % cols;
+    row = first / per / cols;
+    dLane = step % per;
+    dCol = step / per % cols;
+    dRow = step / per / cols;
+  }
+  __device__ __forceinline__ void advance() {
+    lane += dLane;
+    int carry = lane >= per;
+    lane -= carry ? per : 0;
+    col += dCol + carry;
+    carry = col >= cols;
+    col -= carry ? cols : 0;
+    row += dRow + carry;
+  }
+};
+
 // window[rows][cols][channels] = img[row0 + i][col0 + j][c0 + c] of an image [H][W][C], zero
 // outside it (the padding) and for channels past C. Vectorized: 16-byte copies (C and `channels`
 // multiples of 16 / sizeof(T), img 16-byte aligned), finished by finishCopies.
@@ -36,18 +62,18 @@ __device__ __forceinline__ void loadWindow(T *window, const T *img, int H, int W
   if (vectorized) {
     constexpr int V = 16 / int(sizeof(T));
     const int perPixel = channels / V, total = rows * cols * perPixel;
-    for (int i = threadIdx.x; i < total; i += nt) {
-      const int v = i % perPixel, pixel = i / perPixel;
-      const int h = row0 + pixel / cols, w = col0 + pixel % cols, c = c0 + v * V;
+    GridWalk at(threadIdx.x, nt, perPixel, cols);
+    for (int i = threadIdx.x; i < total; i += nt, at.advance()) {
+      const int h = row0 + at.row, w = col0 + at.col, c = c0 + at.lane * V;
       const bool valid = h >= 0 && h < H && w >= 0 && w < W && c < C;
       copy16(window + size_t(i) * V, valid ? img + ((size_t(h) * W + w) * C + c) : img, valid);
     }
     return;
   }
   const int total = rows * cols * channels;
-  for (int i = threadIdx.x; i < total; i += nt) {
-    const int c = c0 + i % channels, pixel = i / channels;
-    const int h = row0 + pixel / cols, w = col0 + pixel % cols;
+  GridWalk at(threadIdx.x, nt, channels, cols);
+  for (int i = threadIdx.x; i < total; i += nt, at.advance()) {
+    const int h = row0 + at.row, w = col0 + at.col, c = c0 + at.lane;
     const bool valid = h >= 0 && h < H && w >= 0 && w < W && c < C;
     window[i] = valid ? img[(size_t(h) * W + w) * C + c] : fromAcc<T>(0.0f);
   }

@@ -1,7 +1,8 @@
 // The per-layer tuner of the CUDA backend: `cudnn.benchmark`, but persistent.
 //
 // A layer offers candidates — ways to compute it, each with a stable name: today the cuDNN
-// engines of its convolution graph, or for a batch norm cuDNN's Ex API beside the engines of
+// engines of its convolution graph (and, for a depthwise convolution, Castor's own kernel:
+// kernels/depthwise_conv.cpp), or for a batch norm cuDNN's Ex API beside the engines of
 // its batch-norm graph (batch_norm.cpp); later also fused graphs (conv + BN + ReLU) registered under
 // the same layer key, so that the tuner weighs fused against unfused and keeps the faster. The
 // tuner times each buildable candidate on the real buffers, keeps the fastest and records the
