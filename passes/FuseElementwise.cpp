@@ -2,6 +2,7 @@
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Dialect/PlanForm.h"
 #include "castor/Passes/Passes.h"
+#include "castor/shape_rules.h"
 #include "plan/elementwise_program.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -47,6 +48,30 @@ std::optional<castor::plan::ProgramInstruction> instructionOf(Operation *op) {
   return inst;
 }
 
+// The reduction `op` is as a program output (reduce_sum_to: a sum times its scale;
+// global_avg_pool: a mean), or nothing when it cannot be one: its operand and result are float
+// tensors of one element type and it reduces at least one axis.
+std::optional<castor::plan::ProgramReduction> reductionOf(Operation *op) {
+  castor::plan::ProgramReduction r;
+  if (auto sum = llvm::dyn_cast<castor::ReduceSumToOp>(op)) {
+    r.kind = castor::plan::ReduceKind::Sum;
+    r.scale = sum.getScale().convertToDouble();
+  } else if (llvm::isa<castor::GlobalAvgPoolOp>(op)) {
+    r.kind = castor::plan::ReduceKind::Mean;
+  } else {
+    return std::nullopt;
+  }
+  auto in = llvm::dyn_cast<RankedTensorType>(op->getOperand(0).getType());
+  auto out = llvm::dyn_cast<RankedTensorType>(op->getResult(0).getType());
+  if (!in || !out || in.getElementType() != out.getElementType() || !in.hasStaticShape() || !out.hasStaticShape() ||
+      failed(castor::planDtypeOf(in.getElementType())))
+    return std::nullopt;
+  r.axes = castor::shape::reducedAxes(out.getShape().vec(), in.getShape().vec());
+  if (r.axes.empty())
+    return std::nullopt;
+  return r;
+}
+
 // What a set of ops reads from outside and what outside reads of it, by block position.
 struct Boundary {
   llvm::SetVector<Value> inputs, outputs;
@@ -81,10 +106,33 @@ struct FuseElementwisePass : castor::impl::CastorFuseElementwiseBase<FuseElement
   // A group can run as one kernel when a place exists after every value it reads and before
   // anything outside reads its values (which also rules out a path that leaves the group and
   // comes back), and it fits the kernel's operand limits.
+  // A reduction is an output only: no member reads its result (a squeeze-excitation scale
+  // derived from the group's own output cannot be applied in the same pass). A group whose
+  // element-wise values nothing outside reads has the domain its inputs span (the shape rule's
+  // domain when every output is a reduction); one of other inputs keeps its reductions apart.
   bool placeable(ArrayRef<Operation *> members, const llvm::DenseMap<Operation *, int64_t> &position) const {
     Boundary b = boundaryOf(members, position);
-    return b.lastInput < b.firstUse && int64_t(b.inputs.size()) <= maxInputs &&
-           int64_t(b.outputs.size()) <= maxOutputs;
+    if (!(b.lastInput < b.firstUse && int64_t(b.inputs.size()) <= maxInputs &&
+          int64_t(b.outputs.size()) <= maxOutputs))
+      return false;
+    llvm::SmallPtrSet<Operation *, 16> inside(members.begin(), members.end());
+    std::optional<ArrayRef<int64_t>> domain;
+    bool elementwiseOut = false;
+    for (Operation *op : members) {
+      const bool reduction = reductionOf(op).has_value();
+      if (reduction && llvm::any_of(op->getResult(0).getUsers(), [&](Operation *u) { return inside.contains(u); }))
+        return false;
+      if (!reduction) {
+        domain = llvm::cast<RankedTensorType>(op->getResult(0).getType()).getShape();
+        elementwiseOut |= b.outputs.contains(op->getResult(0));
+      }
+    }
+    if (elementwiseOut || !domain)
+      return true;
+    castor::shape::Shape spanned;
+    for (Value v : b.inputs)
+      spanned = castor::shape::broadcast(spanned, llvm::cast<RankedTensorType>(v.getType()).getShape().vec()).shape;
+    return spanned == castor::shape::Shape(domain->begin(), domain->end());
   }
 
   void runOnOperation() override {
@@ -103,6 +151,10 @@ struct FuseElementwisePass : castor::impl::CastorFuseElementwiseBase<FuseElement
     std::vector<SmallVector<Operation *>> groups;
     llvm::DenseMap<Operation *, size_t> groupOf;
     for (Operation &op : body) {
+      if (auto reduction = reductionOf(&op)) {
+        join(&op, *reduction, groups, groupOf, position);
+        continue;
+      }
       if (!instructionOf(&op))
         continue;
       auto domain = llvm::cast<RankedTensorType>(op.getResult(0).getType()).getShape();
@@ -139,6 +191,28 @@ struct FuseElementwisePass : castor::impl::CastorFuseElementwiseBase<FuseElement
     }
   }
 
+  // A reduction joins the group that computes its operand (an element-wise value of the group's
+  // domain) as one of its outputs, when the group stays placeable and its reductions keep one set
+  // of axes (one walk of the domain computes them all).
+  void join(Operation *op, const castor::plan::ProgramReduction &reduction,
+            std::vector<SmallVector<Operation *>> &groups, llvm::DenseMap<Operation *, size_t> &groupOf,
+            const llvm::DenseMap<Operation *, int64_t> &position) const {
+    Operation *def = op->getOperand(0).getDefiningOp();
+    auto it = def ? groupOf.find(def) : groupOf.end();
+    if (it == groupOf.end() || reductionOf(def))
+      return;
+    SmallVector<Operation *> &group = groups[it->second];
+    for (Operation *member : group)
+      if (auto other = reductionOf(member); other && other->axes != reduction.axes)
+        return;
+    SmallVector<Operation *> merged(group);
+    merged.push_back(op);
+    if (!placeable(merged, position))
+      return;
+    group = std::move(merged);
+    groupOf[op] = it->second;
+  }
+
   void fuse(ArrayRef<Operation *> members, const llvm::DenseMap<Operation *, int64_t> &position) {
     Boundary b = boundaryOf(members, position);
     if (b.outputs.empty()) // nothing reads the group: the ops are dead and left to folding
@@ -148,14 +222,19 @@ struct FuseElementwisePass : castor::impl::CastorFuseElementwiseBase<FuseElement
     for (auto [i, v] : llvm::enumerate(b.inputs))
       names[v] = {true, int(i)};
     for (Operation *op : members) {
+      if (reductionOf(op))
+        continue; // an output, below
       castor::plan::ProgramInstruction inst = *instructionOf(op);
       for (Value v : op->getOperands())
         inst.operands.push_back(names.lookup(v));
       names[op->getResult(0)] = {false, int(program.instructions.size())};
       program.instructions.push_back(std::move(inst));
     }
-    for (Value v : b.outputs)
-      program.outputs.push_back(names.lookup(v));
+    for (Value v : b.outputs) {
+      auto reduction = reductionOf(v.getDefiningOp());
+      program.outputs.push_back(names.lookup(reduction ? v.getDefiningOp()->getOperand(0) : v));
+      program.reductions.push_back(reduction.value_or(castor::plan::ProgramReduction{}));
+    }
 
     // After the last member when nothing outside reads a value before it, else just before
     // the first op outside that reads one (the inputs are all ready there).

@@ -6,12 +6,19 @@
 //
 // Chunk by chunk over the domain: a chunk reads every input of its elements before it writes any
 // output, so an output that updates a same-shape input in place (the same tensor id) is read first.
+//
+// A reduction output (sum(tK), mean(tK)) keeps its value for the whole domain, then sums it after
+// the chunks in the order of the unfused kernels (cpu/reduce.cpp's reduce_sum_to,
+// cpu/pooling.cpp's global_avg_pool): in f64, each output element's terms in increasing flat
+// index of the domain from 0, then times the scale (sum) or divided by the count (mean), rounded
+// once as the output is written. The same additions in the same order give the same bits.
 #include "cpu/cpu_internal.h"
 
 #include "plan/elementwise_ops.h"
 #include "plan/fused_elementwise.h"
 #include "plan/op_attrs.h"
 
+#include <algorithm>
 #include <memory>
 
 namespace castor::cpu {
@@ -97,6 +104,11 @@ Expected<RunFn> buildFusedElementwise(const KernelContext &c) {
   int64_t count = 1;
   for (int64_t d : domain)
     count *= d;
+  // Of each reduction output, the flat index of its element that each domain element adds to.
+  std::vector<std::shared_ptr<const std::vector<int64_t>>> reductionIndex(outs.size());
+  for (size_t o = 0; o < outs.size(); ++o)
+    if (program->reduction(o).kind != plan::ReduceKind::None)
+      reductionIndex[o] = std::make_shared<const std::vector<int64_t>>(broadcastIndex(shapeOf(*outs[o]), domain));
   return RunFn([=]() {
     // The broadcast inputs whole (they are small: a per-channel vector, a scalar).
     std::vector<Values> whole(inputs.size());
@@ -104,6 +116,10 @@ Expected<RunFn> buildFusedElementwise(const KernelContext &c) {
       if (inputs[k].index)
         whole[k] = b->read(*inputs[k].tensor);
     const size_t nIn = inputs.size(), nValues = nIn + program->instructions.size();
+    std::vector<std::vector<double>> reduced(outs.size()); // a reduced value over the whole domain
+    for (size_t o = 0; o < outs.size(); ++o)
+      if (reductionIndex[o])
+        reduced[o].resize(size_t(count));
     parallelChunks(count, 4.0 * double(program->instructions.size()), [&](int64_t i0, int64_t n) {
       // Row v of `values`: input v (v < nIn), else the result of instruction v - nIn.
       std::vector<double> values(nValues * size_t(kChunk));
@@ -129,9 +145,27 @@ Expected<RunFn> buildFusedElementwise(const KernelContext &c) {
         for (int64_t i = 0; i < n; ++i)
           r[i] = roundToDtype(r[i], inst.dtype);
       }
-      for (size_t o = 0; o < outs.size(); ++o)
-        b->writeRange(*outs[o], i0, n, row(program->outputs[o]));
+      for (size_t o = 0; o < outs.size(); ++o) {
+        const double *value = row(program->outputs[o]);
+        if (reductionIndex[o])
+          std::copy(value, value + n, reduced[o].begin() + i0);
+        else
+          b->writeRange(*outs[o], i0, n, value);
+      }
     });
+    for (size_t o = 0; o < outs.size(); ++o) {
+      if (!reductionIndex[o])
+        continue;
+      const plan::ProgramReduction &r = program->reduction(o);
+      Values Y(size_t(countOf(*outs[o])), 0.0);
+      const std::vector<int64_t> &map = *reductionIndex[o];
+      for (size_t i = 0; i < reduced[o].size(); ++i)
+        Y[size_t(map[i])] += reduced[o][i];
+      const double terms = double(count) / double(std::max<size_t>(Y.size(), 1));
+      for (double &e : Y)
+        e = r.kind == plan::ReduceKind::Mean ? e / terms : e * r.scale;
+      b->write(*outs[o], Y);
+    }
     return Status::ok();
   });
 }

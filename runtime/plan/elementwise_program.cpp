@@ -5,6 +5,7 @@
 #include "plan/op_registry.h"
 #include "plan/plan.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdio>
@@ -129,7 +130,48 @@ Status readAttrs(Cursor &c, Kernel &k) {
   return Status::ok();
 }
 
+// `)[a0,a1,...]` and, for a sum, an optional `{scale=s}`: the rest of a reduction output.
+Status readReduction(Cursor &c, ProgramReduction &r) {
+  if (!c.eat(')') || !c.eat('['))
+    return Status::error("expected ')[axes]' after the reduced value");
+  do {
+    const std::string w = c.word();
+    char *end = nullptr;
+    const long axis = std::strtol(w.c_str(), &end, 10);
+    if (w.empty() || *end != '\0' || axis < 0 || axis > 64 || (!r.axes.empty() && axis <= r.axes.back()))
+      return Status::error("the axes of a reduction are ascending integers from 0, got '" + w + "'");
+    r.axes.push_back(axis);
+  } while (c.eat(','));
+  if (!c.eat(']'))
+    return Status::error("expected ']' after the axes");
+  Kernel attrs;
+  CASTOR_RETURN_IF_ERROR(readAttrs(c, attrs));
+  for (const auto &[name, a] : attrs.attrs()) {
+    if (name != "scale" || r.kind != ReduceKind::Sum || a.value_case() == Attr::kB)
+      return Status::error("a sum takes one attribute, scale (a real number); a mean none");
+    r.scale = a.floats().values(0);
+  }
+  return Status::ok();
+}
+
 } // namespace
+
+bool ElementwiseProgram::reduces() const {
+  return std::any_of(reductions.begin(), reductions.end(),
+                     [](const ProgramReduction &r) { return r.kind != ReduceKind::None; });
+}
+
+const ProgramReduction &ElementwiseProgram::reduction(size_t j) const {
+  static const ProgramReduction none;
+  return j < reductions.size() ? reductions[j] : none;
+}
+
+std::vector<int64_t> ElementwiseProgram::reducedAxes() const {
+  for (const ProgramReduction &r : reductions)
+    if (r.kind != ReduceKind::None)
+      return r.axes;
+  return {};
+}
 
 bool isProgramOp(const std::string &op) {
   Kernel k;
@@ -168,10 +210,22 @@ Expected<ElementwiseProgram> parseElementwiseProgram(const std::string &text, co
     if (first == "out") {
       sawOut = true;
       do {
-        auto v = valueFromName(c.word());
+        const std::string w = c.word();
+        ProgramReduction r;
+        r.kind = w == "sum" ? ReduceKind::Sum : w == "mean" ? ReduceKind::Mean : ReduceKind::None;
+        auto v = valueFromName(r.kind == ReduceKind::None ? w : (c.eat('(') ? c.word() : ""));
         if (!v || !defined(*v))
-          return fail("an output must be a value defined before it");
+          return fail("an output must be a value defined before it, or its sum(...) or mean(...)");
+        if (r.kind != ReduceKind::None) {
+          if (v->isInput)
+            return fail("a reduction reduces a value the program computes, not an input");
+          if (Status s = readReduction(c, r); !s)
+            return fail(s.message());
+          if (!p.reductions.empty() && p.reduces() && r.axes != p.reducedAxes())
+            return fail("every reduction of a program reduces the same axes");
+        }
         p.outputs.push_back(*v);
+        p.reductions.push_back(std::move(r));
       } while (c.eat(','));
       if (!c.done())
         return fail("expected ',' between outputs");
@@ -265,8 +319,24 @@ std::string printElementwiseProgram(const ElementwiseProgram &program) {
     text += " : " + dtypeName(inst.dtype) + "\n";
   }
   text += "out ";
-  for (size_t j = 0; j < program.outputs.size(); ++j)
-    text += (j ? ", " : "") + programValueName(program.outputs[j]);
+  for (size_t j = 0; j < program.outputs.size(); ++j) {
+    const ProgramReduction &r = program.reduction(j);
+    const std::string value = programValueName(program.outputs[j]);
+    text += j ? ", " : "";
+    if (r.kind == ReduceKind::None) {
+      text += value;
+      continue;
+    }
+    text += (r.kind == ReduceKind::Sum ? "sum(" : "mean(") + value + ")[";
+    for (size_t a = 0; a < r.axes.size(); ++a)
+      text += (a ? "," : "") + std::to_string(r.axes[a]);
+    text += "]";
+    if (r.kind == ReduceKind::Sum && r.scale != 1.0) {
+      char number[32];
+      std::snprintf(number, sizeof number, "%.17g", r.scale);
+      text += std::string("{scale=") + number + "}";
+    }
+  }
   text += "\n";
   return text;
 }

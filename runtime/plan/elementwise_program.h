@@ -10,6 +10,18 @@
 //   t2 = clip(t1) {max=6, min=0} : f16
 //   out t1, t2                        kernel output j is the j-th value listed (the last line)
 //
+// An output may instead be a reduction of a value over some axes of the domain, computed as the
+// unfused reduce op computes it (one rounding to the value's type, at the end):
+//
+//   out t1, sum(t2)[0,2,3]            reduce_sum_to: the sum over axes 0, 2, 3 ({scale=s}: times s)
+//   out mean(t1)[2,3]                 global_avg_pool: the sum divided by the number of elements summed
+//
+// Such an output's shape broadcasts to the domain along exactly the listed axes (keepdims or not:
+// [1,C,1,1], [C,1,1] or [N,C,1,1] of an [N,C,H,W] domain). Reductions only leave the program: no
+// instruction reads one. Every reduction of a program reduces the same axes (one walk of the
+// domain computes them all). Reductions accumulate in f64 on the CPU reference (as reduce.cpp and
+// pooling.cpp do) and in the accumulation type of their value on CUDA (f32, f64 for f64 data).
+//
 // An instruction is an op of the registry with its plan attributes: add and mul (two operands
 // of the result's type), cast (one operand of any float type), a unary element-wise op of
 // elementwise_ops.h (one operand) or its `_backward` (dy and the saved value). Each result is
@@ -41,9 +53,23 @@ struct ProgramInstruction {
   DType dtype = DTYPE_UNSPECIFIED; // of the result
 };
 
+enum class ReduceKind { None, Sum, Mean };
+
+// How kernel output j leaves the program: the value itself (None), or its reduction.
+struct ProgramReduction {
+  ReduceKind kind = ReduceKind::None;
+  std::vector<int64_t> axes; // of the domain, ascending
+  double scale = 1.0;        // Sum only: reduce_sum_to's factor
+};
+
 struct ElementwiseProgram {
   std::vector<ProgramInstruction> instructions;
   std::vector<ProgramValue> outputs;
+  std::vector<ProgramReduction> reductions; // one per output (missing ones: None)
+  const ProgramReduction &reduction(size_t j) const;
+  bool reduces() const;
+  // The axes every reduction output reduces (empty: none reduces).
+  std::vector<int64_t> reducedAxes() const;
 };
 
 // Whether a plan op may stand in a program (add, mul, cast, the unary element-wise ops and their

@@ -2,6 +2,8 @@
 
 #include "plan/op_attrs.h"
 
+#include <algorithm>
+
 namespace castor::plan {
 
 Expected<FusedElementwise> parseFusedElementwise(const Kernel &k, const std::vector<const Tensor *> &in,
@@ -20,14 +22,40 @@ Expected<FusedElementwise> parseFusedElementwise(const Kernel &k, const std::vec
       shapes->emplace_back(t->shape().begin(), t->shape().end());
       types->push_back(t->dtype());
     }
-  shape::ShapeResult domain = shape::fusedElementwise(inShapes, outShapes);
-  if (!domain)
-    return Status::error(domain.error);
+  return checkFusedElementwise(text, inShapes, inTypes, outShapes, outTypes);
+}
+
+Expected<FusedElementwise> checkFusedElementwise(const std::string &text, const std::vector<shape::Shape> &inShapes,
+                                                 const std::vector<DType> &inTypes,
+                                                 const std::vector<shape::Shape> &outShapes,
+                                                 const std::vector<DType> &outTypes) {
   // The parser checks that every operand is a float type where an instruction reads it, and that
   // each output's type is the type of the value the out line lists for it.
   auto program = parseElementwiseProgram(text, inTypes, &outTypes);
   if (!program)
     return program.status();
+  std::vector<bool> reduced;
+  for (size_t j = 0; j < outShapes.size(); ++j)
+    reduced.push_back(program->reduction(j).kind != ReduceKind::None);
+  shape::ShapeResult domain = shape::fusedElementwise(inShapes, outShapes, reduced);
+  if (!domain)
+    return Status::error(domain.error);
+  for (size_t j = 0; j < outShapes.size(); ++j) {
+    if (!reduced[j])
+      continue;
+    // The listed axes: every axis the output's shape reduces, and maybe axes of size 1 (a batch
+    // of one) where the output is 1 too.
+    const std::vector<int64_t> &listed = program->reduction(j).axes;
+    const shape::Shape &d = domain.shape, &o = outShapes[j];
+    const std::vector<int64_t> needed = shape::reducedAxes(o, d);
+    bool same = std::includes(listed.begin(), listed.end(), needed.begin(), needed.end());
+    const size_t off = d.size() - std::min(d.size(), o.size());
+    for (int64_t a : listed)
+      same = same && a < int64_t(d.size()) && (size_t(a) < off || o[size_t(a) - off] == 1);
+    if (!same)
+      return Status::error("output " + std::to_string(j) + " " + shape::toString(o) +
+                           " reduces other axes of the domain " + shape::toString(d) + " than the program lists");
+  }
   return FusedElementwise{std::move(*program), std::move(domain.shape)};
 }
 

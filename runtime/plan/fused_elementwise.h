@@ -20,6 +20,15 @@ struct FusedElementwise {
   shape::Shape domain; // every output's shape
 };
 
+// The program and domain of a group with these operands, or why they are refused: the parser's
+// checks, the shape rule (shape::fusedElementwise, a reduction output marked by the program),
+// and each reduction's axes those its output's shape reduces (shape::reducedAxes). The
+// dialect's verifier and parseFusedElementwise both read a group through it.
+Expected<FusedElementwise> checkFusedElementwise(const std::string &program, const std::vector<shape::Shape> &inShapes,
+                                                 const std::vector<DType> &inTypes,
+                                                 const std::vector<shape::Shape> &outShapes,
+                                                 const std::vector<DType> &outTypes);
+
 // The kernel's program and domain, or why they are refused: a missing or non-string `program`, an
 // attribute other than it, an operand that is not floating-point, shapes the rule refuses, or a
 // program the parser refuses (its message names the program line).

@@ -1,3 +1,4 @@
+#include <optional>
 #include "castor/shape_rules.h"
 
 #include <algorithm>
@@ -212,14 +213,37 @@ ShapeResult broadcast(const Shape &lhs, const Shape &rhs) {
   return ShapeResult::ok(out);
 }
 
-ShapeResult fusedElementwise(const std::vector<Shape> &inputs, const std::vector<Shape> &outputs) {
+ShapeResult fusedElementwise(const std::vector<Shape> &inputs, const std::vector<Shape> &outputs,
+                             const std::vector<bool> &reduced) {
   if (outputs.empty())
     return ShapeResult::fail("a fused element-wise group needs an output");
-  const Shape &domain = outputs[0];
-  for (size_t j = 1; j < outputs.size(); ++j)
-    if (outputs[j] != domain)
+  auto isReduced = [&](size_t j) { return j < reduced.size() && reduced[j]; };
+  std::optional<size_t> first;
+  for (size_t j = 0; j < outputs.size() && !first; ++j)
+    if (!isReduced(j))
+      first = j;
+  Shape domain;
+  if (first) {
+    domain = outputs[*first];
+  } else { // reductions only: the domain is what the inputs span
+    for (const Shape &in : inputs) {
+      ShapeResult b = broadcast(domain, in);
+      if (!b)
+        return ShapeResult::fail("the inputs do not broadcast together: " + b.error);
+      domain = b.shape;
+    }
+  }
+  for (size_t j = 0; j < outputs.size(); ++j) {
+    if (isReduced(j)) {
+      ShapeResult b = broadcast(outputs[j], domain);
+      if (!b || b.shape != domain)
+        return ShapeResult::fail("reduction output " + std::to_string(j) + " " + toString(outputs[j]) +
+                                 " does not broadcast to the domain " + toString(domain));
+    } else if (outputs[j] != domain) {
       return ShapeResult::fail("output " + std::to_string(j) + " is " + toString(outputs[j]) + ", not the domain " +
-                               toString(domain) + " of output 0");
+                               toString(domain) + " of output " + std::to_string(*first));
+    }
+  }
   for (size_t i = 0; i < inputs.size(); ++i) {
     ShapeResult b = broadcast(inputs[i], domain);
     if (!b || b.shape != domain)
@@ -227,6 +251,17 @@ ShapeResult fusedElementwise(const std::vector<Shape> &inputs, const std::vector
                                " does not broadcast to the domain " + toString(domain));
   }
   return ShapeResult::ok(domain);
+}
+
+std::vector<int64_t> reducedAxes(const Shape &reduced, const Shape &domain) {
+  std::vector<int64_t> axes;
+  const size_t off = domain.size() - std::min(domain.size(), reduced.size());
+  for (size_t d = 0; d < domain.size(); ++d) {
+    const int64_t r = d < off ? 1 : reduced[d - off];
+    if (r == 1 && domain[d] != 1)
+      axes.push_back(int64_t(d));
+  }
+  return axes;
 }
 
 ShapeResult gemm(const Shape &a, const Shape &b, const Shape *c, bool transA, bool transB) {

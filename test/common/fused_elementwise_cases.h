@@ -8,6 +8,7 @@
 #include "plan_builder.h"
 #include "plan/elementwise_program.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -45,6 +46,17 @@ inline std::string dimsName(const std::vector<int64_t> &dims) {
   for (int64_t d : dims)
     s += (s.empty() ? "" : "x") + std::to_string(d);
   return s;
+}
+
+// The domain of a case: the broadcast of its inputs (each case has an input of the domain's shape).
+inline std::vector<int64_t> caseDomain(const FusedProgramCase &c) {
+  std::vector<int64_t> domain;
+  for (const auto &in : c.inputs)
+    if (in.shape.size() > domain.size() ||
+        (in.shape.size() == domain.size() && std::equal(domain.begin(), domain.end(), in.shape.begin(),
+                                                        [](int64_t d, int64_t s) { return d <= s; })))
+      domain = in.shape;
+  return domain;
 }
 
 // The programs of issue 39's groups, over `domain` (rank 4: [N, C, H, W]).
@@ -107,6 +119,25 @@ inline std::vector<FusedProgramCase> fusedProgramCases(const std::vector<int64_t
        {{domain}, {domain}},
        0.25,
        4},
+      // Reductions as outputs. Layer scale's backward (dy, x, gamma): dx = dy gamma and the
+      // per-channel gradient of gamma, sum over N, H, W of dy x.
+      {"layer scale backward", "t0 = mul(i0, i1) : {T}\nt1 = mul(i0, i2) : {T}\nout t1, sum(t0)[0,2,3]\n",
+       {{domain}, {domain}, {perChannel}},
+       {{domain}, {perChannel}}},
+      // SiLU and squeeze-excitation's global average pool of its output (per sample and channel).
+      {"silu and pool", "t0 = sigmoid(i0) : {T}\nt1 = mul(i0, t0) : {T}\nout mean(t1)[2,3], t1\n",
+       {{domain}},
+       {{perSample}, {domain}}},
+      // Squeeze-excitation's scale backward (dy, x, s): dx = dy s, and ds summed over H, W in f32
+      // with a scale (an f32-policy reduction of T data).
+      {"se scale backward",
+       "t0 = mul(i0, i2) : {T}\nt1 = mul(i0, i1) : {T}\nt2 = cast(t1) : f32\nout t0, sum(t2)[2,3]{scale=0.5}\n",
+       {{domain}, {domain}, {perSample}},
+       {{domain}, {perSample, "f32"}}},
+      // A bias gradient alone (nothing but the reduction leaves the group), without kept dims of 1.
+      {"bias gradient", "t0 = mul(i0, i1) : {T}\nout sum(t0)[0,2,3]\n",
+       {{domain}, {domain}},
+       {{{domain[1], 1, 1}}}},
   };
 }
 
@@ -142,23 +173,35 @@ inline BuiltFusedCase addFusedCase(PlanBuilder &b, const FusedProgramCase &c, pl
   if (!p)
     throw std::runtime_error(c.name + ": " + p.message());
   // The tensor of each value: an input, an output (the instruction the out line lists), or an
-  // activation of the domain's shape.
+  // activation of the domain's shape; a reduction output is its own kernel reading the value.
   std::vector<uint32_t> temps;
   for (size_t j = 0; j < p->instructions.size(); ++j) {
     const plan::ProgramInstruction &inst = p->instructions[j];
     uint32_t id = 0;
     bool isOutput = false;
     for (size_t o = 0; o < p->outputs.size(); ++o)
-      if (!p->outputs[o].isInput && size_t(p->outputs[o].index) == j)
+      if (!p->outputs[o].isInput && size_t(p->outputs[o].index) == j &&
+          p->reduction(o).kind == plan::ReduceKind::None)
         id = built.outputs[o], isOutput = true;
     if (!isOutput)
-      id = b.tensor("t" + std::to_string(j), c.outputs[0].shape, plan::Tensor::ACTIVATION, inst.dtype);
+      id = b.tensor("t" + std::to_string(j), caseDomain(c), plan::Tensor::ACTIVATION, inst.dtype);
     temps.push_back(id);
     std::vector<uint32_t> operands;
     for (const plan::ProgramValue &v : inst.operands)
       operands.push_back(v.isInput ? built.inputs[size_t(v.index)] : temps[size_t(v.index)]);
     std::map<std::string, plan::Attr> attrs(inst.kernel.attrs().begin(), inst.kernel.attrs().end());
     b.kernel(inst.kernel.op(), operands, {id}, attrs).set_name(c.name + " t" + std::to_string(j));
+  }
+  for (size_t o = 0; o < p->outputs.size(); ++o) {
+    const plan::ProgramReduction &r = p->reduction(o);
+    if (r.kind == plan::ReduceKind::None)
+      continue;
+    std::map<std::string, plan::Attr> attrs;
+    if (r.kind == plan::ReduceKind::Sum)
+      attrs["scale"] = plan::floatAttr(r.scale);
+    b.kernel(r.kind == plan::ReduceKind::Sum ? "reduce_sum_to" : "global_avg_pool",
+             {temps[size_t(p->outputs[o].index)]}, {built.outputs[o]}, attrs)
+        .set_name(c.name + " reduction " + std::to_string(o));
   }
   return built;
 }

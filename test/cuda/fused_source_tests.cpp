@@ -1,4 +1,5 @@
 // Without a GPU: the CUDA source written for every program of the fused_elementwise tests
+// (reduction outputs included)
 // (test/common/fused_elementwise_cases.h), in f32, f16 and bf16, for the row-major and the
 // channels-last walks, compiles with NVRTC for sm_89 and sm_90, and each operand's index is the
 // one its broadcast needs (spot checks of the specialised expressions).
@@ -54,7 +55,7 @@ Expected<FusedKernelSource> write(const test::FusedProgramCase &c, plan::DType t
   auto program = plan::parseElementwiseProgram(test::withDtype(c.program, t), in, &out);
   if (!program)
     return program.status();
-  const std::vector<int64_t> domain = c.outputs[0].shape;
+  const std::vector<int64_t> domain = test::caseDomain(c);
   const std::vector<int> order = channelsLast ? std::vector<int>{0, 2, 3, 1} : std::vector<int>{0, 1, 2, 3};
   FusedKernelSpec spec;
   spec.program = *program;
@@ -129,6 +130,18 @@ int main() {
   check(contains(sourceOf("channel and scalar", true), "in1[(i % 5u)]"), "per channel, channels-last: i % C");
   check(contains(sourceOf("channel and scalar", true), "in2[0]"), "a scalar");
   check(contains(sourceOf("silu", true), "in0[i]"), "the domain's own layout: i");
+  // Reduction outputs: one pass over the domain, partial sums finished in slab order, no atomics;
+  // channels-last per-channel sums keep the channels innermost (a thread's V columns).
+  for (bool channelsLast : {false, true}) {
+    const std::string name = std::string("layer scale backward") + (channelsLast ? " nhwc" : " nchw");
+    for (const auto &c : cases)
+      if (c.name == "layer scale backward") {
+        auto s = write(c, plan::F16, channelsLast);
+        check(s && s->reduces && contains(s->source, "castor_fused_reduce_finish") && !contains(s->source, "atomic"),
+              name + ": a reduction kernel with its deterministic finish");
+        check(s && s->reduction.innerKept == channelsLast && s->vector == 8, name + ": the walk and 16-byte vectors");
+      }
+  }
   // The planted fault changes the source (so its CUBIN is cached apart) and names itself.
   auto faulty = write(cases[0], plan::F16, false, "sigmoid");
   check(faulty && faulty->source != sourceOf("silu", false) && contains(faulty->source, "PLANTED FAULT"),

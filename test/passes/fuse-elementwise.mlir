@@ -43,13 +43,13 @@ func.func @broadcasts(%x: tensor<2x8x4x4xf32>, %s: tensor<2x8x1x1xf32>, %b: tens
 
 // -----
 
-// The squeeze-excitation block: its scale is computed from the group's output through a
-// reduction, so the product with it cannot join that group; it starts another.
+// The squeeze-excitation block: its pool joins the group as a reduction output, but its scale
+// is computed from that output, so the product with it cannot join the group (a value needed by
+// two groups across a reduction); it starts another.
 // CHECK-LABEL: func.func @across_reduction
-// CHECK-NEXT: %[[A:.*]] = castor.fused_elementwise(%arg0) {program = "t0 = sigmoid(i0) : f32\0At1 = mul(i0, t0) : f32\0Aout t1\0A"}
-// CHECK-NEXT: %[[P:.*]] = castor.global_avg_pool %[[A]]
-// CHECK-NEXT: %[[G:.*]] = castor.sigmoid %[[P]]
-// CHECK-NEXT: castor.fused_elementwise(%[[A]], %[[G]], %arg0) {program = "t0 = mul(i0, i1) : f32\0At1 = add(t0, i2) : f32\0Aout t1\0A"}
+// CHECK-NEXT: %[[A:.*]]:2 = castor.fused_elementwise(%arg0) {program = "t0 = sigmoid(i0) : f32\0At1 = mul(i0, t0) : f32\0Aout t1, mean(t1)[2,3]\0A"}
+// CHECK-NEXT: %[[G:.*]] = castor.sigmoid %[[A]]#1
+// CHECK-NEXT: castor.fused_elementwise(%[[A]]#0, %[[G]], %arg0) {program = "t0 = mul(i0, i1) : f32\0At1 = add(t0, i2) : f32\0Aout t1\0A"}
 func.func @across_reduction(%x: tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32> {
   %s = castor.sigmoid %x : tensor<2x8x4x4xf32>
   %y = castor.mul %x, %s : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
@@ -107,4 +107,73 @@ func.func @lone_and_other_shapes(%x: tensor<2x8xf32>, %v: tensor<8xf32>) -> (ten
   %a = castor.relu %x : tensor<2x8xf32>
   %b = castor.sigmoid %v : tensor<8xf32>
   return %a, %b : tensor<2x8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// Layer scale's gradients: dy gamma is the data gradient, and the per-channel sum of (dy gamma) x
+// (a gradient of a scale applied before it) joins the group that computes the product, which is
+// never stored.
+// CHECK-LABEL: func.func @layer_scale_backward
+// CHECK-NEXT: %[[F:.*]]:2 = castor.fused_elementwise(%arg0, %arg2, %arg1) {program = "t0 = mul(i0, i1) : f16\0At1 = mul(t0, i2) : f16\0Aout t0, sum(t1)[0,2,3]\0A"} : (tensor<2x8x4x4xf16>, tensor<1x8x1x1xf16>, tensor<2x8x4x4xf16>) -> (tensor<2x8x4x4xf16>, tensor<1x8x1x1xf16>)
+// CHECK-NEXT: return %[[F]]#0, %[[F]]#1
+func.func @layer_scale_backward(%dy: tensor<2x8x4x4xf16>, %x: tensor<2x8x4x4xf16>, %g: tensor<1x8x1x1xf16>) -> (tensor<2x8x4x4xf16>, tensor<1x8x1x1xf16>) {
+  %dx = castor.mul %dy, %g : (tensor<2x8x4x4xf16>, tensor<1x8x1x1xf16>) -> tensor<2x8x4x4xf16>
+  %p = castor.mul %dx, %x : (tensor<2x8x4x4xf16>, tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  %dg = castor.reduce_sum_to %p : (tensor<2x8x4x4xf16>) -> tensor<1x8x1x1xf16>
+  return %dx, %dg : tensor<2x8x4x4xf16>, tensor<1x8x1x1xf16>
+}
+
+// -----
+
+// A bias gradient without kept dims of 1 and a scale: the group writes the sum only.
+// CHECK-LABEL: func.func @bias_gradient
+// CHECK-NEXT: castor.fused_elementwise(%arg0, %arg1) {program = "t0 = mul(i0, i1) : f32\0Aout sum(t0)[0,2,3]{scale=0.5}\0A"} : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<8x1x1xf32>
+func.func @bias_gradient(%dy: tensor<2x8x4x4xf32>, %m: tensor<2x8x4x4xf32>) -> tensor<8x1x1xf32> {
+  %p = castor.mul %dy, %m : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %db = castor.reduce_sum_to %p {scale = 0.5 : f64} : (tensor<2x8x4x4xf32>) -> tensor<8x1x1xf32>
+  return %db : tensor<8x1x1xf32>
+}
+
+// -----
+
+// A reduction's result read by an op that reads the group too: the reduction joins as an output,
+// and the product, which needs the finished mean, stays out of the group (a reduction never
+// feeds an op of its own group).
+// CHECK-LABEL: func.func @read_inside
+// CHECK-NEXT: %[[F:.*]]:2 = castor.fused_elementwise(%arg0) {program = "t0 = sigmoid(i0) : f32\0Aout t0, mean(t0)[2,3]\0A"}
+// CHECK-NEXT: castor.mul %[[F]]#0, %[[F]]#1
+func.func @read_inside(%x: tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32> {
+  %s = castor.sigmoid %x : tensor<2x8x4x4xf32>
+  %p = castor.global_avg_pool %s : (tensor<2x8x4x4xf32>) -> tensor<2x8x1x1xf32>
+  %y = castor.mul %s, %p : (tensor<2x8x4x4xf32>, tensor<2x8x1x1xf32>) -> tensor<2x8x4x4xf32>
+  return %y : tensor<2x8x4x4xf32>
+}
+
+// -----
+
+// An fp32-policy reduction of f16 data: the pool reads the f32 cast, which the group computes
+// and never stores; the mean is f32 as the policy made it.
+// CHECK-LABEL: func.func @fp32_reduction
+// CHECK-NEXT: castor.fused_elementwise(%arg0) {program = "t0 = sigmoid(i0) : f16\0At1 = mul(i0, t0) : f16\0At2 = cast(t1) : f32\0Aout t1, mean(t2)[2,3]\0A"} : (tensor<2x8x4x4xf16>) -> (tensor<2x8x4x4xf16>, tensor<2x8x1x1xf32>)
+func.func @fp32_reduction(%x: tensor<2x8x4x4xf16>) -> (tensor<2x8x4x4xf16>, tensor<2x8x1x1xf32>) {
+  %s = castor.sigmoid %x : tensor<2x8x4x4xf16>
+  %y = castor.mul %x, %s : (tensor<2x8x4x4xf16>, tensor<2x8x4x4xf16>) -> tensor<2x8x4x4xf16>
+  %c = castor.cast %y : tensor<2x8x4x4xf16> to tensor<2x8x4x4xf32>
+  %p = castor.global_avg_pool %c : (tensor<2x8x4x4xf32>) -> tensor<2x8x1x1xf32>
+  return %y, %p : tensor<2x8x4x4xf16>, tensor<2x8x1x1xf32>
+}
+
+// -----
+
+// Two reductions of other axes (per channel and per sample and channel) never share a group:
+// the second stays a kernel of its own.
+// CHECK-LABEL: func.func @other_axes
+// CHECK-NEXT: %[[F:.*]]:2 = castor.fused_elementwise(%arg0, %arg1) {program = "t0 = mul(i0, i1) : f32\0Aout t0, sum(t0)[0,2,3]\0A"}
+// CHECK-NEXT: castor.global_avg_pool %[[F]]#0
+func.func @other_axes(%a: tensor<2x8x4x4xf32>, %b: tensor<2x8x4x4xf32>) -> (tensor<1x8x1x1xf32>, tensor<2x8x1x1xf32>) {
+  %p = castor.mul %a, %b : (tensor<2x8x4x4xf32>, tensor<2x8x4x4xf32>) -> tensor<2x8x4x4xf32>
+  %s = castor.reduce_sum_to %p : (tensor<2x8x4x4xf32>) -> tensor<1x8x1x1xf32>
+  %m = castor.global_avg_pool %p : (tensor<2x8x4x4xf32>) -> tensor<2x8x1x1xf32>
+  return %s, %m : tensor<1x8x1x1xf32>, tensor<2x8x1x1xf32>
 }

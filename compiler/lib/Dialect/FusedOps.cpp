@@ -2,7 +2,7 @@
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Dialect/PlanForm.h"
 #include "castor/Dialect/ShapeInference.h"
-#include "plan/elementwise_program.h"
+#include "plan/fused_elementwise.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -66,7 +66,7 @@ LogicalResult BatchNormReluTrainingBackwardOp::verify() {
 }
 
 // The program and the shapes by the rules the plan validator applies (elementwise_program.h,
-// shape::fusedElementwise).
+// shape::fusedElementwise), through plan::checkFusedElementwise.
 LogicalResult FusedElementwiseOp::verify() {
   std::vector<plan::DType> inputTypes, outputTypes;
   std::vector<shape::Shape> inputShapes, outputShapes;
@@ -79,17 +79,42 @@ LogicalResult FusedElementwiseOp::verify() {
       types->push_back(*dtype);
       shapes->push_back(shapeOf(v));
     }
-  if (auto rule = shape::fusedElementwise(inputShapes, outputShapes); !rule)
-    return emitOpError(rule.error);
-  auto program = plan::parseElementwiseProgram(getProgram().str(), inputTypes, &outputTypes);
-  if (!program)
-    return emitOpError(program.message());
+  auto group = plan::checkFusedElementwise(getProgram().str(), inputShapes, inputTypes, outputShapes, outputTypes);
+  if (!group)
+    return emitOpError(group.message());
   return success();
 }
 
 // Recomputing a group runs all of it: one operation per instruction and element.
 int64_t FusedElementwiseOp::getRecomputeFlopsPerElement() {
   return std::max<int64_t>(1, int64_t(llvm::count(getProgram(), '\n')) - 1); // the lines but `out`
+}
+
+// The copy computes the element-wise outputs only; a reduction's result cannot be recomputed
+// alone (castor-recompute then keeps it from the forward).
+Value FusedElementwiseOp::buildRecompute(OpBuilder &builder, unsigned resultIndex, ValueRange operands) {
+  std::vector<plan::DType> inputTypes;
+  for (Value v : getInputs())
+    inputTypes.push_back(*planDtypeOf(getElementTypeOrSelf(v.getType())));
+  auto program = plan::parseElementwiseProgram(getProgram().str(), inputTypes);
+  if (!program || program->reduction(resultIndex).kind != plan::ReduceKind::None)
+    return Value();
+  plan::ElementwiseProgram copy = *program;
+  copy.outputs.clear();
+  copy.reductions.clear();
+  SmallVector<Type> types;
+  unsigned index = 0;
+  for (size_t j = 0; j < program->outputs.size(); ++j) {
+    if (program->reduction(j).kind != plan::ReduceKind::None)
+      continue;
+    if (j == resultIndex)
+      index = unsigned(types.size());
+    copy.outputs.push_back(program->outputs[j]);
+    types.push_back(getResult(unsigned(j)).getType());
+  }
+  auto op = builder.create<FusedElementwiseOp>(getLoc(), types, operands,
+                                               builder.getStringAttr(plan::printElementwiseProgram(copy)));
+  return op->getResult(index);
 }
 
 #define GET_OP_CLASSES

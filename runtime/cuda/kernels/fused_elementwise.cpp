@@ -2,6 +2,9 @@
 // kernel (fused_elementwise_source.h) over the operands' storage layouts, compiled and loaded
 // when the plan is loaded (nvrtc_module.h); its RunFn launches it on the backend's stream.
 //
+// A program with reduction outputs runs as the reduction kernel of fused_reduction_source.cpp and,
+// with more than one slab of rows, its finish kernel.
+//
 // Generated only: the composed form (each instruction through the own element-wise kernels, with
 // scratch) is not offered to the tuner yet.
 #include "cuda/kernels/builders.h"
@@ -33,6 +36,76 @@ WalkedOperand walked(const DeviceContext &ctx, const Tensor &t, const Shape &dom
   return w;
 }
 
+// Whether the tensors the kernel indexes by i are 16-byte aligned: its vector path.
+bool aligned(DeviceContext *c, const TensorList &inputs, const TensorList &outputs, const std::vector<bool> &inputFlat,
+             const std::vector<bool> &outputFlat, std::vector<void *> &pointers) {
+  bool ok = true;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    pointers.push_back(c->ptr(inputs[i]));
+    ok = ok && (!inputFlat[i] || reinterpret_cast<uintptr_t>(pointers.back()) % 16 == 0);
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    pointers.push_back(c->ptr(outputs[i]));
+    ok = ok && (!outputFlat[i] || reinterpret_cast<uintptr_t>(pointers.back()) % 16 == 0);
+  }
+  return ok;
+}
+
+// A kernel with reduction outputs (ReductionLaunch): slabs enough for about four blocks an SM,
+// their partial sums in the step's shared workspace (requested here, so that the plan's
+// workspace limit counts it), then the finish kernel when there is more than one slab.
+Expected<RunFn> launchReduction(DeviceContext &ctx, const FusedKernelSource &source, const LoadedKernel &kernel,
+                                const TensorList &in, const TensorList &out) {
+  const ReductionLaunch r = source.reduction;
+  LoadedKernel finish;
+  const int sms = ctx.smCount > 0 ? ctx.smCount : 132;
+  const int64_t perSlab = r.innerKept ? r.tiles * r.keptOuter : r.keptOuter;
+  int64_t slabs = std::clamp<int64_t>((int64_t(sms) * 4 + perSlab - 1) / perSlab, 1, r.maxSlabs());
+  const int64_t rowsPerSlab = (r.reducedOuter + slabs - 1) / slabs;
+  slabs = (r.reducedOuter + rowsPerSlab - 1) / rowsPerSlab;
+  if (slabs > 1) {
+    auto loaded = loadGeneratedKernel(ctx, source.source, r.finishEntry);
+    if (!loaded)
+      return loaded.status();
+    finish = *loaded;
+    ctx.requestWorkspace(r.partialBytes(slabs));
+  }
+  const unsigned grid = unsigned(perSlab * slabs);
+  const unsigned finishGrid = unsigned(std::clamp<int64_t>((r.outCount + 255) / 256, 1, int64_t(sms) * 8));
+  const int V = source.vector;
+  const bool divides = r.inner % V == 0;
+  auto opArguments = std::make_shared<std::vector<std::vector<uint8_t>>>(source.opArguments);
+  const std::vector<bool> inputFlat = source.inputFlat, outputFlat = source.outputFlat;
+  DeviceContext *c = &ctx;
+  const TensorList inputs = in, outputs = out;
+  return RunFn([=]() -> Status {
+    std::vector<void *> pointers;
+    const bool isAligned = aligned(c, inputs, outputs, inputFlat, outputFlat, pointers);
+    int vectorized = V > 1 && divides && isAligned ? 1 : 0;
+    void *partial = c->workspace;
+    unsigned slabCount = unsigned(slabs);
+    unsigned long long rows = static_cast<unsigned long long>(rowsPerSlab);
+    std::vector<void *> args;
+    for (void *&p : pointers)
+      args.push_back(&p);
+    for (std::vector<uint8_t> &bytes : *opArguments)
+      args.push_back(bytes.data());
+    args.push_back(&partial);
+    args.push_back(&slabCount);
+    args.push_back(&rows);
+    args.push_back(&vectorized);
+    CASTOR_RETURN_IF_ERROR(launchGenerated(kernel, grid, 256, c->stream, args.data()));
+    if (slabCount == 1)
+      return Status::ok();
+    std::vector<void *> finishArgs;
+    for (size_t k = inputs.size(); k < pointers.size(); ++k)
+      finishArgs.push_back(&pointers[k]);
+    finishArgs.push_back(&partial);
+    finishArgs.push_back(&slabCount);
+    return launchGenerated(finish, finishGrid, 256, c->stream, finishArgs.data());
+  });
+}
+
 } // namespace
 
 Expected<RunFn> buildFusedElementwise(DeviceContext &ctx, const Kernel &k, const TensorList &in, const TensorList &out) {
@@ -40,9 +113,18 @@ Expected<RunFn> buildFusedElementwise(DeviceContext &ctx, const Kernel &k, const
   if (!fused)
     return fused.status().withContext(k.op());
   const Shape domain = fused->domain;
-  // The walk follows output 0's storage order; an operand of another order is read (or written)
-  // through its own strides.
-  std::vector<int> order = storageOrder(ctx, *out[0]);
+  // The walk follows the storage order of the first output of the domain's shape (else of the
+  // first such input: a group whose outputs are all reductions); an operand of another order is
+  // read (or written) through its own strides.
+  const Tensor *walkedLike = out[0];
+  for (const TensorList *list : {&out, &in}) {
+    auto it = std::find_if(list->begin(), list->end(), [&](const Tensor *t) { return shapeOf(*t) == domain; });
+    if (it != list->end()) {
+      walkedLike = *it;
+      break;
+    }
+  }
+  std::vector<int> order = storageOrder(ctx, *walkedLike);
   if (order.size() != domain.size()) {
     order.resize(domain.size());
     for (size_t d = 0; d < order.size(); ++d)
@@ -74,6 +156,8 @@ Expected<RunFn> buildFusedElementwise(DeviceContext &ctx, const Kernel &k, const
   if (!loaded)
     return loaded.status().withContext(k.op());
   ctx.layerChoices[out[0]->id()] = "generated";
+  if (source->reduces)
+    return launchReduction(ctx, *source, *loaded, in, out);
 
   int64_t count = 1;
   for (int64_t d : domain)

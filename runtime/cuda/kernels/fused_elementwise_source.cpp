@@ -1,5 +1,6 @@
 // Writes the CUDA C++ of a fused_elementwise kernel (see fused_elementwise_source.h).
 #include "cuda/kernels/fused_elementwise_source.h"
+#include "cuda/kernels/fused_source_parts.h"
 
 #include "plan/elementwise_ops.h"
 #include "plan/op_attrs.h"
@@ -11,9 +12,8 @@
 #include <cstring>
 #include <limits>
 
-namespace castor::cuda {
+namespace castor::cuda::source {
 namespace {
-
 using plan::DType;
 
 // What NVRTC lacks for elementwise_ops.h (no standard headers there), and the conversions and
@@ -49,6 +49,8 @@ __device__ __forceinline__ double castor_round_f64(double v) { return v; }
 __device__ __forceinline__ double castor_round_f64(float v) { return double(v); }
 )prelude";
 
+} // namespace
+
 const char *suffix(DType t) {
   switch (t) {
   case plan::F32: return "f32";
@@ -70,6 +72,7 @@ struct OpStruct {
   bool backward = false;
   std::vector<uint8_t> bytes;
 };
+namespace {
 template <class Op> Expected<OpStruct> opStruct(const plan::Kernel &k, const char *name, bool backward) {
   auto op = plan::parseElementwise<Op>(k);
   if (!op)
@@ -98,7 +101,8 @@ Expected<OpStruct> opStructOf(const plan::Kernel &k) {
   }
 }
 
-// Whether `strides` walk `dims` contiguously, as the flat index does.
+} // namespace
+
 bool isFlat(const std::vector<int64_t> &dims, const std::vector<int64_t> &strides) {
   int64_t expect = 1;
   for (size_t k = dims.size(); k-- > 0;) {
@@ -109,8 +113,6 @@ bool isFlat(const std::vector<int64_t> &dims, const std::vector<int64_t> &stride
   return true;
 }
 
-// The index of an operand at flat index `i`, specialised to its strides (constants inlined, so
-// that the divisions become multiplications).
 std::string indexExpression(const std::vector<int64_t> &dims, const std::vector<int64_t> &strides, bool index64) {
   if (isFlat(dims, strides))
     return "i";
@@ -131,55 +133,9 @@ std::string indexExpression(const std::vector<int64_t> &dims, const std::vector<
   return sum.empty() ? "0" : sum;
 }
 
-} // namespace
-
-void simplifyWalk(std::vector<int64_t> &dims, std::vector<WalkedOperand *> operands) {
-  std::vector<int64_t> d;
-  std::vector<std::vector<int64_t>> s(operands.size());
-  for (size_t k = 0; k < dims.size(); ++k) {
-    if (dims[k] == 1)
-      continue;
-    bool merge = !d.empty();
-    for (size_t o = 0; o < operands.size() && merge; ++o)
-      merge = s[o].back() == operands[o]->strides[k] * dims[k];
-    if (merge) {
-      d.back() *= dims[k];
-      for (size_t o = 0; o < operands.size(); ++o)
-        s[o].back() = operands[o]->strides[k];
-      continue;
-    }
-    d.push_back(dims[k]);
-    for (size_t o = 0; o < operands.size(); ++o)
-      s[o].push_back(operands[o]->strides[k]);
-  }
-  dims = d;
-  for (size_t o = 0; o < operands.size(); ++o)
-    operands[o]->strides = s[o];
-}
-
-Expected<FusedKernelSource> writeFusedKernel(const FusedKernelSpec &spec) {
-  FusedKernelSource out;
-  const plan::ElementwiseProgram &p = spec.program;
-  int64_t count = 1;
-  for (int64_t d : spec.dims)
-    count *= d;
-  out.index64 = count >= int64_t(std::numeric_limits<int32_t>::max());
-  const char *I = out.index64 ? "unsigned long long" : "unsigned int";
-
-  // The vector width: 16 bytes of the widest dtype among the operands indexed by i.
-  int64_t widest = 0;
-  for (auto [operands, flat] : {std::pair(&spec.inputs, &out.inputFlat), std::pair(&spec.outputs, &out.outputFlat)})
-    for (const WalkedOperand &o : *operands) {
-      flat->push_back(isFlat(spec.dims, o.strides));
-      if (flat->back())
-        widest = std::max(widest, sizeOf(o.dtype));
-    }
-  // An output written through strides (another storage order than the domain's) has no vector path.
-  const bool allOutputsFlat = std::all_of(out.outputFlat.begin(), out.outputFlat.end(), [](bool b) { return b; });
-  out.vector = allOutputsFlat && widest > 0 ? int(16 / widest) : 1;
-
+std::string sourceHeader(const FusedKernelSpec &spec) {
   std::string src = "// Castor fused_elementwise kernel, generated from the program:\n";
-  const std::string text = plan::printElementwiseProgram(p);
+  const std::string text = plan::printElementwiseProgram(spec.program);
   for (size_t from = 0, to; from < text.size(); from = to + 1) {
     to = text.find('\n', from);
     to = to == std::string::npos ? text.size() : to;
@@ -191,11 +147,13 @@ Expected<FusedKernelSource> writeFusedKernel(const FusedKernelSpec &spec) {
   src += "\n";
   if (!spec.faultOp.empty())
     src += "// PLANTED FAULT (CASTOR_FUSED_ELEMENTWISE_FAULT): the first " + spec.faultOp + " is perturbed\n";
-  src += kPrelude;
-  src += kElementwiseOpsText;
+  return src + kPrelude + kElementwiseOpsText;
+}
 
-  // The body: every instruction, its result rounded to its dtype.
-  std::string body, params;
+Expected<ProgramBody> programBody(const FusedKernelSpec &spec) {
+  const plan::ElementwiseProgram &p = spec.program;
+  ProgramBody out;
+  std::string &body = out.body, &params = out.params;
   bool faulted = false;
   for (size_t j = 0; j < p.instructions.size(); ++j) {
     const plan::ProgramInstruction &inst = p.instructions[j];
@@ -235,6 +193,68 @@ Expected<FusedKernelSource> writeFusedKernel(const FusedKernelSpec &spec) {
   }
   if (!spec.faultOp.empty() && !faulted)
     return Status::error("CASTOR_FUSED_ELEMENTWISE_FAULT names '" + spec.faultOp + "', which the program lacks");
+
+  return out;
+}
+
+} // namespace castor::cuda::source
+
+namespace castor::cuda {
+using namespace source;
+
+void simplifyWalk(std::vector<int64_t> &dims, std::vector<WalkedOperand *> operands) {
+  std::vector<int64_t> d;
+  std::vector<std::vector<int64_t>> s(operands.size());
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (dims[k] == 1)
+      continue;
+    bool merge = !d.empty();
+    for (size_t o = 0; o < operands.size() && merge; ++o)
+      merge = s[o].back() == operands[o]->strides[k] * dims[k];
+    if (merge) {
+      d.back() *= dims[k];
+      for (size_t o = 0; o < operands.size(); ++o)
+        s[o].back() = operands[o]->strides[k];
+      continue;
+    }
+    d.push_back(dims[k]);
+    for (size_t o = 0; o < operands.size(); ++o)
+      s[o].push_back(operands[o]->strides[k]);
+  }
+  dims = d;
+  for (size_t o = 0; o < operands.size(); ++o)
+    operands[o]->strides = s[o];
+}
+
+Expected<FusedKernelSource> writeFusedKernel(const FusedKernelSpec &spec) {
+  if (spec.program.reduces())
+    return writeReductionKernel(spec);
+  FusedKernelSource out;
+  const plan::ElementwiseProgram &p = spec.program;
+  int64_t count = 1;
+  for (int64_t d : spec.dims)
+    count *= d;
+  out.index64 = count >= int64_t(std::numeric_limits<int32_t>::max());
+  const char *I = out.index64 ? "unsigned long long" : "unsigned int";
+
+  // The vector width: 16 bytes of the widest dtype among the operands indexed by i.
+  int64_t widest = 0;
+  for (auto [operands, flat] : {std::pair(&spec.inputs, &out.inputFlat), std::pair(&spec.outputs, &out.outputFlat)})
+    for (const WalkedOperand &o : *operands) {
+      flat->push_back(isFlat(spec.dims, o.strides));
+      if (flat->back())
+        widest = std::max(widest, sizeOf(o.dtype));
+    }
+  // An output written through strides (another storage order than the domain's) has no vector path.
+  const bool allOutputsFlat = std::all_of(out.outputFlat.begin(), out.outputFlat.end(), [](bool b) { return b; });
+  out.vector = allOutputsFlat && widest > 0 ? int(16 / widest) : 1;
+
+  const std::string src = sourceHeader(spec);
+  auto program = programBody(spec);
+  if (!program)
+    return program.status();
+  const std::string &body = program->body, &params = program->params;
+  out.opArguments = std::move(program->opArguments);
 
   // The signature: inputs, outputs, the op structs, the element count, the vector switch.
   std::string signature = "extern \"C\" __global__ void __launch_bounds__(256) castor_fused_elementwise(";

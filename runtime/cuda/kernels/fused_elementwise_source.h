@@ -47,6 +47,30 @@ struct FusedKernelSpec {
   std::string faultOp;
 };
 
+// How a kernel with reduction outputs (fused_reduction_source.cpp) is launched. The walk is seen
+// as rows of `inner` contiguous elements (the innermost walked dimension), each row one pair of
+// a kept index (over the outer dims the reductions keep, `keptOuter` of them) and a reduced
+// index (`reducedOuter`). innerKept (channels-last per-channel or per-sample-per-channel sums):
+// a block is a tile of tileThreads x rowThreads threads, each thread holding the partial sums of
+// `vector` consecutive columns over its rows in registers. Else (the inner dim reduced) a block
+// of 256 threads sums one kept index's slab of rows. Launch one block per (column tile, kept
+// index, slab) (innerKept) or per (kept index, slab); with one slab the block writes the
+// outputs, else its partial sums (workspace: partialBytes(slabs)) that `finishEntry` adds up in
+// slab order: deterministic, no atomics.
+struct ReductionLaunch {
+  bool innerKept = true;
+  int64_t keptOuter = 1, reducedOuter = 1, inner = 1;
+  int64_t outCount = 1; // elements of each reduction output
+  int tileThreads = 256, rowThreads = 1;
+  int64_t tiles = 1;
+  int reductions = 0;
+  int accBytes = 4; // of a partial sum: float, or double for f64 data
+  std::string finishEntry = "castor_fused_reduce_finish";
+  // The most slabs worth launching (each thread has a row at least), and the workspace of `slabs`.
+  int64_t maxSlabs() const;
+  size_t partialBytes(int64_t slabs) const { return slabs > 1 ? size_t(reductions * slabs * outCount * accBytes) : 0; }
+};
+
 struct FusedKernelSource {
   std::string source;
   std::string entry = "castor_fused_elementwise"; // the kernel's (extern "C") name
@@ -58,6 +82,11 @@ struct FusedKernelSource {
   // elementwise_ops.h struct of each instruction that is a unary op or its gradient, parsed
   // from its attributes (the kernel receives the struct itself).
   std::vector<std::vector<uint8_t>> opArguments;
+  // Set for a program with reduction outputs: then the kernel's parameters end with
+  // (void *partial, unsigned slabs, unsigned long long rowsPerSlab, int vectorized) instead of
+  // (count, vectorized), and the finish kernel takes (outputs..., const void *partial, unsigned slabs).
+  bool reduces = false;
+  ReductionLaunch reduction;
 };
 
 // Merges adjacent dimensions that every operand walks contiguously and drops dimensions of 1.

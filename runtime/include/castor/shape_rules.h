@@ -82,9 +82,16 @@ std::string batchNormTypes(const std::vector<ElementType> &data, const std::vect
 // NumPy/ONNX multidirectional broadcasting.
 ShapeResult broadcast(const Shape &lhs, const Shape &rhs);
 
-// A fused element-wise group (fused_elementwise): every output has one shape, the domain, and
-// every input broadcasts to it without growing it. Returns the domain.
-ShapeResult fusedElementwise(const std::vector<Shape> &inputs, const std::vector<Shape> &outputs);
+// A fused element-wise group (fused_elementwise): every output that is not a reduction
+// (`reduced[j]` false or absent) has one shape, the domain, and every input broadcasts to it
+// without growing it. Without such an output the domain is the broadcast of the inputs. A
+// reduction output broadcasts to the domain (reducedAxes). Returns the domain.
+ShapeResult fusedElementwise(const std::vector<Shape> &inputs, const std::vector<Shape> &outputs,
+                             const std::vector<bool> &reduced = {});
+
+// The axes of `domain` that `reduced` (which broadcasts to it) sums over: those where it is 1 or
+// absent (right-aligned) and the domain is not 1.
+std::vector<int64_t> reducedAxes(const Shape &reduced, const Shape &domain);
 
 // Gemm: op(A) [M, K] x op(B) [K, N] (+ C broadcastable to [M, N]) -> [M, N].
 ShapeResult gemm(const Shape &a, const Shape &b, const Shape *c, bool transA, bool transB);

@@ -81,7 +81,7 @@ def Castor_BatchNormReluTrainingBackwardOp : Castor_Op<"batch_norm_relu_training
 
 def Castor_FusedElementwiseOp : Castor_Op<"fused_elementwise",
     [Pure, Castor_KernelOpInterface,
-     DeclareOpInterfaceMethods<Castor_RecomputeOpInterface, ["getRecomputeFlopsPerElement"]>]> {
+     DeclareOpInterfaceMethods<Castor_RecomputeOpInterface, ["getRecomputeFlopsPerElement", "buildRecompute"]>]> {
   let summary = "a group of element-wise ops that runs as one generated kernel";
   let description = [{
     What castor-fuse-elementwise makes of a group of element-wise ops (add, mul, cast, the
@@ -89,9 +89,13 @@ def Castor_FusedElementwiseOp : Castor_Op<"fused_elementwise",
     the inputs `i0, i1, ...` in the text form of runtime/plan/elementwise_program.h, and `out`
     names the values the results are. Every result has one shape, the domain; each input
     broadcasts to it as in NumPy. Each value is computed and rounded to its element type as the
-    op alone would be, so the group computes exactly what its ops compute. The verifier reads
-    the program with the plan library's parser, the one the runtime validates plans with. A
-    group is cheap to recompute (castor-recompute runs it again for the value the backward reads).
+    op alone would be, so the group computes exactly what its ops compute. An output may be a
+    reduction of a value instead (`sum(t2)[0,2,3]`, `mean(t1)[2,3]`: reduce_sum_to and
+    global_avg_pool joined to the group), whose shape broadcasts to the domain along the listed
+    axes. The verifier reads the program with the plan library's parser, the one the runtime
+    validates plans with. A group is cheap to recompute (castor-recompute runs it again for the
+    value the backward reads); its copy leaves out the reductions, whose results are never
+    recomputed (they are small, and recomputing one walks the whole domain again).
 
     ```mlir
     %y, %s = castor.fused_elementwise(%x) {program = "t0 = sigmoid(i0) : f16\nt1 = mul(i0, t0) : f16\nout t1, t0\n"}
