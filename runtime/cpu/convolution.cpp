@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 
 namespace castor::cpu {
 namespace {
@@ -29,22 +28,6 @@ ConvGeometry convGeometry(const Shape &xs, const Shape &ws, const Shape &ys, con
   ConvGeometry g{xs[0], xs[1], xs[2], xs[3], ws[0], ws[1], ws[2], ws[3], ys[2], ys[3], a.groups, ws[0] / a.groups, a};
   return g;
 }
-
-// The tiled loops: outputs per block of MR = 2*NV channels. NV is chosen from the number of
-// output channels per group so that few lanes are wasted.
-int chooseNV(int64_t channels) { return channels >= 8 ? 4 : channels >= 3 ? 2 : 1; }
-
-// Calls f(std::integral_constant<int, NV>()) for nv in {1, 2, 4}.
-template <typename F> void withNV(int nv, F &&f) {
-  if (nv == 4)
-    f(std::integral_constant<int, 4>());
-  else if (nv == 2)
-    f(std::integral_constant<int, 2>());
-  else
-    f(std::integral_constant<int, 1>());
-}
-
-int maxTileFor(int nv) { return nv == 4 ? tiled::maxTile<4>() : nv == 2 ? tiled::maxTile<2>() : tiled::maxTile<1>(); }
 
 // Groups consecutive output pixels of a row with identical valid filter columns into tiles of at
 // most `maxNr`; `colTaps(o)` lists (s, input column) of output column o.
@@ -136,30 +119,29 @@ tiled::DirectPlan backwardDataPlan(const ConvGeometry &g, int maxNr) {
   return plan;
 }
 
-// Runs a direct plan for every (image, group, channel block): out channels `outPerGroup` per
-// group (K/G forward, C/G backward data), reduction channels `redPerGroup`. `pack(group,
-// first channel, lanes, dst)` writes a block's weights [redPerGroup][R*S][MR]; `bias` may be
-// empty.
-template <int NV, typename Pack>
-void runDirect(const tiled::DirectPlan &plan, int64_t N, int64_t G, int64_t outPerGroup, int64_t redPerGroup,
+// Runs a direct plan for every (image, group, channel block of MR = mr lanes): out channels
+// `outPerGroup` per group (K/G forward, C/G backward data), reduction channels `redPerGroup`.
+// `pack(group, first channel, lanes, dst)` writes a block's weights [redPerGroup][R*S][MR]; `bias`
+// may be empty.
+template <typename Pack>
+void runDirect(const tiled::DirectPlan &plan, int mr, int64_t N, int64_t G, int64_t outPerGroup, int64_t redPerGroup,
                const double *in, double *out, const Values &bias, Pack &&pack) {
-  constexpr int MR = 2 * NV;
-  const int64_t blocks = (outPerGroup + MR - 1) / MR;
+  const int64_t blocks = (outPerGroup + mr - 1) / mr;
   const int64_t inPlane = plan.inRows * plan.inCols, outPlane = plan.outRows * plan.outCols;
   const int64_t inChannels = G * redPerGroup, outChannels = G * outPerGroup;
   const double work = 2.0 * double(N * outChannels * outPlane * redPerGroup * plan.R * plan.S);
   // Task order: images innermost, so that neighbouring tasks share a block's weights.
   parallelFor(G * blocks * N, work, [&](int64_t task) {
     const int64_t n = task % N, gb = task / N, grp = gb / blocks, blk = gb % blocks;
-    const int64_t k0 = grp * outPerGroup + blk * MR;
-    const int lanes = int(std::min<int64_t>(MR, outPerGroup - blk * MR));
-    Values wp(size_t(redPerGroup * plan.R * plan.S * MR));
-    pack(grp, blk * MR, lanes, wp.data());
-    double init[MR] = {};
+    const int64_t k0 = grp * outPerGroup + blk * mr;
+    const int lanes = int(std::min<int64_t>(mr, outPerGroup - blk * mr));
+    Values wp(size_t(redPerGroup * plan.R * plan.S * mr));
+    pack(grp, blk * mr, lanes, wp.data());
+    double init[8] = {};
     for (int l = 0; l < lanes && !bias.empty(); ++l)
       init[l] = bias[size_t(k0 + l)];
-    tiled::directBlock<NV>(plan, wp.data(), in + (n * inChannels + grp * redPerGroup) * inPlane, redPerGroup, init,
-                           lanes, out + (n * outChannels + k0) * outPlane);
+    tiled::directBlock(plan, mr, wp.data(), in + (n * inChannels + grp * redPerGroup) * inPlane, redPerGroup, init,
+                       lanes, out + (n * outChannels + k0) * outPlane);
   });
 }
 
@@ -173,22 +155,18 @@ Expected<RunFn> buildConvBackwardData(const KernelContext &c) {
   Memory *b = &c.backend;
   const Tensor *dy = c.in[0], *w = c.in[1], *acc = c.in.size() > 2 ? c.in[2] : nullptr, *dx = c.out[0];
   ConvGeometry g = convGeometry(shapeOf(*dx), shapeOf(*w), shapeOf(*dy), p->shape);
-  const int nv = chooseNV(g.Cg);
-  auto plan = std::make_shared<tiled::DirectPlan>(backwardDataPlan(g, maxTileFor(nv)));
+  const int mr = tiled::lanesFor(g.Cg);
+  auto plan = std::make_shared<tiled::DirectPlan>(backwardDataPlan(g, tiled::tileKernels(mr).directMax));
   return RunFn([=]() {
     Values DY = b->read(*dy), Wt = b->read(*w), DX(size_t(countOf(*dx)));
     const int64_t RS = g.R * g.S;
-    auto run = [&](auto nvTag) {
-      constexpr int NV = decltype(nvTag)::value, MR = 2 * NV;
-      runDirect<NV>(*plan, g.N, g.G, g.Cg, g.Kg, DY.data(), DX.data(), Values(),
-                    [&](int64_t grp, int64_t c0, int lanes, double *dst) {
-                      for (int64_t kk = 0; kk < g.Kg; ++kk)
-                        for (int64_t rs = 0; rs < RS; ++rs)
-                          for (int l = 0; l < MR; ++l)
-                            *dst++ = l < lanes ? Wt[size_t(((grp * g.Kg + kk) * g.Cg + c0 + l) * RS + rs)] : 0.0;
-                    });
-    };
-    withNV(nv, run);
+    runDirect(*plan, mr, g.N, g.G, g.Cg, g.Kg, DY.data(), DX.data(), Values(),
+              [&](int64_t grp, int64_t c0, int lanes, double *dst) {
+                for (int64_t kk = 0; kk < g.Kg; ++kk)
+                  for (int64_t rs = 0; rs < RS; ++rs)
+                    for (int l = 0; l < mr; ++l)
+                      *dst++ = l < lanes ? Wt[size_t(((grp * g.Kg + kk) * g.Cg + c0 + l) * RS + rs)] : 0.0;
+              });
     b->write(*dx, DX);
     if (acc) {
       Values rounded = b->read(*dx), A = b->read(*acc);
@@ -209,102 +187,53 @@ Expected<RunFn> buildConv2dTiled(const KernelContext &c) {
   Memory *b = &c.backend;
   const Tensor *x = c.in[0], *w = c.in[1], *bias = c.in.size() > 2 ? c.in[2] : nullptr, *y = c.out[0];
   ConvGeometry g = convGeometry(shapeOf(*x), shapeOf(*w), shapeOf(*y), p->shape);
-  const int nv = chooseNV(g.Kg);
-  auto plan = std::make_shared<tiled::DirectPlan>(forwardPlan(g, maxTileFor(nv)));
+  const int mr = tiled::lanesFor(g.Kg);
+  auto plan = std::make_shared<tiled::DirectPlan>(forwardPlan(g, tiled::tileKernels(mr).directMax));
   return RunFn([=]() {
     Values X = b->read(*x), Wt = b->read(*w), B = bias ? b->read(*bias) : Values(), Y(size_t(countOf(*y)));
     const int64_t RS = g.R * g.S;
-    withNV(nv, [&](auto nvTag) {
-      constexpr int NV = decltype(nvTag)::value, MR = 2 * NV;
-      runDirect<NV>(*plan, g.N, g.G, g.Kg, g.Cg, X.data(), Y.data(), B,
-                    [&](int64_t grp, int64_t k0, int lanes, double *dst) {
-                      for (int64_t ci = 0; ci < g.Cg; ++ci)
-                        for (int64_t rs = 0; rs < RS; ++rs)
-                          for (int l = 0; l < MR; ++l)
-                            *dst++ = l < lanes ? Wt[size_t(((grp * g.Kg + k0 + l) * g.Cg + ci) * RS + rs)] : 0.0;
-                    });
-    });
+    runDirect(*plan, mr, g.N, g.G, g.Kg, g.Cg, X.data(), Y.data(), B,
+              [&](int64_t grp, int64_t k0, int lanes, double *dst) {
+                for (int64_t ci = 0; ci < g.Cg; ++ci)
+                  for (int64_t rs = 0; rs < RS; ++rs)
+                    for (int l = 0; l < mr; ++l)
+                      *dst++ = l < lanes ? Wt[size_t(((grp * g.Kg + k0 + l) * g.Cg + ci) * RS + rs)] : 0.0;
+              });
     b->write(*y, Y);
     return Status::ok();
   });
 }
 
-// Accumulates dw for NR input channels (one plane apart in x) and MR output channels at one
-// filter tap over the output pixels [op0, op1) x [oq0, oq1) of one image, in row-major order.
-template <int NV, int NR>
-void filterTile(const double *__restrict dyp, const double *__restrict x, int64_t xPlane, int64_t W, int64_t Q,
-                int64_t op0, int64_t op1, int64_t oq0, int64_t oq1, int64_t sh, int64_t sw, int64_t hOff,
-                int64_t wOff, double *__restrict acc, int64_t accStride) {
-  constexpr int MR = 2 * NV;
-  tiled::v2d a[NR][NV];
-  for (int q = 0; q < NR; ++q)
-    for (int j = 0; j < NV; ++j)
-      a[q][j] = tiled::loadu(acc + q * accStride + 2 * j);
-  for (int64_t op = op0; op < op1; ++op) {
-    const double *drow = dyp + op * Q * MR;
-    const double *xrow = x + (op * sh + hOff) * W + wOff;
-    for (int64_t oq = oq0; oq < oq1; ++oq) {
-      const double *d = drow + oq * MR;
-      const double *xv = xrow + oq * sw;
-      tiled::v2d dv[NV];
-      for (int j = 0; j < NV; ++j)
-        dv[j] = tiled::loadu(d + 2 * j);
-      for (int q = 0; q < NR; ++q) {
-        const tiled::v2d xb = tiled::splat(xv[q * xPlane]);
-        for (int j = 0; j < NV; ++j)
-          a[q][j] += dv[j] * xb;
-      }
-    }
-  }
-  for (int q = 0; q < NR; ++q)
-    for (int j = 0; j < NV; ++j)
-      tiled::storeu(acc + q * accStride + 2 * j, a[q][j]);
-}
-
-template <int NV> constexpr int filterTileChannels() { return NV >= 4 ? 3 : NV == 2 ? 4 : 6; }
-
-// conv2d_backward_filter for MR output channels starting at k0 (group grp) and input channels
-// [ci0, ci1) of the group: dw = sum over n, then op, then oq (ascending) of dy * x.
-template <int NV>
-void filterBlock(const ConvGeometry &g, const std::vector<std::pair<int64_t, int64_t>> &opRange,
+// conv2d_backward_filter for MR = mr output channels starting at k0 (group grp) and input
+// channels [ci0, ci1) of the group: dw = sum over n, then op, then oq (ascending) of dy * x.
+void filterBlock(const ConvGeometry &g, int mr, const std::vector<std::pair<int64_t, int64_t>> &opRange,
                  const std::vector<std::pair<int64_t, int64_t>> &oqRange, const double *X, const double *DY,
                  int64_t grp, int64_t k0, int lanes, int64_t ci0, int64_t ci1, double *DW) {
-  constexpr int MR = 2 * NV, NR = filterTileChannels<NV>();
+  const tiled::TileKernels &kern = tiled::tileKernels(mr);
+  const int NR = kern.filterMax;
   const int64_t RS = g.R * g.S, PQ = g.P * g.Q, HW = g.H * g.W;
   // dy of these channels, one image at a time, as [pixel][MR].
-  Values dyp(size_t(PQ * MR));
-  Values acc(size_t((ci1 - ci0) * RS * MR), 0.0);
+  Values dyp(size_t(PQ * mr));
+  Values acc(size_t((ci1 - ci0) * RS * mr), 0.0);
   for (int64_t n = 0; n < g.N; ++n) {
-    for (int l = 0; l < MR; ++l) {
+    for (int l = 0; l < mr; ++l) {
       const double *src = DY + (n * g.K + k0 + l) * PQ;
       for (int64_t i = 0; i < PQ; ++i)
-        dyp[size_t(i * MR + l)] = l < lanes ? src[i] : 0.0;
+        dyp[size_t(i * mr + l)] = l < lanes ? src[i] : 0.0;
     }
     const double *xn = X + (n * g.C + grp * g.Cg) * HW;
     for (int64_t ci = ci0; ci < ci1; ci += NR) {
-      const int64_t nr = std::min<int64_t>(NR, ci1 - ci);
+      const int nr = int(std::min<int64_t>(NR, ci1 - ci));
       for (int64_t r = 0; r < g.R; ++r) {
         const auto [op0, op1] = opRange[size_t(r)];
         for (int64_t s = 0; s < g.S; ++s) {
           const auto [oq0, oq1] = oqRange[size_t(s)];
           if (op0 >= op1 || oq0 >= oq1)
             continue;
-          double *a = acc.data() + ((ci - ci0) * RS + r * g.S + s) * MR;
+          double *a = acc.data() + ((ci - ci0) * RS + r * g.S + s) * mr;
           const int64_t hOff = r * g.a.dilations[0] - g.a.pads[0], wOff = s * g.a.dilations[1] - g.a.pads[1];
-          const double *x = xn + ci * HW;
-          const int64_t sh = g.a.strides[0], sw = g.a.strides[1];
-          auto tile = [&](auto nrTag) {
-            constexpr int T = decltype(nrTag)::value;
-            filterTile<NV, T>(dyp.data(), x, HW, g.W, g.Q, op0, op1, oq0, oq1, sh, sw, hOff, wOff, a, RS * MR);
-          };
-          switch (nr) {
-          case 1: tile(std::integral_constant<int, 1>()); break;
-          case 2: tile(std::integral_constant<int, std::min(2, NR)>()); break;
-          case 3: tile(std::integral_constant<int, std::min(3, NR)>()); break;
-          case 4: tile(std::integral_constant<int, std::min(4, NR)>()); break;
-          case 5: tile(std::integral_constant<int, std::min(5, NR)>()); break;
-          default: tile(std::integral_constant<int, NR>()); break;
-          }
+          kern.filter(nr, dyp.data(), xn + ci * HW, HW, g.W, g.Q, op0, op1, oq0, oq1, g.a.strides[0], g.a.strides[1],
+                      hOff, wOff, a, RS * mr);
         }
       }
     }
@@ -312,7 +241,7 @@ void filterBlock(const ConvGeometry &g, const std::vector<std::pair<int64_t, int
   for (int64_t ci = ci0; ci < ci1; ++ci)
     for (int64_t rs = 0; rs < RS; ++rs)
       for (int l = 0; l < lanes; ++l)
-        DW[size_t(((k0 + l) * g.Cg + ci) * RS + rs)] = acc[size_t(((ci - ci0) * RS + rs) * MR + l)];
+        DW[size_t(((k0 + l) * g.Cg + ci) * RS + rs)] = acc[size_t(((ci - ci0) * RS + rs) * mr + l)];
 }
 
 // conv2d_backward_filter (x [N,C,H,W], dy [N,K,P,Q]) -> dw [K,C/g,R,S].
@@ -340,26 +269,23 @@ Expected<RunFn> buildConvBackwardFilter(const KernelContext &c) {
     opRange.push_back(range(g.P, g.H, g.a.strides[0], r * g.a.dilations[0] - g.a.pads[0]));
   for (int64_t s = 0; s < g.S; ++s)
     oqRange.push_back(range(g.Q, g.W, g.a.strides[1], s * g.a.dilations[1] - g.a.pads[1]));
-  const int nv = chooseNV(g.Kg);
+  const int mr = tiled::lanesFor(g.Kg);
   return RunFn([=]() {
     Values X = b->read(*x), DY = b->read(*dy), DW(size_t(countOf(*dw)), 0.0);
-    withNV(nv, [&](auto nvTag) {
-      constexpr int NV = decltype(nvTag)::value, MR = 2 * NV, NR = filterTileChannels<NV>();
-      const int64_t blocks = (g.Kg + MR - 1) / MR;
-      // Split the input channels too when there are few (group, block) pairs.
-      const int64_t tiles = (g.Cg + NR - 1) / NR;
-      const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(tiles, (16 + g.G * blocks - 1) / (g.G * blocks)));
-      const int64_t perChunk = (tiles + chunks - 1) / chunks * NR;
-      const double work = 2.0 * double(g.N * g.K * g.Cg * g.R * g.S * g.P * g.Q);
-      parallelFor(g.G * blocks * chunks, work, [&](int64_t task) {
-        const int64_t chunk = task % chunks, gb = task / chunks, grp = gb / blocks, blk = gb % blocks;
-        const int64_t ci0 = chunk * perChunk, ci1 = std::min(g.Cg, ci0 + perChunk);
-        if (ci0 >= ci1)
-          return;
-        const int lanes = int(std::min<int64_t>(MR, g.Kg - blk * MR));
-        filterBlock<NV>(g, opRange, oqRange, X.data(), DY.data(), grp, grp * g.Kg + blk * MR, lanes, ci0, ci1,
-                        DW.data());
-      });
+    const int64_t NR = tiled::tileKernels(mr).filterMax;
+    const int64_t blocks = (g.Kg + mr - 1) / mr;
+    // Split the input channels too when there are few (group, block) pairs.
+    const int64_t tiles = (g.Cg + NR - 1) / NR;
+    const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(tiles, (16 + g.G * blocks - 1) / (g.G * blocks)));
+    const int64_t perChunk = (tiles + chunks - 1) / chunks * NR;
+    const double work = 2.0 * double(g.N * g.K * g.Cg * g.R * g.S * g.P * g.Q);
+    parallelFor(g.G * blocks * chunks, work, [&](int64_t task) {
+      const int64_t chunk = task % chunks, gb = task / chunks, grp = gb / blocks, blk = gb % blocks;
+      const int64_t ci0 = chunk * perChunk, ci1 = std::min(g.Cg, ci0 + perChunk);
+      if (ci0 >= ci1)
+        return;
+      const int lanes = int(std::min<int64_t>(mr, g.Kg - blk * mr));
+      filterBlock(g, mr, opRange, oqRange, X.data(), DY.data(), grp, grp * g.Kg + blk * mr, lanes, ci0, ci1, DW.data());
     });
     b->write(*dw, DW);
     return Status::ok();

@@ -18,12 +18,14 @@ namespace {
 
 // y[i][j] = sum over p (ascending) of a[i][p] * b[p][j] for an [M,K] x [K,N] product; element
 // (i, p) of a is at a[i * aRow + p * aCol], (p, j) of b at b[p * bRow + j * bCol]. Rows of y are
-// computed in tiles of a few, columns in blocks of MR = 2*NV lanes; `store(i, j0, lanes, acc)`
-// receives each finished tile row.
-template <int NV, typename Store>
+// computed in tiles of a few, columns in blocks of MR lanes (tiled::lanesFor(N));
+// `store(i, j0, lanes, acc)` receives each finished tile row.
+template <typename Store>
 void tiledProduct(int64_t M, int64_t N, int64_t K, const double *a, int64_t aRow, int64_t aCol, const double *b,
                   int64_t bRow, int64_t bCol, Store &&store) {
-  constexpr int MR = 2 * NV, NR = tiled::maxTile<NV>();
+  const int MR = tiled::lanesFor(N);
+  const tiled::TileKernels &kern = tiled::tileKernels(MR);
+  const int NR = kern.directMax;
   const int64_t blocks = (N + MR - 1) / MR;
   const int64_t rowTiles = (M + NR - 1) / NR;
   // Tasks: column blocks x groups of row tiles (each task packs its block of b once).
@@ -38,25 +40,16 @@ void tiledProduct(int64_t M, int64_t N, int64_t K, const double *a, int64_t aRow
       for (int l = 0; l < MR; ++l)
         bp[size_t(p * MR + l)] = l < lanes ? b[p * bRow + (j0 + l) * bCol] : 0.0;
     const tiled::Tap tap{0, 0};
-    double acc[NR * MR];
+    double acc[tiled::kMaxTile * 8];
     for (int64_t t = grp * tilesPerGroup; t < std::min(rowTiles, (grp + 1) * tilesPerGroup); ++t) {
       const int64_t i0 = t * NR;
       const int nr = int(std::min<int64_t>(NR, M - i0));
       std::fill(acc, acc + NR * MR, 0.0);
-      tiled::directTileN<NV>(nr, bp.data(), MR, a + i0 * aRow, aCol, K, &tap, 1, aRow, acc);
+      kern.direct(nr, bp.data(), MR, a + i0 * aRow, aCol, K, &tap, 1, aRow, acc);
       for (int q = 0; q < nr; ++q)
         store(i0 + q, j0, lanes, acc + q * MR);
     }
   });
-}
-
-template <typename F> void withLanes(int64_t n, F &&f) {
-  if (n >= 8)
-    f(std::integral_constant<int, 4>());
-  else if (n >= 3)
-    f(std::integral_constant<int, 2>());
-  else
-    f(std::integral_constant<int, 1>());
 }
 
 Expected<RunFn> buildGemm(const KernelContext &c) {
@@ -71,19 +64,16 @@ Expected<RunFn> buildGemm(const KernelContext &c) {
   auto g = *p;
   return RunFn([=]() {
     Values a = b->read(*A), bb = b->read(*B), cc = Ct ? b->read(*Ct) : Values(), y(size_t(M * N));
-    withLanes(N, [&](auto nv) {
-      tiledProduct<decltype(nv)::value>(
-          M, N, K, a.data(), g.transA ? 1 : K, g.transA ? M : 1, bb.data(), g.transB ? 1 : N, g.transB ? K : 1,
-          [&](int64_t i, int64_t j0, int lanes, const double *acc) {
-            for (int l = 0; l < lanes; ++l) {
-              const int64_t j = j0 + l;
-              double v = g.alpha * acc[l];
-              if (Ct)
-                v += g.beta * cc[size_t(ci[size_t(i * N + j)])];
-              y[size_t(i * N + j)] = v;
-            }
-          });
-    });
+    tiledProduct(M, N, K, a.data(), g.transA ? 1 : K, g.transA ? M : 1, bb.data(), g.transB ? 1 : N, g.transB ? K : 1,
+                 [&](int64_t i, int64_t j0, int lanes, const double *acc) {
+                   for (int l = 0; l < lanes; ++l) {
+                     const int64_t j = j0 + l;
+                     double v = g.alpha * acc[l];
+                     if (Ct)
+                       v += g.beta * cc[size_t(ci[size_t(i * N + j)])];
+                     y[size_t(i * N + j)] = v;
+                   }
+                 });
     b->write(*Yt, y);
     return Status::ok();
   });
@@ -106,12 +96,9 @@ Expected<RunFn> buildMatmul(const KernelContext &c) {
     Values a = b->read(*A), bb = b->read(*B), y(ia.size() * size_t(M * N));
     for (size_t t = 0; t < ia.size(); ++t) {
       double *py = y.data() + t * M * N;
-      withLanes(N, [&](auto nv) {
-        tiledProduct<decltype(nv)::value>(M, N, K, a.data() + ia[t] * M * K, K, 1, bb.data() + ib[t] * K * N, N, 1,
-                                          [&](int64_t i, int64_t j0, int lanes, const double *acc) {
-                                            std::copy(acc, acc + lanes, py + i * N + j0);
-                                          });
-      });
+      tiledProduct(
+          M, N, K, a.data() + ia[t] * M * K, K, 1, bb.data() + ib[t] * K * N, N, 1,
+          [&](int64_t i, int64_t j0, int lanes, const double *acc) { std::copy(acc, acc + lanes, py + i * N + j0); });
     }
     b->write(*Yt, y);
     return Status::ok();

@@ -3,30 +3,21 @@
 //
 // Exactness: every output is one accumulator that starts at its initial value (0 or the bias)
 // and adds its products one at a time, in the reference order, in fp64. A tile computes several
-// independent outputs side by side (two per SIMD register, several registers per tile), never one
-// output's sum split into parts, so the bits do not depend on tiling or threads. Padded taps are
-// skipped (not multiplied by zero), as in the reference loops.
+// independent outputs side by side (one per SIMD lane, several registers per tile), never one
+// output's sum split into parts, so the bits do not depend on tiling, vector width or threads.
+// Padded taps are skipped (not multiplied by zero), as in the reference loops.
 //
-// The code uses GCC/Clang vector extensions: two doubles per vector (SSE2 on x86-64, NEON on
-// AArch64, scalar code elsewhere).
+// The tile loops (tiled_loops.h) use GCC/Clang vector extensions, compiled once per instruction
+// set without contraction into fused multiply-adds: 4 doubles per vector where the CPU has AVX2
+// (tiled_avx2.cpp, chosen at run time), else 2 (SSE2 on x86-64, NEON on AArch64, scalar code
+// elsewhere: tiled_generic.cpp).
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
-#include <cstring>
+#include <utility>
 #include <vector>
 
 namespace castor::cpu::tiled {
-
-typedef double v2d __attribute__((vector_size(16)));
-
-inline v2d splat(double v) { return v2d{v, v}; }
-inline v2d loadu(const double *p) {
-  v2d v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-inline void storeu(double *p, v2d v) { std::memcpy(p, &v, sizeof v); }
 
 // --- Direct convolution as a tiled, indirect product ----------------------------------------
 //
@@ -62,76 +53,42 @@ struct DirectPlan {
   std::vector<ColTile> tiles;
 };
 
-// Accumulates one tile: NR pixels x 2*NV output channels; wc points at the MR = 2*NV weights of
-// (reduction channel 0, tap 0), wStride is the weights per reduction channel.
-template <int NV, int NR>
-inline void directTile(const double *__restrict wp, int64_t wStride, const double *__restrict in, int64_t plane,
-                       int64_t nred, const Tap *taps, int ntaps, int64_t istep, double *__restrict accOut) {
-  v2d acc[NR][NV];
-  for (int p = 0; p < NR; ++p)
-    for (int j = 0; j < NV; ++j)
-      acc[p][j] = loadu(accOut + (p * NV + j) * 2);
-  for (int64_t c = 0; c < nred; ++c) {
-    const double *wc = wp + c * wStride;
-    const double *xc = in + c * plane;
-    for (int t = 0; t < ntaps; ++t) {
-      const double *w = wc + taps[t].w;
-      const double *x = xc + taps[t].x;
-      v2d wv[NV];
-      for (int j = 0; j < NV; ++j)
-        wv[j] = loadu(w + 2 * j);
-      for (int p = 0; p < NR; ++p) {
-        const v2d xb = splat(x[p * istep]);
-        for (int j = 0; j < NV; ++j)
-          acc[p][j] += wv[j] * xb;
-      }
-    }
-  }
-  for (int p = 0; p < NR; ++p)
-    for (int j = 0; j < NV; ++j)
-      storeu(accOut + (p * NV + j) * 2, acc[p][j]);
-}
+// Accumulates one tile of nr pixels x MR channels into acc [nr][MR] (holding the initial values):
+// wp points at the MR weights of (reduction channel 0, tap 0), wStride is the weights per
+// reduction channel; pixel p of reduction channel c at tap t reads in[c * plane + t.x + p * istep].
+using DirectTileFn = void (*)(int nr, const double *wp, int64_t wStride, const double *in, int64_t plane, int64_t nred,
+                              const Tap *taps, int ntaps, int64_t istep, double *acc);
 
-template <int NV> constexpr int maxTile() { return NV >= 4 ? 3 : NV == 2 ? 6 : 8; }
+// conv2d_backward_filter at one filter tap: adds to acc[q * accStride + l] (nr input channels q,
+// MR output channels l), over the output pixels [op0, op1) x [oq0, oq1) in row-major order,
+// dyp[(op * Q + oq) * MR + l] * x[q * xPlane + (op * sh + hOff) * W + wOff + oq * sw].
+using FilterTileFn = void (*)(int nr, const double *dyp, const double *x, int64_t xPlane, int64_t W, int64_t Q,
+                              int64_t op0, int64_t op1, int64_t oq0, int64_t oq1, int64_t sh, int64_t sw, int64_t hOff,
+                              int64_t wOff, double *acc, int64_t accStride);
 
-template <int NV, int NR = maxTile<NV>()>
-inline void directTileN(int nr, const double *wp, int64_t wStride, const double *in, int64_t plane, int64_t nred,
-                        const Tap *taps, int ntaps, int64_t istep, double *acc) {
-  if constexpr (NR > 1) {
-    if (nr < NR)
-      return directTileN<NV, NR - 1>(nr, wp, wStride, in, plane, nred, taps, ntaps, istep, acc);
-  }
-  directTile<NV, NR>(wp, wStride, in, plane, nred, taps, ntaps, istep, acc);
-}
+// The tile loops for one MR: the largest tiles that keep their accumulators in registers.
+struct TileKernels {
+  int directMax;
+  DirectTileFn direct;
+  int filterMax;
+  FilterTileFn filter;
+};
 
-// Computes one block of MR = 2*NV output channels (lanes valid: `lanes`) for one image/group:
-// `wp` the block's packed weights [nred][R*S][MR], `in` the reduction channels' planes,
-// `out` the block's first output channel plane; `init` MR initial values.
-template <int NV>
-void directBlock(const DirectPlan &plan, const double *wp, const double *in, int64_t nred, const double *init,
-                 int lanes, double *out) {
-  constexpr int MR = 2 * NV;
-  const int64_t plane = plan.inRows * plan.inCols, outPlane = plan.outRows * plan.outCols;
-  const int64_t wStride = plan.R * plan.S * MR;
-  std::vector<Tap> taps;
-  taps.reserve(size_t(plan.R * plan.S));
-  double acc[maxTile<NV>() * MR];
-  for (const RowTaps &row : plan.rows) {
-    for (const ColTile &tile : plan.tiles) {
-      taps.clear();
-      for (const auto &[r, ir] : row.taps)
-        for (const auto &[s, ic] : tile.taps)
-          taps.push_back(Tap{(r * plan.S + s) * MR, ir * plan.inCols + ic});
-      for (int p = 0; p < tile.nr; ++p)
-        std::memcpy(acc + p * MR, init, sizeof(double) * MR);
-      directTileN<NV>(tile.nr, wp, wStride, in, plane, nred, taps.data(), int(taps.size()), plan.istep, acc);
-      for (int p = 0; p < tile.nr; ++p) {
-        double *o = out + row.o * plan.outCols + tile.o0 + p * plan.ostep;
-        for (int l = 0; l < lanes; ++l)
-          o[l * outPlane] = acc[p * MR + l];
-      }
-    }
-  }
-}
+// The largest directMax or filterMax of any table.
+constexpr int kMaxTile = 12;
+
+// The loops for MR = 2, 4 or 8 lanes on this CPU: AVX2 where it has it, unless
+// CASTOR_CPU_VECTOR=generic (read once) asks for the 2-wide loops.
+const TileKernels &tileKernels(int mr);
+
+// The blocks of MR lanes for `channels` outputs: few wasted lanes.
+inline int lanesFor(int64_t channels) { return channels >= 8 ? 8 : channels >= 3 ? 4 : 2; }
+
+// Computes one block of MR output channels (lanes valid: `lanes`) for one image/group: `wp` the
+// block's packed weights [nred][R*S][MR], `in` the reduction channels' planes, `out` the block's
+// first output channel plane; `init` MR initial values. The plan's tiles have at most
+// tileKernels(mr).directMax pixels.
+void directBlock(const DirectPlan &plan, int mr, const double *wp, const double *in, int64_t nred, const double *init,
+                 int lanes, double *out);
 
 } // namespace castor::cpu::tiled

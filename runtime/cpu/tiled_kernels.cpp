@@ -1,0 +1,62 @@
+// The choice of tile loops for this CPU, and the direct convolution's walk over a plan's tiles
+// (tiled_kernels.h).
+#include "cpu/tiled_kernels.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace castor::cpu::tiled {
+
+// Defined by tiled_generic.cpp and, where the build has it (x86-64), tiled_avx2.cpp: call that
+// only on a CPU with AVX2, since any of that file's code may use it.
+const TileKernels *genericTileKernels();
+#if CASTOR_CPU_AVX2
+const TileKernels *avx2TileKernels();
+#endif
+
+namespace {
+const TileKernels *chooseTables() {
+  const char *v = std::getenv("CASTOR_CPU_VECTOR");
+  const bool generic = v && std::string(v) == "generic";
+#if CASTOR_CPU_AVX2
+  if (!generic && __builtin_cpu_supports("avx2"))
+    return avx2TileKernels();
+#endif
+  (void)generic;
+  return genericTileKernels();
+}
+} // namespace
+
+const TileKernels &tileKernels(int mr) {
+  static const TileKernels *tables = chooseTables(); // [MR 2, 4, 8]
+  return tables[mr == 8 ? 2 : mr == 4 ? 1 : 0];
+}
+
+void directBlock(const DirectPlan &plan, int mr, const double *wp, const double *in, int64_t nred, const double *init,
+                 int lanes, double *out) {
+  const TileKernels &k = tileKernels(mr);
+  const int64_t plane = plan.inRows * plan.inCols, outPlane = plan.outRows * plan.outCols;
+  const int64_t wStride = plan.R * plan.S * mr;
+  std::vector<Tap> taps;
+  taps.reserve(size_t(plan.R * plan.S));
+  double acc[kMaxTile * 8];
+  for (const RowTaps &row : plan.rows) {
+    for (const ColTile &tile : plan.tiles) {
+      taps.clear();
+      for (const auto &[r, ir] : row.taps)
+        for (const auto &[s, ic] : tile.taps)
+          taps.push_back(Tap{(r * plan.S + s) * mr, ir * plan.inCols + ic});
+      for (int p = 0; p < tile.nr; ++p)
+        std::memcpy(acc + p * mr, init, sizeof(double) * size_t(mr));
+      k.direct(tile.nr, wp, wStride, in, plane, nred, taps.data(), int(taps.size()), plan.istep, acc);
+      for (int p = 0; p < tile.nr; ++p) {
+        double *o = out + row.o * plan.outCols + tile.o0 + p * plan.ostep;
+        for (int l = 0; l < lanes; ++l)
+          o[l * outPlane] = acc[p * mr + l];
+      }
+    }
+  }
+}
+
+} // namespace castor::cpu::tiled
