@@ -23,10 +23,12 @@ from mlp_runs import read_state  # noqa: E402
 FUSED_OPS = ("batch_norm_relu_training", "batch_norm_relu_training_backward")
 ACCUMULATING = "conv2d_backward_data+accumulate"  # castor-fuse-gradient-add's kernels
 ELEMENTWISE = "fused_elementwise"  # castor-fuse-elementwise's groups
+REDUCING = "fused_elementwise+reduction"  # those of them with a reduction output
 
 # (name, resnet.py arch, activation, precision, batch, steps, fusions the fused plan must show:
 # "bn" batch-norm groups, "accumulate" accumulating data gradients, "elementwise" fused
-# element-wise groups); relu6: every ReLU a Clip(0, 6), whose batch-norm groups fuse with clip_max
+# element-wise groups, "reduction" groups with a reduction output: squeeze-excitation's pool,
+# the sums of its scale's gradient); relu6: every ReLU a Clip(0, 6), whose batch-norm groups fuse with clip_max
 # (those after a residual add stay unfused). Arch "torchvision:NAME": the training-mode export
 # test/fixtures/torchvision/NAME_train.onnx (224x224) as it is: MobileNetV2's ReLU6 after
 # depthwise convolutions, its inverted residuals; EfficientNet-B0's SiLU (sigmoid and mul) and
@@ -39,7 +41,7 @@ CASES = [
     ("tiny_fp32", "tiny", "relu", "fp32", 8, 50, {"accumulate", "elementwise"}),
     ("resnet18_fp16", "resnet18", "relu", "fp16", 4, 6, {"bn", "accumulate"}),
     ("mobilenet_v2_fp16", "torchvision:mobilenet_v2", "relu6", "fp16", 2, 3, {"bn", "accumulate"}),
-    ("efficientnet_b0_fp16", "torchvision:efficientnet_b0", "silu", "fp16", 2, 2, {"elementwise"}),
+    ("efficientnet_b0_fp16", "torchvision:efficientnet_b0", "silu", "fp16", 2, 2, {"elementwise", "reduction"}),
     ("transformer_bf16", "transformer", "gelu", "bf16", 2, 50, {"elementwise"}),
 ]
 # Cases whose unfused plan is `--fuse patterns` (every pattern fusion, no generated kernels) rather
@@ -61,6 +63,10 @@ def op_counts(bin_dir, plan):
     for k in json.loads(out)["plan"]["kernels"]:
         op = k["op"] + ("+accumulate" if k["op"] == "conv2d_backward_data" and len(k["inputs"]) == 3 else "")
         counts[op] = counts.get(op, 0) + 1
+        # A generated group with a reduction output: its program's out line sums or averages.
+        out_line = k.get("attrs", {}).get("program", {}).get("s", "").strip().splitlines()[-1:] or [""]
+        if k["op"] == ELEMENTWISE and ("sum(" in out_line[0] or "mean(" in out_line[0]):
+            counts[REDUCING] = counts.get(REDUCING, 0) + 1
     return counts
 
 
@@ -110,7 +116,8 @@ def main():
         unfused_has = sum(counts["none"].get(op, 0) for op in absent)
         accumulating = counts["auto"].get(ACCUMULATING, 0)
         elementwise = counts["auto"].get(ELEMENTWISE, 0)
-        made = {"bn": fused, "accumulate": accumulating, "elementwise": elementwise}
+        made = {"bn": fused, "accumulate": accumulating, "elementwise": elementwise,
+                "reduction": counts["auto"].get(REDUCING, 0)}
         a, b = states["auto"], states["none"]
         differing = sorted(n for n in a if n not in b or a[n].tobytes() != b[n].tobytes())
         missing = sorted(set(b) - set(a))
@@ -134,7 +141,7 @@ def main():
               and report_ok)
         failures += not ok
         print(f"{name}: {fused} fused batch-norm kernels, {accumulating} data gradients accumulating, "
-              f"{elementwise} fused element-wise groups (expected: {', '.join(sorted(expected))}; unfused plan: "
+              f"{elementwise} fused element-wise groups ({made['reduction']} reducing) (expected: {', '.join(sorted(expected))}; unfused plan: "
               f"{unfused_has}), {steps} steps, {len(a)} state tensors, "
               f"{len(differing) + len(missing)} differ: {'ok' if ok else 'FAILED'}"
               + (f" ({', '.join((differing + missing)[:5])})" if differing or missing else ""))
