@@ -24,12 +24,19 @@ void Memory::readRange(const Tensor &t, int64_t begin, int64_t n, double *v) {
     std::memcpy(v, p + 8 * begin, size_t(n) * 8);
     break;
   case plan::F16:
+    p += 2 * begin;
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      v[i] = halfToDouble(h);
+    }
+    break;
   case plan::BF16:
     p += 2 * begin;
     for (int64_t i = 0; i < n; ++i) {
       uint16_t h;
       std::memcpy(&h, p + 2 * i, 2);
-      v[i] = t.dtype() == plan::F16 ? halfToDouble(h) : bfloat16ToDouble(h);
+      v[i] = bfloat16ToDouble(h);
     }
     break;
   case plan::I64:
@@ -77,10 +84,16 @@ void Memory::writeRange(const Tensor &t, int64_t begin, int64_t n, const double 
     std::memcpy(p + 8 * begin, v, size_t(n) * 8);
     break;
   case plan::F16:
+    p += 2 * begin;
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h = doubleToHalf(v[i]);
+      std::memcpy(p + 2 * i, &h, 2);
+    }
+    break;
   case plan::BF16:
     p += 2 * begin;
     for (int64_t i = 0; i < n; ++i) {
-      uint16_t h = t.dtype() == plan::F16 ? doubleToHalf(v[i]) : doubleToBFloat16(v[i]);
+      uint16_t h = doubleToBFloat16(v[i]);
       std::memcpy(p + 2 * i, &h, 2);
     }
     break;
