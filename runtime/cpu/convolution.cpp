@@ -157,6 +157,7 @@ Expected<RunFn> buildConvBackwardData(const KernelContext &c) {
   ConvGeometry g = convGeometry(shapeOf(*dx), shapeOf(*w), shapeOf(*dy), p->shape);
   const int mr = tiled::lanesFor(g.Cg);
   auto plan = std::make_shared<tiled::DirectPlan>(backwardDataPlan(g, tiled::tileKernels(mr).directMax));
+  tiled::indexTaps(*plan, mr);
   return RunFn([=]() {
     Values DY = b->read(*dy), Wt = b->read(*w), DX(size_t(countOf(*dx)));
     const int64_t RS = g.R * g.S;
@@ -189,6 +190,7 @@ Expected<RunFn> buildConv2dTiled(const KernelContext &c) {
   ConvGeometry g = convGeometry(shapeOf(*x), shapeOf(*w), shapeOf(*y), p->shape);
   const int mr = tiled::lanesFor(g.Kg);
   auto plan = std::make_shared<tiled::DirectPlan>(forwardPlan(g, tiled::tileKernels(mr).directMax));
+  tiled::indexTaps(*plan, mr);
   return RunFn([=]() {
     Values X = b->read(*x), Wt = b->read(*w), B = bias ? b->read(*bias) : Values(), Y(size_t(countOf(*y)));
     const int64_t RS = g.R * g.S;
@@ -216,11 +218,11 @@ void filterBlock(const ConvGeometry &g, int mr, const std::vector<std::pair<int6
   Values dyp(size_t(PQ * mr));
   Values acc(size_t((ci1 - ci0) * RS * mr), 0.0);
   for (int64_t n = 0; n < g.N; ++n) {
-    for (int l = 0; l < mr; ++l) {
-      const double *src = DY + (n * g.K + k0 + l) * PQ;
-      for (int64_t i = 0; i < PQ; ++i)
-        dyp[size_t(i * mr + l)] = l < lanes ? src[i] : 0.0;
-    }
+    // Pixel by pixel: dyp is written in order (lane-major writes, a cache line each, were slower).
+    const double *src = DY + (n * g.K + k0) * PQ;
+    for (int64_t i = 0; i < PQ; ++i)
+      for (int l = 0; l < mr; ++l)
+        dyp[size_t(i * mr + l)] = l < lanes ? src[l * PQ + i] : 0.0;
     const double *xn = X + (n * g.C + grp * g.Cg) * HW;
     for (int64_t ci = ci0; ci < ci1; ci += NR) {
       const int nr = int(std::min<int64_t>(NR, ci1 - ci));

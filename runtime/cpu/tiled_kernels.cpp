@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace castor::cpu::tiled {
 
@@ -33,28 +34,39 @@ const TileKernels &tileKernels(int mr) {
   return tables[mr == 8 ? 2 : mr == 4 ? 1 : 0];
 }
 
-void directBlock(const DirectPlan &plan, int mr, const double *wp, const double *in, int64_t nred, const double *init,
-                 int lanes, double *out) {
+void indexTaps(DirectPlan &plan, int mr) {
+  plan.mr = mr;
+  plan.taps.clear();
+  plan.tapStart.assign(1, 0);
+  for (const RowTaps &row : plan.rows)
+    for (const ColTile &tile : plan.tiles) {
+      for (const auto &[r, ir] : row.taps)
+        for (const auto &[s, ic] : tile.taps)
+          plan.taps.push_back(Tap{(r * plan.S + s) * mr, ir * plan.inCols + ic});
+      plan.tapStart.push_back(plan.taps.size());
+    }
+}
+
+void directBlock(const DirectPlan &plan, int mr, const double *wp, const double *in, int64_t nred,
+                 const double *init, int lanes, double *out) {
   const TileKernels &k = tileKernels(mr);
   const int64_t plane = plan.inRows * plan.inCols, outPlane = plan.outRows * plan.outCols;
   const int64_t wStride = plan.R * plan.S * mr;
-  std::vector<Tap> taps;
-  taps.reserve(size_t(plan.R * plan.S));
   double acc[kMaxTile * 8];
+  const size_t *start = plan.tapStart.data();
   for (const RowTaps &row : plan.rows) {
     for (const ColTile &tile : plan.tiles) {
-      taps.clear();
-      for (const auto &[r, ir] : row.taps)
-        for (const auto &[s, ic] : tile.taps)
-          taps.push_back(Tap{(r * plan.S + s) * mr, ir * plan.inCols + ic});
+      const Tap *taps = plan.taps.data() + start[0];
+      const int ntaps = int(start[1] - start[0]);
+      ++start;
       for (int p = 0; p < tile.nr; ++p)
         std::memcpy(acc + p * mr, init, sizeof(double) * size_t(mr));
-      k.direct(tile.nr, wp, wStride, in, plane, nred, taps.data(), int(taps.size()), plan.istep, acc);
-      for (int p = 0; p < tile.nr; ++p) {
-        double *o = out + row.o * plan.outCols + tile.o0 + p * plan.ostep;
-        for (int l = 0; l < lanes; ++l)
-          o[l * outPlane] = acc[p * mr + l];
-      }
+      k.direct(tile.nr, wp, wStride, in, plane, nred, taps, ntaps, plan.istep, acc);
+      // Lane by lane: each output plane gets the tile's pixels in a run.
+      double *o = out + row.o * plan.outCols + tile.o0;
+      for (int l = 0; l < lanes; ++l)
+        for (int p = 0; p < tile.nr; ++p)
+          o[l * outPlane + p * plan.ostep] = acc[p * mr + l];
     }
   }
 }

@@ -13,6 +13,7 @@
 // elsewhere: tiled_generic.cpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <utility>
 #include <vector>
@@ -51,7 +52,15 @@ struct DirectPlan {
   int64_t ostep = 1, istep = 1;
   std::vector<RowTaps> rows;
   std::vector<ColTile> tiles;
+  // From indexTaps, once per plan rather than per block: the taps of rows[i] x tiles[j] are
+  // taps[tapStart[i * tiles.size() + j], tapStart[i * tiles.size() + j + 1]), for MR = mr.
+  int mr = 0;
+  std::vector<Tap> taps;
+  std::vector<std::size_t> tapStart;
 };
+
+// Lists the taps of every (row, tile) for blocks of `mr` lanes.
+void indexTaps(DirectPlan &plan, int mr);
 
 // Accumulates one tile of nr pixels x MR channels into acc [nr][MR] (holding the initial values):
 // wp points at the MR weights of (reduction channel 0, tap 0), wStride is the weights per
@@ -87,7 +96,7 @@ inline int lanesFor(int64_t channels) { return channels >= 8 ? 8 : channels >= 3
 // Computes one block of MR output channels (lanes valid: `lanes`) for one image/group: `wp` the
 // block's packed weights [nred][R*S][MR], `in` the reduction channels' planes, `out` the block's
 // first output channel plane; `init` MR initial values. The plan's tiles have at most
-// tileKernels(mr).directMax pixels.
+// tileKernels(mr).directMax pixels, and its taps are indexed for mr.
 void directBlock(const DirectPlan &plan, int mr, const double *wp, const double *in, int64_t nred, const double *init,
                  int lanes, double *out);
 
