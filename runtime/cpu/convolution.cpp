@@ -135,7 +135,7 @@ void runDirect(const tiled::DirectPlan &plan, int mr, int64_t N, int64_t G, int6
     const int64_t n = task % N, gb = task / N, grp = gb / blocks, blk = gb % blocks;
     const int64_t k0 = grp * outPerGroup + blk * mr;
     const int lanes = int(std::min<int64_t>(mr, outPerGroup - blk * mr));
-    Values wp(size_t(redPerGroup * plan.R * plan.S * mr));
+    Values wp = unsetValues(size_t(redPerGroup * plan.R * plan.S * mr)); // pack writes every weight
     pack(grp, blk * mr, lanes, wp.data());
     double init[8] = {};
     for (int l = 0; l < lanes && !bias.empty(); ++l)
@@ -159,7 +159,8 @@ Expected<RunFn> buildConvBackwardData(const KernelContext &c) {
   auto plan = std::make_shared<tiled::DirectPlan>(backwardDataPlan(g, tiled::tileKernels(mr).directMax));
   tiled::indexTaps(*plan, mr);
   return RunFn([=]() {
-    Values DY = b->read(*dy), Wt = b->read(*w), DX(size_t(countOf(*dx)));
+    // The plan's rows and tiles cover every output element.
+    Values DY = b->read(*dy), Wt = b->read(*w), DX = unsetValues(size_t(countOf(*dx)));
     const int64_t RS = g.R * g.S;
     runDirect(*plan, mr, g.N, g.G, g.Cg, g.Kg, DY.data(), DX.data(), Values(),
               [&](int64_t grp, int64_t c0, int lanes, double *dst) {
@@ -192,7 +193,9 @@ Expected<RunFn> buildConv2dTiled(const KernelContext &c) {
   auto plan = std::make_shared<tiled::DirectPlan>(forwardPlan(g, tiled::tileKernels(mr).directMax));
   tiled::indexTaps(*plan, mr);
   return RunFn([=]() {
-    Values X = b->read(*x), Wt = b->read(*w), B = bias ? b->read(*bias) : Values(), Y(size_t(countOf(*y)));
+    // The plan's rows and tiles cover every output element.
+    Values X = b->read(*x), Wt = b->read(*w), B = bias ? b->read(*bias) : Values(),
+           Y = unsetValues(size_t(countOf(*y)));
     const int64_t RS = g.R * g.S;
     runDirect(*plan, mr, g.N, g.G, g.Kg, g.Cg, X.data(), Y.data(), B,
               [&](int64_t grp, int64_t k0, int lanes, double *dst) {
@@ -215,7 +218,7 @@ void filterBlock(const ConvGeometry &g, int mr, const std::vector<std::pair<int6
   const int NR = kern.filterMax;
   const int64_t RS = g.R * g.S, PQ = g.P * g.Q, HW = g.H * g.W;
   // dy of these channels, one image at a time, as [pixel][MR].
-  Values dyp(size_t(PQ * mr));
+  Values dyp = unsetValues(size_t(PQ * mr)); // written whole per image
   Values acc(size_t((ci1 - ci0) * RS * mr), 0.0);
   for (int64_t n = 0; n < g.N; ++n) {
     // Pixel by pixel: dyp is written in order (lane-major writes, a cache line each, were slower).

@@ -12,6 +12,7 @@
 #include <map>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -34,8 +35,21 @@ void scratchFree(void *p, size_t bytes);
 
 template <typename T> struct ScratchAllocator {
   using value_type = T;
+  // false (unsetValues): new elements are left unset rather than zeroed, for buffers written
+  // whole before they are read; zeroing them cost more than some kernels.
+  bool zero = true;
   ScratchAllocator() = default;
-  template <typename U> ScratchAllocator(const ScratchAllocator<U> &) {}
+  explicit ScratchAllocator(bool zeroFill) : zero(zeroFill) {}
+  template <typename U> ScratchAllocator(const ScratchAllocator<U> &o) : zero(o.zero) {}
+  template <typename U> void construct(U *p) {
+    if (zero)
+      ::new (static_cast<void *>(p)) U();
+    else
+      ::new (static_cast<void *>(p)) U;
+  }
+  template <typename U, typename A, typename... Rest> void construct(U *p, A &&a, Rest &&...rest) {
+    ::new (static_cast<void *>(p)) U(std::forward<A>(a), std::forward<Rest>(rest)...);
+  }
   T *allocate(size_t n) { return static_cast<T *>(scratchAllocate(n * sizeof(T))); }
   void deallocate(T *p, size_t n) { scratchFree(p, n * sizeof(T)); }
   template <typename U> bool operator==(const ScratchAllocator<U> &) const { return true; }
@@ -43,6 +57,8 @@ template <typename T> struct ScratchAllocator {
 };
 
 using Values = std::vector<double, ScratchAllocator<double>>;
+// n doubles left unset: every one must be written before it is read.
+inline Values unsetValues(size_t n) { return Values(n, ScratchAllocator<double>(false)); }
 using RunFn = std::function<Status()>;
 
 // The arena, with element access in double precision (reads widen exactly; writes round once

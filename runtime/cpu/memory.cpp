@@ -54,7 +54,7 @@ void Memory::readRange(const Tensor &t, int64_t begin, int64_t n, double *v) {
 
 Values Memory::read(const Tensor &t) {
   int64_t n = countOf(t);
-  Values v(static_cast<size_t>(n));
+  Values v = unsetValues(static_cast<size_t>(n)); // readRange writes every element
   double *dst = v.data();
   parallelChunks(n, 1.0, [&](int64_t i0, int64_t m) { readRange(t, i0, m, dst + i0); });
   return v;
