@@ -156,8 +156,9 @@ Expected<RunFn> buildConvBackwardData(const KernelContext &c) {
   const Tensor *dy = c.in[0], *w = c.in[1], *acc = c.in.size() > 2 ? c.in[2] : nullptr, *dx = c.out[0];
   ConvGeometry g = convGeometry(shapeOf(*dx), shapeOf(*w), shapeOf(*dy), p->shape);
   const int mr = tiled::lanesFor(g.Cg);
-  auto plan = std::make_shared<tiled::DirectPlan>(backwardDataPlan(g, tiled::tileKernels(mr).directMax));
-  tiled::indexTaps(*plan, mr);
+  const int maxNr = tiled::tileKernels(mr).directMax;
+  auto plan = std::make_shared<tiled::DirectPlan>(backwardDataPlan(g, maxNr));
+  tiled::indexTaps(*plan, mr, maxNr);
   return RunFn([=]() {
     // The plan's rows and tiles cover every output element.
     Values DY = b->read(*dy), Wt = b->read(*w), DX = unsetValues(size_t(countOf(*dx)));
@@ -190,8 +191,9 @@ Expected<RunFn> buildConv2dTiled(const KernelContext &c) {
   const Tensor *x = c.in[0], *w = c.in[1], *bias = c.in.size() > 2 ? c.in[2] : nullptr, *y = c.out[0];
   ConvGeometry g = convGeometry(shapeOf(*x), shapeOf(*w), shapeOf(*y), p->shape);
   const int mr = tiled::lanesFor(g.Kg);
-  auto plan = std::make_shared<tiled::DirectPlan>(forwardPlan(g, tiled::tileKernels(mr).directMax));
-  tiled::indexTaps(*plan, mr);
+  const int maxNr = tiled::tileKernels(mr).directMax;
+  auto plan = std::make_shared<tiled::DirectPlan>(forwardPlan(g, maxNr));
+  tiled::indexTaps(*plan, mr, maxNr);
   return RunFn([=]() {
     // The plan's rows and tiles cover every output element.
     Values X = b->read(*x), Wt = b->read(*w), B = bias ? b->read(*bias) : Values(),

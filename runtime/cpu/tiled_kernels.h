@@ -52,15 +52,24 @@ struct DirectPlan {
   int64_t ostep = 1, istep = 1;
   std::vector<RowTaps> rows;
   std::vector<ColTile> tiles;
-  // From indexTaps, once per plan rather than per block: the taps of rows[i] x tiles[j] are
-  // taps[tapStart[i * tiles.size() + j], tapStart[i * tiles.size() + j + 1]), for MR = mr.
+
+  // From indexTaps, once per plan rather than per block: every tile of outputs with its taps
+  // (taps[tap0, tap1), for MR = mr); pixel p is at out + p * ostep of a plane and reads input
+  // (tap's x) + p * istep. The rows' tiles, but for narrow ones (the columns at a border: tiles
+  // of one pixel are slow, their accumulators' additions one chain), which run down the rows,
+  // several rows in one tile where the rows' taps shift alike.
+  struct Work {
+    int64_t out, ostep, istep;
+    int nr;
+    std::size_t tap0, tap1;
+  };
   int mr = 0;
   std::vector<Tap> taps;
-  std::vector<std::size_t> tapStart;
+  std::vector<Work> work;
 };
 
-// Lists the taps of every (row, tile) for blocks of `mr` lanes.
-void indexTaps(DirectPlan &plan, int mr);
+// Lists the work of a plan for blocks of `mr` lanes with tiles of at most maxNr pixels.
+void indexTaps(DirectPlan &plan, int mr, int maxNr);
 
 // Accumulates one tile of nr pixels x MR channels into acc [nr][MR] (holding the initial values):
 // wp points at the MR weights of (reduction channel 0, tap 0), wStride is the weights per
