@@ -1,5 +1,6 @@
 // The CPU backend's arena, element by element in double precision (Memory in cpu_internal.h):
 // reads widen exactly, writes round once to nearest even into the tensor's dtype.
+#include "cpu/convert16.h"
 #include "cpu/cpu_internal.h"
 
 #include "castor/float_convert.h"
@@ -24,20 +25,8 @@ void Memory::readRange(const Tensor &t, int64_t begin, int64_t n, double *v) {
     std::memcpy(v, p + 8 * begin, size_t(n) * 8);
     break;
   case plan::F16:
-    p += 2 * begin;
-    for (int64_t i = 0; i < n; ++i) {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      v[i] = halfToDouble(h);
-    }
-    break;
   case plan::BF16:
-    p += 2 * begin;
-    for (int64_t i = 0; i < n; ++i) {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      v[i] = bfloat16ToDouble(h);
-    }
+    decode16(p + 2 * begin, n, t.dtype() == plan::BF16, v);
     break;
   case plan::I64:
     p += 8 * begin;
@@ -84,18 +73,8 @@ void Memory::writeRange(const Tensor &t, int64_t begin, int64_t n, const double 
     std::memcpy(p + 8 * begin, v, size_t(n) * 8);
     break;
   case plan::F16:
-    p += 2 * begin;
-    for (int64_t i = 0; i < n; ++i) {
-      uint16_t h = doubleToHalf(v[i]);
-      std::memcpy(p + 2 * i, &h, 2);
-    }
-    break;
   case plan::BF16:
-    p += 2 * begin;
-    for (int64_t i = 0; i < n; ++i) {
-      uint16_t h = doubleToBFloat16(v[i]);
-      std::memcpy(p + 2 * i, &h, 2);
-    }
+    encode16(v, n, t.dtype() == plan::BF16, p + 2 * begin);
     break;
   case plan::I64:
     p += 8 * begin;
