@@ -1,10 +1,13 @@
 // Exact fp16/bf16 rounding: ties to even, overflow to infinity, subnormals.
 #include "castor/float_convert.h"
+#include "cpu/convert16.h"
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstring>
+#include <random>
+#include <vector>
 
 using namespace castor;
 
@@ -103,6 +106,46 @@ TEST_CASE("bf16 from f32 agrees with the round-to-nearest-even bit formula", "[f
       INFO("bits " << std::hex << bits);
       REQUIRE(floatToBFloat16(f) == want);
       REQUIRE(floatBits(bfloat16ToFloat(want)) == uint32_t(want) << 16);
+    }
+  }
+}
+
+TEST_CASE("the CPU arena's fp16/bf16 runs convert as the element conversions", "[float16]") {
+  // cpu/convert16.h: 4 lanes at a time where the CPU has AVX2, the rest one by one. Every 16-bit
+  // value decodes alike; every value, midpoint and their neighbours and random doubles encode alike.
+  auto bits = [](double x) {
+    uint64_t u;
+    std::memcpy(&u, &x, 8);
+    return u;
+  };
+  for (bool bf16 : {false, true}) {
+    std::vector<uint16_t> all(65536 + 3);
+    for (uint32_t i = 0; i < 65536; ++i)
+      all[i] = uint16_t(i);
+    std::vector<double> decoded(all.size());
+    castor::cpu::decode16(reinterpret_cast<const uint8_t *>(all.data()), 65535, bf16, decoded.data());
+    std::vector<double> xs;
+    for (uint32_t i = 0; i < 65535; ++i) {
+      const double want = bf16 ? bfloat16ToDouble(uint16_t(i)) : halfToDouble(uint16_t(i));
+      INFO("bits " << std::hex << i);
+      REQUIRE(bits(decoded[i]) == bits(want));
+      const double next = bf16 ? bfloat16ToDouble(uint16_t(i + 1)) : halfToDouble(uint16_t(i + 1));
+      for (double c : {want, std::isfinite(want) && std::isfinite(next) ? want + (next - want) / 2 : want})
+        for (double x : {c, std::nextafter(c, INFINITY), std::nextafter(c, -INFINITY)})
+          xs.push_back(x);
+    }
+    std::mt19937_64 rng(7);
+    for (int i = 0; i < 100003; ++i) {
+      const uint64_t u = rng();
+      double x;
+      std::memcpy(&x, &u, 8);
+      xs.push_back(x);
+    }
+    std::vector<uint16_t> encoded(xs.size());
+    castor::cpu::encode16(xs.data(), int64_t(xs.size()), bf16, reinterpret_cast<uint8_t *>(encoded.data()));
+    for (size_t i = 0; i < xs.size(); ++i) {
+      INFO("x " << xs[i]);
+      REQUIRE(encoded[i] == (bf16 ? doubleToBFloat16(xs[i]) : doubleToHalf(xs[i])));
     }
   }
 }
