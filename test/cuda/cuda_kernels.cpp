@@ -774,6 +774,19 @@ std::vector<Case> cases() {
             [&](Case &c) {
               const test::BuiltFusedCase built = test::addFusedCase(c, f, dt, true);
               c.outputs = built.outputs;
+              // The case's value range (sqrt over positive values, reciprocal away from 0), as the
+              // CPU tests of the same cases draw them.
+              std::mt19937_64 rng(std::hash<std::string>{}(c.name));
+              std::uniform_real_distribution<double> uniform(f.lo, f.hi);
+              for (size_t i = 0; i < built.inputs.size(); ++i) {
+                int64_t n = 1;
+                for (int64_t d : f.inputs[i].shape)
+                  n *= d;
+                std::vector<double> &v = c.inputs[built.inputs[i]];
+                v.resize(size_t(n));
+                for (double &e : v)
+                  e = uniform(rng);
+              }
             });
   return all;
 }

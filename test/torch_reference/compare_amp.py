@@ -477,7 +477,7 @@ def cmd_run(a):
                    weights=f"{a.model}, torch.manual_seed(0)", weights_sha256=sha256(weights),
                    model_tensors=loaded, data=dict(samples=count, label_classes=used.tolist(), signal=SIGNAL,
                                                    seed=DATA_SEED, images="float16"),
-                   torch=torch.__version__, torchvision=torchvision.__version__, numpy=np.__version__,
+                   torch=torch.__version__, numpy=np.__version__,
                    cudnn=torch.backends.cudnn.version(), gpu=torch.cuda.get_device_name(0),
                    torch_seconds={v: round(r["seconds"], 1) for v, r in ref.items()},
                    castor_seconds=round(castor_s, 1),
