@@ -27,9 +27,7 @@ for p in fp32 fp16 bf16; do
     >/dev/null 2>&1
 done
 for m in efficientnet_b0 convnext_nano regnety_016 res2net50_26w_4s; do
-  for p in fp16 bf16; do
-    "$castor" compile "$exports/$m.onnx" "${train[@]}" --batch 2 --precision "$p" -o "$out/timm-${m}_${p}_b2.plan" \
-      >/dev/null 2>&1 || echo "compile_agreement_plans.sh: $m $p failed" >&2
-  done
+  "$castor" compile "$exports/$m.onnx" "${train[@]}" --batch 2 --precision fp16 -o "$out/timm-${m}_fp16_b2.plan" \
+    >/dev/null 2>&1 || echo "compile_agreement_plans.sh: $m failed" >&2
 done
 ls "$out"
