@@ -463,6 +463,47 @@ std::vector<Case> cases() {
              {{"axis", ints({1})}});
     c.inputs[invStd] = std::vector<double>(10, 0.8);
   });
+  // The register-resident layer norm kernels (layer_norm_rows.cu), forward then backward in one plan
+  // (the backward reads the forward's statistics): ConvNeXt's and ViT's widths (groups of 4 to 32
+  // threads a row), an odd width (one element a load), 4100 (a block a row); 1, 7 and 4099 rows;
+  // f32, f16 and bf16 data with f32 parameters and statistics (autocast's form), affine and with
+  // scale 1, bias 0. x = 8 + 2 N(0, 1): its mean is far from 0, so that a variance taken as
+  // E[x^2] - mean^2 in fp32 would not pass. The tolerances are a few roundings of the data's
+  // dtype (the kernels compute in fp32 where the reference does fp64), well below any wrong
+  // formula's error.
+  auto layerNormPair = [](Case &c, int64_t rows, int64_t C, plan::DType dt, plan::DType pt, bool affine) {
+    const std::vector<int64_t> xs{rows, C}, ss{rows, 1};
+    const uint32_t x = c.in("x", xs, dt), scale = c.in("scale", {C}, pt), bias = c.in("bias", {C}, pt);
+    const uint32_t mean = c.out("mean", ss, pt), invStd = c.out("inv_std", ss, pt);
+    const std::map<std::string, plan::Attr> attrs{{"axis", ints({-1})}, {"epsilon", flt(1e-5)}};
+    c.kernel("layer_norm", {x, scale, bias}, {c.out("y", xs, dt), mean, invStd}, attrs);
+    c.kernel("layer_norm_backward", {c.in("dy", xs, dt), x, scale, mean, invStd},
+             {c.out("dx", xs, dt), c.out("dscale", {C}, pt), c.out("dbias", {C}, pt)}, attrs);
+    std::mt19937_64 rng(uint64_t(rows * 100003 + C));
+    std::normal_distribution<double> normal;
+    std::vector<double> xv(size_t(rows * C));
+    for (double &v : xv)
+      v = 8 + 2 * normal(rng);
+    c.inputs[x] = xv;
+    if (!affine) {
+      c.inputs[scale] = std::vector<double>(size_t(C), 1.0);
+      c.inputs[bias] = std::vector<double>(size_t(C), 0.0);
+    }
+    c.tolerance = dt == plan::F32 && pt == plan::F32 ? 1e-5 : dt == plan::BF16 || pt == plan::BF16 ? 4e-3 : 2e-3;
+  };
+  for (plan::DType dt : {F32, F16, plan::BF16})
+    for (int64_t C : {96, 192, 384, 768, 13, 4100})
+      for (int64_t rows : {1, 7, 4099})
+        for (bool affine : {true, false}) {
+          const std::string name = "layer_norm rows [" + std::to_string(rows) + "," + std::to_string(C) + "] " +
+                                   (dt == F32 ? "f32" : dt == F16 ? "f16" : "bf16") + (affine ? " affine" : " plain");
+          add(name, [&, dt, C, rows, affine](Case &c) { layerNormPair(c, rows, C, dt, F32, affine); });
+        }
+  // Parameters and statistics of the data's dtype (a plan without autocast).
+  add("layer_norm rows [4099,384] f16 params f16", [&](Case &c) { layerNormPair(c, 4099, 384, F16, F16, true); });
+  add("layer_norm rows [4099,384] bf16 params bf16",
+      [&](Case &c) { layerNormPair(c, 4099, 384, plan::BF16, plan::BF16, true); });
+  add("layer_norm rows [7,13] bf16 params bf16", [&](Case &c) { layerNormPair(c, 7, 13, plan::BF16, plan::BF16, true); });
   add("slice [2,197,8] token 0", [&](Case &c) {
     c.kernel("slice", {c.in("x", {2, 197, 8})}, {c.out("y", {2, 1, 8})},
              {{"starts", ints({0, 0, 0})}, {"ends", ints({2, 1, 8})}, {"steps", ints({1, 1, 1})}});

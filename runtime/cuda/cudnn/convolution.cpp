@@ -4,7 +4,8 @@
 // convolution the graph API cannot run, takes cuDNN's legacy API (cudnn/convolution_legacy.cpp).
 // Depthwise layers Castor's own kernels take race them against cuDNN's engines
 // (kernels/depthwise_conv.cpp). CASTOR_CONV_API=legacy forces the legacy API everywhere (for
-// comparisons).
+// comparisons). The legacy API's algorithms also race the graph API's engines as tuner candidates
+// (cudnn/convolution_legacy_candidates.cpp; CASTOR_CONV_LEGACY=off|only).
 #include "cuda/cudnn/builders.h"
 #include "cuda/cudnn/convolution.h"
 #include "cuda/kernels/broadcast.h"
@@ -115,7 +116,7 @@ std::string signature(const Problem &p) {
          "|pad=" + std::to_string(p.padH) + "," + std::to_string(p.padW) + "|stride=" + std::to_string(p.strideH) +
          "," + std::to_string(p.strideW) + "|dil=" + std::to_string(p.dilationH) + "," +
          std::to_string(p.dilationW) + "|groups=" + std::to_string(p.groups) + (p.accumulate ? "|accumulate" : "") +
-         ownCandidatesTag(p);
+         ownCandidatesTag(p) + legacyCandidatesTag(p);
 }
 
 namespace {
@@ -189,7 +190,11 @@ Expected<RunFn> buildAccumulating(DeviceContext &ctx, const Problem &p) {
     return sequence(std::move(*run), *add);
   }
   // Castor's depthwise data gradient adds p.accumulate in its epilogue (rounding once).
-  std::vector<tuning::Candidate> candidates = depthwiseCandidates(ctx, p);
+  // CASTOR_CONV_LEGACY=only: a legacy algorithm, then the add, alone (unless those are forced).
+  const bool legacyAlone = legacyCandidatesForced(p) && !depthwiseForced(p);
+  std::vector<tuning::Candidate> candidates;
+  if (!legacyAlone)
+    candidates = depthwiseCandidates(ctx, p);
   if (depthwiseForced(p)) {
     auto choice = tuning::choose(ctx, signature(p), candidates);
     if (!choice)
@@ -221,8 +226,9 @@ Expected<RunFn> buildAccumulating(DeviceContext &ctx, const Problem &p) {
     return e;
   };
   candidates.push_back(std::move(separate));
-  for (auto &c : accumulatingCandidates(ctx, p))
-    candidates.push_back(std::move(c));
+  if (!legacyAlone)
+    for (auto &c : accumulatingCandidates(ctx, p))
+      candidates.push_back(std::move(c));
   auto choice = tuning::choose(ctx, signature(p), candidates, kCompiledFusedCandidates);
   if (!choice)
     return choice.status();
@@ -248,7 +254,7 @@ std::vector<tuning::CompileJob> compileAheadConvolution(const DeviceContext &ctx
     return tuning::hasCachedChoice(ctx, conv::statsKey(*p))
                ? std::vector<tuning::CompileJob>{}
                : conv::statsCompileJobs(ctx, *p, tuning::compiledCandidateLimit(conv::kCompiledFusedCandidates));
-  if (!p->accumulate || tuning::hasCachedChoice(ctx, conv::signature(*p)))
+  if (!p->accumulate || conv::legacyCandidatesForced(*p) || tuning::hasCachedChoice(ctx, conv::signature(*p)))
     return {};
   return conv::accumulatingCompileJobs(ctx, *p, tuning::compiledCandidateLimit(conv::kCompiledFusedCandidates));
 }

@@ -7,6 +7,7 @@
 #include "cuda/tuning/compile_ahead.h"
 #include "cuda/tuning/tuner.h"
 
+#include <optional>
 #include <string>
 
 namespace castor::cuda::conv {
@@ -105,6 +106,37 @@ std::vector<tuning::Candidate> depthwiseCandidates(DeviceContext &ctx, const Pro
 // cuDNN's legacy convolution API, its heuristic's algorithm (cudnn/convolution_legacy.cpp); the only path
 // for f64 and the fallback of the graph API.
 Expected<RunFn> buildLegacy(DeviceContext &ctx, const Problem &p);
+
+// The legacy API's algorithms as tuner candidates beside the graph API's engines
+// (cudnn/convolution_legacy_candidates.cpp), as PyTorch's cudnn.benchmark finds them: each
+// algorithm cuDNN reports running the problem within the workspace limit. CASTOR_CONV_LEGACY=off
+// (or 0) never offers them, =only offers them alone (tests, comparisons); unset (race), they race
+// the engines of every f16/bf16/f32 convolution whose operands share one layout.
+enum class LegacyMode { Race, Off, Only };
+LegacyMode parseLegacyMode(const char *text); // CASTOR_CONV_LEGACY's value (null: unset)
+LegacyMode legacyMode();
+// A legacy candidate's algorithm, as its name says.
+struct LegacyAlgorithm {
+  Pass pass = Pass::Forward;
+  int algo = 0; // cudnnConvolution{Fwd,BwdData,BwdFilter}Algo_t
+};
+// "legacy:fwd_algo<n>", "legacy:bwd_data_algo<n>", "legacy:bwd_filter_algo<n>" (the tuning
+// cache's names: convolution_legacy_names.cpp), and back; nullopt for any other name.
+std::string legacyCandidateName(Pass pass, int algo);
+std::optional<LegacyAlgorithm> parseLegacyCandidateName(const std::string &name);
+// Whether p's race includes them, and whether they run alone (CASTOR_CONV_LEGACY=only).
+bool legacyCandidatesOffered(const Problem &p);
+bool legacyCandidatesForced(const Problem &p);
+// What signature(p) adds for them: "" where not offered, else their version (and ",only" when
+// forced), so that a choice cached before they raced is timed again; the file format stays.
+std::string legacyCandidatesTag(const Problem &p);
+// The algorithms of p's pass that cuDNN reports running p (cudnnGet*Algorithm_v7: status
+// success, workspace within ctx.workspaceLimit, deterministic under ctx.deterministic), in the
+// heuristic's order, each once; p.bias and p.accumulate are not read (the callers add them).
+std::vector<tuning::Candidate> legacyCandidates(DeviceContext &ctx, const Problem &p);
+// The candidate of one algorithm (its name: legacyCandidateName), whether or not the heuristic
+// lists it; its build fails where cuDNN does not run it.
+tuning::Candidate legacyCandidate(DeviceContext &ctx, const Problem &p, int algo);
 
 // `run`, then the bias [K] added over y (forward with bias only; else `run` itself).
 Expected<RunFn> withBias(DeviceContext &ctx, const Problem &p, RunFn run);

@@ -1,7 +1,8 @@
 // Convolutions through cuDNN's graph API (cudnn-frontend v1, namespace cudnn_frontend::graph):
 // one graph per layer (conv_fprop, conv_dgrad or conv_wgrad; io in the operands' dtype,
 // intermediate and compute FLOAT), its engine configurations from heuristics modes A and
-// FALLBACK, each one a tuner candidate (tuning/tuner.h) named by its engine tag. The frontend's
+// FALLBACK, each one a tuner candidate (tuning/tuner.h) named by its engine tag, racing the legacy
+// API's algorithms (convolution_legacy_candidates.cpp). The frontend's
 // headers come through cudnn/cudnn_graph.h, which cudnn/batch_norm_graph.cpp shares.
 //
 // A data gradient with an accumulated gradient (castor-fuse-gradient-add) also offers the graph
@@ -216,14 +217,18 @@ Expected<RunFn> buildFrontend(DeviceContext &ctx, const Problem &p) {
 
 namespace {
 
-// The engine candidates, each followed by the bias add (so that they race a candidate that adds
-// the bias in its epilogue on equal terms).
-Status addBiasAfter(DeviceContext &ctx, const Problem &p, std::vector<tuning::Candidate> &candidates) {
+// The engine candidates (and legacy algorithms), each followed by the bias add (so that they race
+// a candidate that adds the bias in its epilogue on equal terms); with `skipOwn`, Castor's own
+// kernels ("castor:" candidates, which add it themselves) are left as they are.
+Status addBiasAfter(DeviceContext &ctx, const Problem &p, std::vector<tuning::Candidate> &candidates,
+                    bool skipOwn = false) {
   auto add = biasAdd(ctx, p);
   if (!add)
     return add.status();
   const RunFn addRun = *add;
   for (tuning::Candidate &c : candidates) {
+    if (skipOwn && c.name.rfind("castor:", 0) == 0)
+      continue;
     auto build = std::move(c.build);
     c.build = [build, addRun]() -> Expected<tuning::Executable> {
       auto e = build();
@@ -262,19 +267,35 @@ Expected<tuning::Choice> chooseFrontend(DeviceContext &ctx, const Problem &p) {
   if (p.dtype != plan::F16 && p.dtype != plan::BF16 && p.dtype != plan::F32)
     return Status::error("the cuDNN graph API path runs f16, bf16 and f32 convolutions");
   // Castor's own kernels first: the tuner builds the first CASTOR_TUNING_MAX_CANDIDATES only.
-  std::vector<tuning::Candidate> candidates = depthwiseCandidates(ctx, p);
-  if (!depthwiseForced(p)) {
-    auto engines = engineCandidatesFor(ctx, p);
-    if (!engines && candidates.empty())
-      return engines.status();
-    if (engines) {
-      if (candidatesAddBias(p))
-        CASTOR_RETURN_IF_ERROR(addBiasAfter(ctx, p, *engines));
-      for (tuning::Candidate &c : *engines)
-        candidates.push_back(std::move(c));
-    }
+  // CASTOR_CONV_LEGACY=only leaves them out, unless they are forced too.
+  const bool legacyAlone = legacyCandidatesForced(p) && !depthwiseForced(p);
+  std::vector<tuning::Candidate> candidates;
+  if (!legacyAlone)
+    candidates = depthwiseCandidates(ctx, p);
+  if (depthwiseForced(p))
+    return tuning::choose(ctx, signature(p), candidates);
+  Expected<std::vector<tuning::Candidate>> engines = std::vector<tuning::Candidate>{};
+  if (!legacyAlone)
+    engines = engineCandidatesFor(ctx, p);
+  // The legacy API's algorithms race the engines (convolution_legacy_candidates.cpp); the tuner
+  // does not count them toward its limit, so they come last.
+  std::vector<tuning::Candidate> legacy = legacyCandidates(ctx, p);
+  if (engines) {
+    for (tuning::Candidate &c : *engines)
+      candidates.push_back(std::move(c));
   }
-  return tuning::choose(ctx, signature(p), candidates);
+  for (tuning::Candidate &c : legacy)
+    candidates.push_back(std::move(c));
+  if (candidates.empty())
+    return engines ? Status::error("neither cuDNN's heuristics nor its legacy API offer an algorithm")
+                   : engines.status();
+  if (candidatesAddBias(p))
+    CASTOR_RETURN_IF_ERROR(addBiasAfter(ctx, p, candidates, /*skipOwn=*/true));
+  auto choice = tuning::choose(ctx, signature(p), candidates);
+  // A layer the graph API could not run, run by a legacy algorithm: the summary's fallback count.
+  if (choice && !engines && parseLegacyCandidateName(choice->name))
+    tuning::noteFallback();
+  return choice;
 }
 
 } // namespace castor::cuda::conv

@@ -3,40 +3,33 @@
 // (no TF32) for fp32; under ctx.deterministic only algorithms cuDNN reports CUDNN_DETERMINISTIC
 // (not, e.g., the filter gradient's ALGO_0 and ALGO_3, which accumulate with atomics). The path
 // for f64 and the fallback when the graph API finds no engine.
-#include "cuda/cudnn/convolution.h"
+#include "cuda/cudnn/convolution_legacy.h"
 
 #include <memory>
 
 namespace castor::cuda::conv {
-namespace {
 
-// cuDNN descriptors of one convolution (forward geometry: x [N,C,H,W], w [K,C/g,R,S], y).
-// The descriptors live as long as the RunFn that uses them.
-struct ConvDescriptors {
-  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
-  cudnnFilterDescriptor_t w = nullptr;
-  cudnnConvolutionDescriptor_t conv = nullptr;
-  ~ConvDescriptors() {
-    if (x)
-      cudnnDestroyTensorDescriptor(x);
-    if (y)
-      cudnnDestroyTensorDescriptor(y);
-    if (w)
-      cudnnDestroyFilterDescriptor(w);
-    if (conv)
-      cudnnDestroyConvolutionDescriptor(conv);
-  }
-};
+LegacyDescriptors::~LegacyDescriptors() {
+  if (x)
+    cudnnDestroyTensorDescriptor(x);
+  if (y)
+    cudnnDestroyTensorDescriptor(y);
+  if (w)
+    cudnnDestroyFilterDescriptor(w);
+  if (conv)
+    cudnnDestroyConvolutionDescriptor(conv);
+}
 
-} // namespace
+cudnnMathType_t legacyMathType(plan::DType dtype) {
+  // fp32: FMA kernels only (no TF32), so that fp32 agrees with the reference within 1e-4.
+  return dtype == plan::F32 || dtype == plan::F64 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH;
+}
 
-Expected<RunFn> buildLegacy(DeviceContext &ctx, const Problem &p) {
-  DeviceContext *c = &ctx;
-  const plan::Tensor *x = p.x, *w = p.w, *y = p.y;
+Expected<std::shared_ptr<LegacyDescriptors>> legacyDescriptors(const Problem &p) {
   const Shape &xs = p.xs, &ws = p.ws, &ys = p.ys;
   if (p.xNhwc != p.wNhwc || p.xNhwc != p.yNhwc)
     return Status::error("convolution operands in different layouts");
-  auto d = std::make_shared<ConvDescriptors>();
+  auto d = std::make_shared<LegacyDescriptors>();
   const plan::DType dt = p.dtype;
   const cudnnDataType_t type = cudnnType(dt);
   const cudnnDataType_t compute = dt == plan::F64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT;
@@ -53,14 +46,24 @@ Expected<RunFn> buildLegacy(DeviceContext &ctx, const Problem &p) {
                                                int(p.dilationH), int(p.dilationW), CUDNN_CROSS_CORRELATION,
                                                compute));
   CASTOR_CUDNN(cudnnSetConvolutionGroupCount(d->conv, int(p.groups)));
-  // fp32: FMA kernels only (no TF32), so that fp32 agrees with the reference within 1e-4.
-  const bool fp32 = dt == plan::F32 || dt == plan::F64;
-  CASTOR_CUDNN(cudnnSetConvolutionMathType(d->conv, fp32 ? CUDNN_FMA_MATH : CUDNN_TENSOR_OP_MATH));
+  CASTOR_CUDNN(cudnnSetConvolutionMathType(d->conv, legacyMathType(dt)));
   int on = 0, oc = 0, oh = 0, ow = 0;
   CASTOR_CUDNN(cudnnGetConvolution2dForwardOutputDim(d->conv, d->x, d->w, &on, &oc, &oh, &ow));
   if (on != ys[0] || oc != ys[1] || oh != ys[2] || ow != ys[3])
     return Status::error("cuDNN's output shape [" + std::to_string(on) + ", " + std::to_string(oc) + ", " +
                          std::to_string(oh) + ", " + std::to_string(ow) + "] differs from the plan's");
+  return d;
+}
+
+Expected<RunFn> buildLegacy(DeviceContext &ctx, const Problem &p) {
+  DeviceContext *c = &ctx;
+  const plan::Tensor *x = p.x, *w = p.w, *y = p.y;
+  auto descriptors = legacyDescriptors(p);
+  if (!descriptors)
+    return descriptors.status();
+  std::shared_ptr<LegacyDescriptors> d = *descriptors;
+  const plan::DType dt = p.dtype;
+  const bool fp32 = dt == plan::F32 || dt == plan::F64;
 
   // The heuristic's first algorithm that runs within the workspace limit (and, for fp32, uses
   // FMA math; under ctx.deterministic, is deterministic).

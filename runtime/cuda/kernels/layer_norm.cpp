@@ -53,14 +53,17 @@ Expected<RunFn> buildLayerNormBackward(DeviceContext &ctx, const Kernel &k, cons
   const plan::LayerNormRows rg = *g;
   // The parameter gradients' partial sums live only while the kernel runs: the step's shared
   // workspace holds them (a buffer per layer would add up over a deep model).
-  ctx.requestWorkspace(layerNormBackwardScratch(rg.rows, rg.length));
-  DeviceContext *c = &ctx;
   const Tensor *dy = in[0], *x = in[1], *scale = in[2], *mean = in[3], *inv = in[4];
   const Tensor *dx = out[0], *dscale = out[1], *dbias = out[2];
+  auto dtypeOf = [](const Tensor *t) { return Ref{nullptr, int(t->dtype())}; };
+  const size_t scratch =
+      layerNormBackwardScratch(dtypeOf(dy), dtypeOf(x), dtypeOf(scale), dtypeOf(mean), dtypeOf(inv), dtypeOf(dx),
+                               dtypeOf(dscale), dtypeOf(dbias), rg.rows, rg.length);
+  ctx.requestWorkspace(scratch);
+  DeviceContext *c = &ctx;
   return launch([=]() {
     return layerNormBackward(c->ref(dy), c->ref(x), c->ref(scale), c->ref(mean), c->ref(inv), c->ref(dx),
-                             c->ref(dscale), c->ref(dbias), rg.rows, rg.length, static_cast<double *>(c->workspace),
-                             c->stream);
+                             c->ref(dscale), c->ref(dbias), rg.rows, rg.length, c->workspace, scratch, c->stream);
   });
 }
 

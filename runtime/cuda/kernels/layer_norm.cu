@@ -1,5 +1,8 @@
+// The fp64 layer norm kernels (a block of 256 threads a row, every access through the dtype
+// switch) for what layer_norm_rows.cu does not take, and the dispatch between the two.
 #include "cuda/kernels/device_common.cuh"
 #include "cuda/kernels/layer_norm.h"
+#include "cuda/kernels/layer_norm_rows.h"
 
 #include <algorithm>
 #include <climits>
@@ -12,8 +15,8 @@ using detail::ldAny;
 using detail::stAny;
 
 constexpr int kRowThreads = 256;
-// Rows per chunk of the parameter gradients' partial sums.
-constexpr int64_t kChunkRows = 32;
+// Rows per chunk of the parameter gradients' partial sums (more when there would be over kMaxChunks).
+constexpr int64_t kChunkRows = 32, kMaxChunks = 1024;
 
 __global__ void forwardKernel(Ref x, Ref scale, Ref bias, Ref y, Ref mean, Ref invStd, int64_t length, double eps) {
   const int64_t row = blockIdx.x, base = row * length;
@@ -54,11 +57,11 @@ __global__ void inputGradKernel(Ref dy, Ref x, Ref scale, Ref mean, Ref invStd, 
 
 // partial[chunk][j] (dscale) and partial[chunks + chunk][j] (dbias) over the chunk's rows.
 __global__ void paramPartialKernel(Ref dy, Ref x, Ref mean, Ref invStd, int64_t rows, int64_t length,
-                                   double *partial) {
+                                   int64_t chunkRows, double *partial) {
   const int64_t j = int64_t(blockIdx.x) * blockDim.x + threadIdx.x, chunk = blockIdx.y;
   if (j >= length)
     return;
-  const int64_t first = chunk * kChunkRows, last = min(rows, first + kChunkRows);
+  const int64_t first = chunk * chunkRows, last = min(rows, first + chunkRows);
   double dg = 0, db = 0;
   for (int64_t r = first; r < last; ++r) {
     const double g = ldAny(dy, r * length + j);
@@ -87,7 +90,28 @@ __global__ void paramSumKernel(const double *partial, int64_t chunks, int64_t le
   }
 }
 
-int64_t chunksOf(int64_t rows) { return std::max<int64_t>(1, (rows + kChunkRows - 1) / kChunkRows); }
+int64_t chunkRowsOf(int64_t rows) {
+  return std::max(kChunkRows, (rows + kMaxChunks - 1) / kMaxChunks);
+}
+int64_t chunksOf(int64_t rows) {
+  return std::max<int64_t>(1, (rows + chunkRowsOf(rows) - 1) / chunkRowsOf(rows));
+}
+
+size_t fp64Scratch(int64_t rows, int64_t length) {
+  return size_t(2 * chunksOf(rows) * std::max<int64_t>(length, 1)) * sizeof(double);
+}
+
+// The register-resident kernels' plan for these operands: data one dtype, parameters and
+// statistics one (f32, or the data's); !ok() otherwise.
+rows::RowPlan rowPlan(std::initializer_list<Ref> data, std::initializer_list<Ref> params, int64_t length) {
+  if (!detail::sameDtype(data) || !detail::sameDtype(params))
+    return {};
+  bool vector = true;
+  for (auto list : {data, params})
+    for (const Ref &r : list)
+      vector = vector && detail::aligned(r.p, 16);
+  return rows::planRows(data.begin()->dt, params.begin()->dt, length, vector);
+}
 
 } // namespace
 
@@ -95,20 +119,36 @@ cudaError_t layerNormForward(Ref x, Ref scale, Ref bias, Ref y, Ref mean, Ref in
                              double eps, cudaStream_t s) {
   if (rows <= 0 || length <= 0)
     return cudaSuccess;
+  if (const rows::RowPlan p = rowPlan({x, y}, {scale, bias, mean, invStd}, length); p.ok())
+    return rows::forward(p, x, scale, bias, y, mean, invStd, rows, length, eps, s);
   if (rows > INT32_MAX)
     return cudaErrorInvalidValue;
   forwardKernel<<<unsigned(rows), kRowThreads, 0, s>>>(x, scale, bias, y, mean, invStd, length, eps);
   return cudaGetLastError();
 }
 
-size_t layerNormBackwardScratch(int64_t rows, int64_t length) {
-  return size_t(2 * chunksOf(rows) * std::max<int64_t>(length, 1)) * sizeof(double);
+size_t layerNormBackwardScratch(Ref dy, Ref x, Ref scale, Ref mean, Ref invStd, Ref dx, Ref dscale, Ref dbias,
+                                int64_t rows, int64_t length) {
+  // Whatever the operands' alignment at run time (the arena's is 256 bytes): the register-resident
+  // kernels' when their one-element plan takes the rows, else the fp64 kernels' as well.
+  auto fits = [&](uintptr_t address) {
+    for (Ref *r : {&dy, &x, &scale, &mean, &invStd, &dx, &dscale, &dbias})
+      r->p = reinterpret_cast<void *>(address);
+    return rowPlan({dy, x, dx}, {scale, mean, invStd, dscale, dbias}, length).ok();
+  };
+  const bool anyAlignment = fits(2), aligned = fits(256);
+  const size_t fast = rows::backwardScratch(rows, length), fp64 = fp64Scratch(rows, length);
+  return anyAlignment ? fast : aligned ? std::max(fast, fp64) : fp64;
 }
 
 cudaError_t layerNormBackward(Ref dy, Ref x, Ref scale, Ref mean, Ref invStd, Ref dx, Ref dscale, Ref dbias,
-                              int64_t rows, int64_t length, double *scratch, cudaStream_t s) {
+                              int64_t rows, int64_t length, void *scratch, size_t scratchBytes, cudaStream_t s) {
   if (length <= 0)
     return cudaSuccess;
+  if (const rows::RowPlan p = rowPlan({dy, x, dx}, {scale, mean, invStd, dscale, dbias}, length); p.ok())
+    return rows::backward(p, dy, x, scale, mean, invStd, dx, dscale, dbias, rows, length, scratch, scratchBytes, s);
+  if (scratchBytes < fp64Scratch(rows, length))
+    return cudaErrorInvalidValue;
   const int64_t chunks = chunksOf(rows);
   if (rows > INT32_MAX || chunks > 65535)
     return cudaErrorInvalidValue;
@@ -118,12 +158,13 @@ cudaError_t layerNormBackward(Ref dy, Ref x, Ref scale, Ref mean, Ref invStd, Re
       return e;
   }
   const dim3 grid(unsigned((length + kRowThreads - 1) / kRowThreads), unsigned(chunks));
-  paramPartialKernel<<<grid, kRowThreads, 0, s>>>(dy, x, mean, invStd, rows, length, scratch);
+  double *partial = static_cast<double *>(scratch);
+  paramPartialKernel<<<grid, kRowThreads, 0, s>>>(dy, x, mean, invStd, rows, length, chunkRowsOf(rows), partial);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess)
     return e;
   if (length > INT32_MAX)
     return cudaErrorInvalidValue;
-  paramSumKernel<<<unsigned(length), kRowThreads, 0, s>>>(scratch, chunks, length, dscale, dbias);
+  paramSumKernel<<<unsigned(length), kRowThreads, 0, s>>>(partial, chunks, length, dscale, dbias);
   return cudaGetLastError();
 }
 

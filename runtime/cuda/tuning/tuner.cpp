@@ -209,9 +209,12 @@ Expected<Choice> chooseCandidate(DeviceContext &ctx, const std::string &signatur
     built.push_back(Built{&c, std::move(*e)});
   };
   size_t compiledTried = 0;
+  auto countedBuilt = [&] {
+    return size_t(std::count_if(built.begin(), built.end(), [](const Built &b) { return b.candidate->counted; }));
+  };
   for (const Candidate &c : candidates) {
-    if (limit > 0 && built.size() >= limit)
-      break;
+    if (c.counted && limit > 0 && countedBuilt() >= limit)
+      continue; // uncounted candidates further on still build
     if (c.compilesAtBuild && compiledTried++ >= compiledLimit)
       continue;
     tryBuild(c);

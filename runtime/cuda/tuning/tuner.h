@@ -1,8 +1,8 @@
 // The per-layer tuner of the CUDA backend: `cudnn.benchmark`, but persistent.
 //
 // A layer offers candidates — ways to compute it, each with a stable name: today the cuDNN
-// engines of its convolution graph (and, for a depthwise convolution, Castor's own kernel:
-// kernels/depthwise_conv.cpp), or for a batch norm cuDNN's Ex API beside the engines of
+// engines of its convolution graph and the legacy API's algorithms (cudnn/convolution_legacy_candidates.cpp;
+// for a depthwise convolution also Castor's own kernel: kernels/depthwise_conv.cpp), or for a batch norm cuDNN's Ex API beside the engines of
 // its batch-norm graph (batch_norm.cpp); later also fused graphs (conv + BN + ReLU) registered under
 // the same layer key, so that the tuner weighs fused against unfused and keeps the faster. The
 // tuner times each buildable candidate on the real buffers, keeps the fastest and records the
@@ -38,6 +38,10 @@ struct Candidate {
   std::function<Expected<Executable>()> build;
   // Its build compiles kernels at run time (cuDNN's RUNTIME_COMPILATION engines: seconds each).
   bool compilesAtBuild = false;
+  // It counts toward CASTOR_TUNING_MAX_CANDIDATES; false for candidates whose number the caller
+  // caps itself (the legacy convolution algorithms cuDNN reports running the layer), so that a
+  // long list of engines before them never leaves them out.
+  bool counted = true;
 };
 
 struct Choice {
@@ -52,7 +56,8 @@ struct Choice {
 // cached under `layerKey|deterministic` when ctx.deterministic, since its candidates are then
 // only the deterministic ones): the cached one if the cache names a candidate that builds and
 // fits ctx.workspaceLimit, else the fastest of the candidates (in the order given, the first
-// CASTOR_TUNING_MAX_CANDIDATES that build, default 16, 0 = all), timed on ctx.stream (every one
+// CASTOR_TUNING_MAX_CANDIDATES that build and are `counted`, default 16, 0 = all; the others
+// besides), timed on ctx.stream (every one
 // screened in a few runs, those near the best timed again: tuner.cpp), and
 // recorded in the cache (CASTOR_TUNING_LOG=1: each candidate's screen or median, or why it was left out,
 // on stderr). Candidates whose workspace exceeds ctx.workspaceLimit are skipped. Of
