@@ -66,8 +66,10 @@ void namesRoundTrip() {
 }
 
 void modes() {
-  expect(conv::parseLegacyMode(nullptr) == conv::LegacyMode::Race, "unset: race");
-  expect(conv::parseLegacyMode("") == conv::LegacyMode::Race, "empty: race");
+  expect(conv::parseLegacyMode(nullptr) == conv::LegacyMode::Off, "unset: off");
+  expect(conv::parseLegacyMode("") == conv::LegacyMode::Off, "empty: off");
+  expect(conv::parseLegacyMode("1") == conv::LegacyMode::Race, "1: race");
+  expect(conv::parseLegacyMode("bogus") == conv::LegacyMode::Off, "unknown: off");
   expect(conv::parseLegacyMode("race") == conv::LegacyMode::Race, "race");
   expect(conv::parseLegacyMode("0") == conv::LegacyMode::Off, "0: off");
   expect(conv::parseLegacyMode("off") == conv::LegacyMode::Off, "off");
