@@ -4,31 +4,25 @@
 // test: it asserts nothing about speed.
 //
 //   castor-bn-bench [--batch 256] [--dtype f16|bf16|f32] [--iters 20]
+#include "bandwidth_common.h"
 #include "cuda/kernels/batch_norm_relu.h"
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
 #include <vector>
 
+using namespace castor::bench;
 using namespace castor::cuda;
 
 namespace {
 
 // The kernels' clip bound for relu (ResNet-50's activation): none.
 constexpr float kRelu = std::numeric_limits<float>::infinity();
-
-
-void check(cudaError_t e, const char *what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "castor-bn-bench: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
 
 struct Shape {
   const char *layer;
@@ -57,19 +51,11 @@ template <typename F> float timeIt(F &&f, int iters, cudaStream_t s) {
 } // namespace
 
 int main(int argc, char **argv) {
+  program = "castor-bn-bench";
   int batch = 256, iters = 20, dt = kF16;
   for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--batch" && i + 1 < argc)
-      batch = std::atoi(argv[++i]);
-    else if (a == "--iters" && i + 1 < argc)
-      iters = std::atoi(argv[++i]);
-    else if (a == "--dtype" && i + 1 < argc) {
-      const std::string d = argv[++i];
-      dt = d == "f32" ? kF32 : d == "bf16" ? kBF16 : d == "f16" ? kF16 : 0;
-    } else {
+    if (!sharedOption(argc, argv, i, batch, iters, dt, nullptr))
       dt = 0;
-    }
     if (dt == 0 || batch <= 0 || iters <= 0) {
       std::fprintf(stderr, "usage: castor-bn-bench [--batch N] [--dtype f16|bf16|f32] [--iters N]\n");
       return 2;
@@ -78,7 +64,7 @@ int main(int argc, char **argv) {
   int sms = 0;
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "device");
   configureDevice(sms);
-  const size_t esize = dt == kF32 ? 4 : 2;
+  const size_t esize = elementSize(dt);
   const std::vector<Shape> shapes = {
       {"stem 112x112x64", 112 * 112, 64, false},   {"56x56x64", 56 * 56, 64, false},
       {"56x56x256 +z", 56 * 56, 256, true},        {"28x28x128", 28 * 28, 128, false},

@@ -10,6 +10,7 @@
 //
 //   castor-dwconv-bench [--batch 128] [--dtype f16|bf16|f32] [--iters 20] [--peak-gbps G]
 //                       [--model convnext|efficientnet|all] [--no-cudnn]
+#include "bandwidth_common.h"
 #include "cuda/cudnn/builders.h"
 #include "cuda/cudnn/convolution.h"
 #include "cuda/kernels/depthwise_conv.h"
@@ -24,16 +25,10 @@
 #include <vector>
 
 using namespace castor;
+using namespace castor::bench;
 using namespace castor::cuda;
 
 namespace {
-
-void check(cudaError_t e, const char *what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "castor-dwconv-bench: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
 
 struct Layer {
   const char *model;
@@ -62,28 +57,6 @@ const Layer kLayers[] = {
     {"efficientnet_b0", 1152, 7, 3, 1},
 };
 
-// Times `run` `iters` times, each after flushing L2, and returns the mean in ms.
-template <typename F> float timeFlushed(F &&run, int iters, cudaStream_t s, void *flush, size_t flushBytes) {
-  cudaEvent_t a, b;
-  check(cudaEventCreate(&a), "event");
-  check(cudaEventCreate(&b), "event");
-  check(run(), "warm-up");
-  float total = 0;
-  for (int i = 0; i < iters; ++i) {
-    check(cudaMemsetAsync(flush, i & 0xff, flushBytes, s), "flush");
-    check(cudaEventRecord(a, s), "record");
-    check(run(), "run");
-    check(cudaEventRecord(b, s), "record");
-    check(cudaEventSynchronize(b), "sync");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, a, b), "elapsed");
-    total += ms;
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return total / float(iters);
-}
-
 // The layer as a plan kernel of one pass over tensors x, w, y (dy/dx/dw by the pass) in one
 // arena, for the convolution builder.
 struct PlanLayer {
@@ -105,7 +78,7 @@ PlanLayer planLayer(const depthwise::Geometry &g, depthwise::Pass pass, int dt, 
       t.add_shape(d);
     t.set_kind(plan::Tensor::ACTIVATION);
     t.set_offset(uint64_t(where[i] - arenaBase));
-    t.set_bytes(uint64_t(countOf(t)) * (dt == kF32 ? 4 : 2));
+    t.set_bytes(uint64_t(countOf(t)) * elementSize(dt));
   }
   const plan::Tensor *tx = &l.tensors[0], *tw = &l.tensors[1], *ty = &l.tensors[2];
   if (pass == depthwise::Pass::Forward) {
@@ -129,6 +102,7 @@ PlanLayer planLayer(const depthwise::Geometry &g, depthwise::Pass pass, int dt, 
 } // namespace
 
 int main(int argc, char **argv) {
+  program = "castor-dwconv-bench";
   int batch = 128, iters = 20, dt = kF16;
   double peakGbps = 0;
   std::string model = "all";
@@ -136,21 +110,12 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     bool ok = true;
-    if (a == "--batch" && i + 1 < argc)
-      batch = std::atoi(argv[++i]);
-    else if (a == "--iters" && i + 1 < argc)
-      iters = std::atoi(argv[++i]);
-    else if (a == "--peak-gbps" && i + 1 < argc)
-      peakGbps = std::atof(argv[++i]);
-    else if (a == "--model" && i + 1 < argc)
+    if (a == "--model" && i + 1 < argc)
       model = argv[++i];
     else if (a == "--no-cudnn")
       cudnn = false;
-    else if (a == "--dtype" && i + 1 < argc) {
-      const std::string d = argv[++i];
-      dt = d == "f32" ? kF32 : d == "bf16" ? kBF16 : d == "f16" ? kF16 : 0;
-    } else
-      ok = false;
+    else
+      ok = sharedOption(argc, argv, i, batch, iters, dt, &peakGbps);
     if (!ok || dt == 0 || batch <= 0 || iters <= 0 ||
         (model != "all" && model != "convnext" && model != "efficientnet")) {
       std::fprintf(stderr, "usage: castor-dwconv-bench [--batch N] [--dtype f16|bf16|f32] [--iters N] "
@@ -162,20 +127,15 @@ int main(int argc, char **argv) {
   setenv("CASTOR_CONV_DEPTHWISE", "0", 1);
   setenv("CASTOR_TUNING_CACHE", "off", 1);
 
-  cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, 0), "device");
-  int memClockKhz = 0, busBits = 0;
-  check(cudaDeviceGetAttribute(&memClockKhz, cudaDevAttrMemoryClockRate, 0), "memory clock");
-  check(cudaDeviceGetAttribute(&busBits, cudaDevAttrGlobalMemoryBusWidth, 0), "bus width");
-  // Double data rate: two transfers a clock.
-  const double devicePeak = 2.0 * double(memClockKhz) * 1e3 * double(busBits) / 8.0 / 1e9;
+  const Device device = queryDevice();
+  const cudaDeviceProp &prop = device.prop;
   if (peakGbps <= 0)
-    peakGbps = devicePeak;
+    peakGbps = device.peakGbps;
   configureDevice(prop.multiProcessorCount);
   std::printf("{\"device\": \"%s\", \"sms\": %d, \"memory_clock_khz\": %d, \"bus_bits\": %d, \"peak_gbps\": %.0f, "
               "\"cudnn\": %zu, \"batch\": %d, \"dtype\": \"%s\", \"iters\": %d, \"l2_flushed\": true}\n",
-              prop.name, prop.multiProcessorCount, memClockKhz, busBits, peakGbps, cudnnGetVersion(), batch,
-              dt == kF16 ? "f16" : dt == kBF16 ? "bf16" : "f32", iters);
+              prop.name, prop.multiProcessorCount, device.memClockKhz, device.busBits, peakGbps, cudnnGetVersion(), batch,
+              dtypeName(dt), iters);
 
   DeviceContext ctx;
   ctx.deviceName = prop.name;
@@ -187,11 +147,10 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "castor-dwconv-bench: cudnnCreate failed\n");
     return 1;
   }
-  const size_t flushBytes = size_t(256) << 20;
-  void *flush = nullptr;
-  check(cudaMalloc(&flush, flushBytes), "cudaMalloc");
+  L2Flush flush;
+  flush.allocate();
 
-  const size_t esize = dt == kF32 ? 4 : 2;
+  const size_t esize = elementSize(dt);
   const char *passNames[] = {"forward", "data_gradient", "weight_gradient"};
   for (const Layer &L : kLayers) {
     if (model != "all" && std::string(L.model).rfind(model, 0) != 0)
@@ -228,7 +187,7 @@ int main(int argc, char **argv) {
       if (wsBytes)
         check(cudaMalloc(&ws, wsBytes), "cudaMalloc");
       const depthwise::LaunchPlan lp = depthwise::launchPlan(g, pass, dt, prop.multiProcessorCount);
-      const float own = timeFlushed(
+      const float own = timeFlushed<float>(
           [&]() -> cudaError_t {
             const Ref rx{x, dt}, rw{w, dt}, ry{y, dt};
             if (pass == depthwise::Pass::Forward)
@@ -237,7 +196,7 @@ int main(int argc, char **argv) {
               return depthwise::backwardData(ry, rw, Ref{}, rx, g, ctx.stream);
             return depthwise::backwardFilter(rx, ry, rw, g, ws, wsBytes, ctx.stream);
           },
-          iters, ctx.stream, flush, flushBytes);
+          iters, ctx.stream, flush);
       char config[96];
       std::snprintf(config, sizeof config, "tile %d, %dx%d patches, %d channels, %lld chunks", lp.tile, lp.subH,
                     lp.subW, lp.channels, (long long)lp.chunks);
@@ -259,12 +218,12 @@ int main(int argc, char **argv) {
       }
       if (ctx.workspaceBytes)
         check(cudaMalloc(&ctx.workspace, ctx.workspaceBytes), "cudaMalloc");
-      const float best = timeFlushed(
+      const float best = timeFlushed<float>(
           [&]() -> cudaError_t {
             Status s = (*fn)();
             return s ? cudaSuccess : cudaErrorUnknown;
           },
-          iters, ctx.stream, flush, flushBytes);
+          iters, ctx.stream, flush);
       line("cudnn", ctx.tunedChoices.count(0) ? ctx.tunedChoices[0] : "legacy API", best);
       fn = Status::error("released");
       if (ctx.workspace)
@@ -274,7 +233,7 @@ int main(int argc, char **argv) {
     cudaFree(arena);
     ctx.arena = nullptr;
   }
-  cudaFree(flush);
+  cudaFree(flush.buffer);
   cudnnDestroy(ctx.cudnn);
   cudaStreamDestroy(ctx.stream);
   return 0;

@@ -8,97 +8,55 @@
 // are not timed out of it. A benchmark, not a test (correctness: castor_cuda_kernel_tests layer_norm).
 //
 //   castor-ln-bench [--batch 128] [--dtype f16|bf16|f32] [--iters 20] [--peak-gbps G]
+#include "bandwidth_common.h"
 #include "cuda/kernels/layer_norm.h"
 
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
+using namespace castor::bench;
 using namespace castor::cuda;
 
 namespace {
-
-void check(cudaError_t e, const char *what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "castor-ln-bench: %s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
 
 struct Shape {
   const char *model;
   int64_t perImage, C; // rows an image
 };
 
-// Mean milliseconds of f over `iters` calls, each after an L2 flush outside the timed interval.
-template <typename F> double timeIt(F &&f, int iters, void *flush, size_t flushBytes, cudaStream_t s) {
-  cudaEvent_t a, b;
-  check(cudaEventCreate(&a), "event");
-  check(cudaEventCreate(&b), "event");
-  check(f(), "warm-up launch");
-  double total = 0;
-  for (int i = 0; i < iters; ++i) {
-    check(cudaMemsetAsync(flush, i & 0xff, flushBytes, s), "flush");
-    check(cudaEventRecord(a, s), "record");
-    check(f(), "launch");
-    check(cudaEventRecord(b, s), "record");
-    check(cudaEventSynchronize(b), "sync");
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, a, b), "elapsed");
-    total += ms;
-  }
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  return total / iters;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
+  program = "castor-ln-bench";
   int batch = 128, iters = 20, dt = kF16;
   double peakGbps = 0;
   for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--batch" && i + 1 < argc)
-      batch = std::atoi(argv[++i]);
-    else if (a == "--iters" && i + 1 < argc)
-      iters = std::atoi(argv[++i]);
-    else if (a == "--peak-gbps" && i + 1 < argc)
-      peakGbps = std::atof(argv[++i]);
-    else if (a == "--dtype" && i + 1 < argc) {
-      const std::string d = argv[++i];
-      dt = d == "f32" ? kF32 : d == "bf16" ? kBF16 : d == "f16" ? kF16 : 0;
-    } else {
+    if (!sharedOption(argc, argv, i, batch, iters, dt, &peakGbps))
       dt = 0;
-    }
     if (dt == 0 || batch <= 0 || iters <= 0) {
       std::fprintf(stderr, "usage: castor-ln-bench [--batch N] [--dtype f16|bf16|f32] [--iters N] [--peak-gbps G]\n");
       return 2;
     }
   }
-  cudaDeviceProp prop{};
-  check(cudaGetDeviceProperties(&prop, 0), "device");
-  int memClockKhz = 0, busBits = 0;
-  check(cudaDeviceGetAttribute(&memClockKhz, cudaDevAttrMemoryClockRate, 0), "memory clock");
-  check(cudaDeviceGetAttribute(&busBits, cudaDevAttrGlobalMemoryBusWidth, 0), "bus width");
-  if (peakGbps <= 0) // double data rate: two transfers a clock
-    peakGbps = 2.0 * double(memClockKhz) * 1e3 * double(busBits) / 8.0 / 1e9;
+  const Device device = queryDevice();
+  const cudaDeviceProp &prop = device.prop;
+  if (peakGbps <= 0)
+    peakGbps = device.peakGbps;
   configureDevice(prop.multiProcessorCount);
   std::printf("{\"device\": \"%s\", \"sms\": %d, \"peak_gbps\": %.0f, \"batch\": %d, \"dtype\": \"%s\", "
               "\"iters\": %d, \"l2_flushed\": true}\n",
-              prop.name, prop.multiProcessorCount, peakGbps, batch, dt == kF16 ? "f16" : dt == kBF16 ? "bf16" : "f32",
-              iters);
+              prop.name, prop.multiProcessorCount, peakGbps, batch, dtypeName(dt), iters);
 
   const std::vector<Shape> shapes = {{"convnext_t stage1", 56 * 56, 96},
                                      {"convnext_t stage2", 28 * 28, 192},
                                      {"convnext_t stage3", 14 * 14, 384},
                                      {"convnext_t stage4", 7 * 7, 768},
                                      {"vit_s", 197, 384}};
-  const size_t esize = dt == kF32 ? 4 : 2;
+  const size_t esize = elementSize(dt);
   size_t most = 0, mostRows = 0, mostC = 0;
   for (const Shape &sh : shapes) {
     most = std::max(most, size_t(batch) * size_t(sh.perImage) * size_t(sh.C));
@@ -114,9 +72,8 @@ int main(int argc, char **argv) {
   check(cudaMalloc(reinterpret_cast<void **>(&params), 4 * mostC * sizeof(float)), "cudaMalloc");
   check(cudaMemset(params, 0, 4 * mostC * sizeof(float)), "cudaMemset");
   check(cudaMalloc(reinterpret_cast<void **>(&stats), 2 * mostRows * sizeof(float)), "cudaMalloc");
-  const size_t flushBytes = size_t(256) << 20;
-  void *flush = nullptr;
-  check(cudaMalloc(&flush, flushBytes), "cudaMalloc");
+  L2Flush flush;
+  flush.allocate();
   cudaStream_t s;
   check(cudaStreamCreate(&s), "stream");
   for (const Shape &sh : shapes) {
@@ -130,11 +87,11 @@ int main(int argc, char **argv) {
     check(cudaMalloc(&scratch, std::max<size_t>(scratchBytes, 1)), "cudaMalloc");
     // Statistics for the backward from a forward over the same x.
     check(layerNormForward(x, scale, bias, y, mean, invStd, rows, C, 1e-6, s), "forward");
-    const double fwd = timeIt([&] { return layerNormForward(x, scale, bias, y, mean, invStd, rows, C, 1e-6, s); },
-                              iters, flush, flushBytes, s);
-    const double bwd = timeIt([&] {
+    const double fwd =
+        timeFlushed([&] { return layerNormForward(x, scale, bias, y, mean, invStd, rows, C, 1e-6, s); }, iters, s, flush);
+    const double bwd = timeFlushed([&] {
       return layerNormBackward(dy, x, scale, mean, invStd, dx, dscale, dbias, rows, C, scratch, scratchBytes, s);
-    }, iters, flush, flushBytes, s);
+    }, iters, s, flush);
     const double data = double(rows) * double(C) * double(esize), rowStats = double(rows) * 2 * 4,
                  param = double(C) * 4;
     auto line = [&](const char *pass, double ms, double bytes) {

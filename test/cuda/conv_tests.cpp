@@ -17,9 +17,7 @@
 #include "cuda/tuning/compile_ahead.h"
 #include "cuda/tuning/tuner.h"
 #include "cuda/tuning/tuning_cache.h"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "conv_reference.h"
 
 #include <cmath>
 #include <cstdio>
@@ -35,20 +33,12 @@
 
 using namespace castor;
 using namespace castor::cuda;
+using namespace castor::cuda::convtest;
 namespace fs = std::filesystem;
 
 namespace {
 
 int failures = 0;
-
-#define CHECK_CUDA(call)                                                                                               \
-  do {                                                                                                                 \
-    cudaError_t e_ = (call);                                                                                           \
-    if (e_ != cudaSuccess) {                                                                                           \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                      \
-      std::exit(2);                                                                                                    \
-    }                                                                                                                  \
-  } while (0)
 
 struct Geometry {
   const char *name;
@@ -63,69 +53,6 @@ struct Case {
   bool bias;
   bool accumulate = false; // data gradient plus an accumulated gradient (castor-fuse-gradient-add)
 };
-
-// Host value after rounding to the dtype.
-float roundTo(plan::DType t, float v) {
-  if (t == plan::F16)
-    return __half2float(__float2half_rn(v));
-  if (t == plan::BF16)
-    return __bfloat162float(__float2bfloat16_rn(v));
-  return v;
-}
-
-// Logical [A,B,C,D] row-major index of a physical position when stored channels-last
-// ([A,C,D,B]).
-size_t physicalIndex(const Shape &s, bool nhwc, size_t logical) {
-  if (!nhwc || s.size() != 4)
-    return logical;
-  const int64_t D = s[3], C = s[2], B = s[1];
-  int64_t i = int64_t(logical);
-  const int64_t d = i % D;
-  i /= D;
-  const int64_t c = i % C;
-  i /= C;
-  const int64_t b = i % B;
-  const int64_t a = i / B;
-  return size_t(((a * C + c) * D + d) * B + b);
-}
-
-std::vector<uint8_t> toDevice(plan::DType t, const Shape &s, bool nhwc, const std::vector<float> &v) {
-  const size_t n = v.size();
-  std::vector<uint8_t> bytes(n * plan::dtypeSize(t));
-  for (size_t i = 0; i < n; ++i) {
-    const size_t p = physicalIndex(s, nhwc, i);
-    if (t == plan::F16) {
-      __half h = __float2half_rn(v[i]);
-      std::memcpy(bytes.data() + 2 * p, &h, 2);
-    } else if (t == plan::BF16) {
-      __nv_bfloat16 h = __float2bfloat16_rn(v[i]);
-      std::memcpy(bytes.data() + 2 * p, &h, 2);
-    } else {
-      std::memcpy(bytes.data() + 4 * p, &v[i], 4);
-    }
-  }
-  return bytes;
-}
-
-std::vector<float> fromDevice(plan::DType t, const Shape &s, bool nhwc, const std::vector<uint8_t> &bytes) {
-  const size_t n = bytes.size() / plan::dtypeSize(t);
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) {
-    const size_t p = physicalIndex(s, nhwc, i);
-    if (t == plan::F16) {
-      __half h;
-      std::memcpy(&h, bytes.data() + 2 * p, 2);
-      v[i] = __half2float(h);
-    } else if (t == plan::BF16) {
-      __nv_bfloat16 h;
-      std::memcpy(&h, bytes.data() + 2 * p, 2);
-      v[i] = __bfloat162float(h);
-    } else {
-      std::memcpy(&v[i], bytes.data() + 4 * p, 4);
-    }
-  }
-  return v;
-}
 
 // The naive convolution in double: every (n, k, p, q, c, r, s) of the forward sum, accumulated
 // into y, dx or dw.
@@ -184,78 +111,22 @@ public:
       std::fprintf(stderr, "no CUDA device\n");
       std::exit(2);
     }
-    cudaDeviceProp prop{};
-    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-    ctx.deviceName = prop.name;
-    ctx.smCount = prop.multiProcessorCount;
-    CHECK_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
-    if (cudnnCreate(&ctx.cudnn) != CUDNN_STATUS_SUCCESS || cudnnSetStream(ctx.cudnn, ctx.stream) != CUDNN_STATUS_SUCCESS) {
-      std::fprintf(stderr, "cudnnCreate failed\n");
-      std::exit(2);
-    }
-    ctx.workspaceLimit = size_t(256) << 20;
+    const cudaDeviceProp prop = openContext(ctx);
     std::printf("device %s (%d SMs), cuDNN %zu\n", prop.name, prop.multiProcessorCount, cudnnGetVersion());
   }
-  ~Harness() {
-    cudnnDestroy(ctx.cudnn);
-    cudaStreamDestroy(ctx.stream);
-  }
+  ~Harness() { closeContext(ctx); }
 
-  // The case's kernel and operands (x, w, y, bias, accumulated gradient) in one arena of
-  // `arenaBytes`, 256-byte aligned like a plan's; sets the context's layout for the case.
-  struct Layer {
-    plan::Kernel k;
-    std::vector<plan::Tensor> tensors = std::vector<plan::Tensor>(5);
-    TensorList in, out;
-    uint64_t arenaBytes = 0;
-    Shape ys;
-  };
+  // The case's kernel and operands (x, w, y, bias, accumulated gradient) in one arena (see
+  // conv_reference.h); sets the context's layout for the case.
   void makeLayer(const Case &cs, Layer &layer) {
     const Geometry &g = cs.g;
     const int64_t P = (g.H + 2 * g.pad - g.dilation * (g.R - 1) - 1) / g.stride + 1;
     const int64_t Q = (g.W + 2 * g.pad - g.dilation * (g.S - 1) - 1) / g.stride + 1;
-    const Shape xs{g.N, g.C, g.H, g.W}, ws{g.K, g.C / g.groups, g.R, g.S}, ys{g.N, g.K, P, Q}, bs{g.K};
-    layer.ys = ys;
     ctx.channelsLastEnabled = cs.nhwc;
-    plan::Kernel &k = layer.k;
-    std::vector<plan::Tensor> &tensors = layer.tensors;
-    TensorList &in = layer.in, &out = layer.out;
-    uint64_t &offset = layer.arenaBytes;
-    const Shape *shapes[5] = {&xs, &ws, &ys, &bs, &xs};
-    for (uint32_t i = 0; i < 5; ++i) {
-      plan::Tensor &t = tensors[i];
-      t.set_id(i + 1);
-      t.set_dtype(cs.dtype);
-      for (int64_t d : *shapes[i])
-        t.add_shape(d);
-      t.set_kind(plan::Tensor::ACTIVATION);
-      t.set_offset(offset);
-      t.set_bytes(uint64_t(countOf(t)) * plan::dtypeSize(cs.dtype));
-      offset += (t.bytes() + 255) / 256 * 256;
-    }
-    const plan::Tensor *x = &tensors[0], *w = &tensors[1], *y = &tensors[2], *b = &tensors[3], *acc = &tensors[4];
-    if (cs.pass == conv::Pass::Forward) {
-      k.set_op("conv2d");
-      in = {x, w};
-      if (cs.bias)
-        in.push_back(b);
-      out = {y};
-    } else if (cs.pass == conv::Pass::BackwardData) {
-      k.set_op("conv2d_backward_data");
-      in = {y, w};
-      if (cs.accumulate)
-        in.push_back(acc);
-      out = {x};
-    } else {
-      k.set_op("conv2d_backward_filter");
-      in = {x, y};
-      out = {w};
-    }
-    (*k.mutable_attrs())["strides"] = plan::intsAttr({g.stride, g.stride});
-    (*k.mutable_attrs())["pads"] = plan::intsAttr({g.pad, g.pad, g.pad, g.pad});
-    (*k.mutable_attrs())["dilations"] = plan::intsAttr({g.dilation, g.dilation});
-    (*k.mutable_attrs())["groups"] = plan::intAttr(g.groups);
-    k.set_name(g.name);
+    convtest::makeLayer(LayerSpec{cs.pass, cs.dtype, Shape{g.N, g.C, g.H, g.W}, Shape{g.K, g.C / g.groups, g.R, g.S},
+                                  Shape{g.N, g.K, P, Q}, g.stride, g.pad, g.dilation, g.groups, cs.bias,
+                                  cs.accumulate, g.name},
+                        layer);
   }
 
   // The compilations the case's build would start (an accumulating data gradient's), as jobs.
@@ -274,24 +145,18 @@ public:
     std::vector<plan::Tensor> &tensors = layer.tensors;
     const TensorList &in = layer.in, &out = layer.out;
     const uint64_t offset = layer.arenaBytes;
-    const Shape &ys = layer.ys;
+    const Shape &ys = layer.shapes[2];
     const plan::Tensor *x = &tensors[0], *w = &tensors[1], *y = &tensors[2], *b = &tensors[3], *acc = &tensors[4];
 
     // Inputs: uniform in [-1, 1], rounded to the dtype; the output filled with NaN bytes.
-    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-    auto random = [&](const plan::Tensor &t) {
-      std::vector<float> v(size_t(countOf(t)));
-      for (float &e : v)
-        e = roundTo(cs.dtype, uni(rng));
-      return v;
-    };
+    auto random = [&](const plan::Tensor &t) { return randomValues(cs.dtype, size_t(countOf(t)), rng); };
     std::vector<float> xv = random(*x), wv = random(*w), yv = random(*y), bv = random(*b), av = random(*acc);
     uint8_t *arena = nullptr;
     CHECK_CUDA(cudaMalloc(reinterpret_cast<void **>(&arena), offset));
     ctx.arena = arena;
     CHECK_CUDA(cudaMemset(arena, 0xff, offset));
     auto upload = [&](const plan::Tensor *t, const std::vector<float> &v) {
-      auto bytes = toDevice(cs.dtype, shapeOf(*t), ctx.channelsLast(t), v);
+      auto bytes = encode(cs.dtype, v, shapeOf(*t), ctx.channelsLast(t));
       CHECK_CUDA(cudaMemcpy(ctx.ptr(t), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
     };
     for (const plan::Tensor *t : in)
@@ -306,7 +171,7 @@ public:
     auto download = [&]() {
       std::vector<uint8_t> bytes(result->bytes());
       CHECK_CUDA(cudaMemcpy(bytes.data(), ctx.ptr(result), bytes.size(), cudaMemcpyDeviceToHost));
-      return fromDevice(cs.dtype, rs, ctx.channelsLast(result), bytes);
+      return decode(cs.dtype, bytes, rs, ctx.channelsLast(result));
     };
 
     // Build (the graph path times its engines here), then run with a workspace of the size asked.
@@ -343,30 +208,19 @@ public:
       if (ctx.workspaceBytes > 0)
         CHECK_CUDA(cudaMalloc(&ctx.workspace, ctx.workspaceBytes));
       const double tol = cs.dtype == plan::F32 ? 1e-4 : 1e-2;
-      // Direct run.
-      CHECK_CUDA(cudaMemset(ctx.ptr(result), 0xff, result->bytes()));
-      Status s = (*fn)();
-      CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-      const double e1 = s ? relativeError(download(), want) : 1e300;
-      // Replayed from a captured CUDA graph.
-      CHECK_CUDA(cudaMemset(ctx.ptr(result), 0xff, result->bytes()));
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      CHECK_CUDA(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
-      Status sc = (*fn)();
-      if (cudaError_t e = cudaStreamEndCapture(ctx.stream, &graph); e != cudaSuccess && sc)
-        sc = Status::error(std::string("cudaStreamEndCapture: ") + cudaGetErrorString(e));
-      double e2 = 1e300;
-      if (sc && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
-        CHECK_CUDA(cudaGraphLaunch(exec, ctx.stream));
-        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-        e2 = relativeError(download(), want);
-      }
-      if (exec)
-        cudaGraphExecDestroy(exec);
-      if (graph)
-        cudaGraphDestroy(graph);
-      cudaGetLastError();
+      // Direct, then replayed from a captured CUDA graph.
+      Status s;
+      double e1 = 1e300, e2 = 1e300;
+      const Capture capture = runDirectAndReplayed(
+          ctx, *fn, result,
+          [&](const Status &st) {
+            s = st;
+            e1 = s ? relativeError(download(), want) : 1e300;
+          },
+          [&] { e2 = relativeError(download(), want); });
+      Status sc = capture.status;
+      if (capture.ended != cudaSuccess && sc)
+        sc = Status::error(std::string("cudaStreamEndCapture: ") + cudaGetErrorString(capture.ended));
       ok = s && sc && e1 <= tol && e2 <= tol;
       std::printf("%s %-60s %-20s error %.2e, graph replay %.2e (tol %.0e)%s%s\n", ok ? "ok  " : "FAIL", label.c_str(),
                   how.c_str(), e1, e2, tol, s ? "" : (" run: " + s.message()).c_str(),

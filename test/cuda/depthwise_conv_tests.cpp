@@ -24,110 +24,34 @@
 #include "cuda/cudnn/convolution.h"
 #include "cuda/kernels/depthwise_conv.h"
 #include "cuda/tuning/tuner.h"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "conv_reference.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 using namespace castor;
 using namespace castor::cuda;
+using namespace castor::cuda::convtest;
 
 namespace {
 
 int failures = 0;
 
-#define CHECK_CUDA(call)                                                                                               \
-  do {                                                                                                                 \
-    cudaError_t e_ = (call);                                                                                           \
-    if (e_ != cudaSuccess) {                                                                                           \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                      \
-      std::exit(2);                                                                                                    \
-    }                                                                                                                  \
-  } while (0)
-
-const char *dtypeName(int dt) { return dt == kF16 ? "f16" : dt == kBF16 ? "bf16" : "f32"; }
-size_t elementSize(int dt) { return dt == kF32 ? 4 : 2; }
-
-float roundTo(int dt, float v) {
-  if (dt == kF16)
-    return __half2float(__float2half_rn(v));
-  if (dt == kBF16)
-    return __bfloat162float(__float2bfloat16_rn(v));
-  return v;
-}
-
-// The unit roundoff of the output's dtype and its absolute floor (f16's subnormals).
-double unitRoundoff(int dt) { return dt == kF16 ? std::ldexp(1.0, -11) : dt == kBF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -24); }
-double absoluteFloor(int dt) { return dt == kF16 ? std::ldexp(1.0, -25) : 0.0; }
-
-std::vector<uint8_t> encode(int dt, const std::vector<float> &v) {
-  std::vector<uint8_t> bytes(v.size() * elementSize(dt));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dt == kF16) {
-      __half h = __float2half_rn(v[i]);
-      std::memcpy(bytes.data() + 2 * i, &h, 2);
-    } else if (dt == kBF16) {
-      __nv_bfloat16 h = __float2bfloat16_rn(v[i]);
-      std::memcpy(bytes.data() + 2 * i, &h, 2);
-    } else {
-      std::memcpy(bytes.data() + 4 * i, &v[i], 4);
-    }
-  }
-  return bytes;
-}
-
-std::vector<float> decode(int dt, const std::vector<uint8_t> &bytes) {
-  std::vector<float> v(bytes.size() / elementSize(dt));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (dt == kF16) {
-      __half h;
-      std::memcpy(&h, bytes.data() + 2 * i, 2);
-      v[i] = __half2float(h);
-    } else if (dt == kBF16) {
-      __nv_bfloat16 h;
-      std::memcpy(&h, bytes.data() + 2 * i, 2);
-      v[i] = __bfloat162float(h);
-    } else {
-      std::memcpy(&v[i], bytes.data() + 4 * i, 4);
-    }
-  }
-  return v;
-}
-
-// A reference result: each element's value and the sum of its terms' magnitudes and their count.
-struct Expected3 {
-  std::vector<double> value, magnitude;
-  std::vector<int64_t> terms;
-  // |a value rounded into the dtype before the last terms were added|, per element: the composed
-  // data gradient (the convolution, then the accumulated gradient added by another kernel) rounds
-  // its convolution once more than the fused kernels do, as the CPU reference's unfused ops do.
-  std::vector<double> intermediate;
-  explicit Expected3(size_t n = 0) : value(n, 0.0), magnitude(n, 0.0), terms(n, 0) {}
-  void add(size_t i, double term) {
-    value[i] += term;
-    magnitude[i] += std::fabs(term);
-    ++terms[i];
-  }
-};
-
 struct References {
-  Expected3 y, dx, dw;
+  Reference y, dx, dw;
 };
 
 // The three passes in double, NHWC x/dy/dx, w [C][K][K]; `shift` moves the column every tap reads
 // or writes (0: the convolution; 1: a planted off-by-one).
 References reference(const depthwise::Geometry &g, const std::vector<float> &x, const std::vector<float> &w,
                      const std::vector<float> &dy, int shift) {
-  References r{Expected3(size_t(g.N * g.P * g.Q * g.C)), Expected3(size_t(g.N * g.H * g.W * g.C)),
-               Expected3(size_t(g.C * g.K * g.K))};
+  References r{Reference(size_t(g.N * g.P * g.Q * g.C)), Reference(size_t(g.N * g.H * g.W * g.C)),
+               Reference(size_t(g.C * g.K * g.K))};
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t p = 0; p < g.P; ++p)
       for (int64_t q = 0; q < g.Q; ++q)
@@ -146,28 +70,6 @@ References reference(const depthwise::Geometry &g, const std::vector<float> &x, 
             }
         }
   return r;
-}
-
-// Elements outside the bound of their computation (see the top), and the largest ratio of an
-// error to its bound.
-struct Comparison {
-  size_t outside = 0;
-  double worst = 0;
-};
-
-Comparison compare(int dt, const std::vector<float> &got, const Expected3 &want) {
-  Comparison c;
-  const double u = unitRoundoff(dt), fp32 = std::ldexp(1.0, -24);
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double g = double(want.terms[i] + 1) * fp32 * want.magnitude[i];
-    const double rounded = want.intermediate.empty() ? 0.0 : u * (want.intermediate[i] + g);
-    const double bound = u * (std::fabs(want.value[i]) + g) + g + rounded + absoluteFloor(dt);
-    const double err = std::isfinite(got[i]) ? std::fabs(double(got[i]) - want.value[i]) : INFINITY;
-    if (!(err <= bound))
-      ++c.outside;
-    c.worst = std::max(c.worst, bound > 0 ? err / bound : (err > 0 ? INFINITY : 0.0));
-  }
-  return c;
 }
 
 // Device buffers of one case; `offset` elements in (a misaligned operand when odd).
@@ -197,14 +99,6 @@ struct DeviceTensor {
   void poison() { CHECK_CUDA(cudaMemset(base + offset, 0xff, bytes)); }
 };
 
-std::vector<float> randomValues(int dt, size_t n, std::mt19937 &rng) {
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float &e : v)
-    e = roundTo(dt, uni(rng));
-  return v;
-}
-
 struct KernelShape {
   int64_t N, C, H, W;
   int padExtra; // padding K/2 + padExtra (-K/2: none)
@@ -212,12 +106,10 @@ struct KernelShape {
 };
 
 // Checks one pass's result against the reference and against the planted one.
-void check(const std::string &label, int dt, const std::vector<float> &got, const Expected3 &want,
-           const Expected3 &planted) {
+void check(const std::string &label, int dt, const std::vector<float> &got, const Reference &want,
+           const Reference &planted) {
   const Comparison c = compare(dt, got, want), p = compare(dt, got, planted);
-  // The planted bug must put at least half of the elements outside their bound.
-  const bool caught = p.outside > 0 && p.outside * 2 >= got.size();
-  const bool ok = c.outside == 0 && caught;
+  const bool ok = c.outside == 0 && plantedCaught(p.outside, got.size());
   std::printf("%s %-62s worst error/bound %.3f; planted off-by-one outside the bound in %zu of %zu%s\n",
               ok ? "ok  " : "FAIL", label.c_str(), c.worst, p.outside, got.size(),
               c.outside ? (", " + std::to_string(c.outside) + " elements outside the bound").c_str() : "");
@@ -267,7 +159,7 @@ void runKernelCase(int dt, int K, int stride, const KernelShape &s, std::mt19937
   dOut.poison();
   if (sync(depthwise::forward(dX.ref(), dW.ref(), Ref{}, dOut.ref(), g, stream), "forward"))
     check(base + " forward", dt, outOf(ny), want.y, planted.y);
-  Expected3 yb = want.y, ybPlanted = planted.y;
+  Reference yb = want.y, ybPlanted = planted.y;
   for (size_t i = 0; i < ny; ++i) {
     yb.add(i, bias[i % size_t(g.C)]);
     ybPlanted.add(i, bias[i % size_t(g.C)]);
@@ -280,7 +172,7 @@ void runKernelCase(int dt, int K, int stride, const KernelShape &s, std::mt19937
   dOut.poison();
   if (sync(depthwise::backwardData(dY.ref(), dW.ref(), Ref{}, dOut.ref(), g, stream), "data gradient"))
     check(base + " data gradient", dt, outOf(nx), want.dx, planted.dx);
-  Expected3 dxa = want.dx, dxaPlanted = planted.dx;
+  Reference dxa = want.dx, dxaPlanted = planted.dx;
   for (size_t i = 0; i < nx; ++i) {
     dxa.add(i, acc[i]);
     dxaPlanted.add(i, acc[i]);
@@ -312,13 +204,6 @@ void runKernelCase(int dt, int K, int stride, const KernelShape &s, std::mt19937
 
 // --- Through the convolution builder -------------------------------------------------------------
 
-struct Layer {
-  plan::Kernel k;
-  std::vector<plan::Tensor> tensors = std::vector<plan::Tensor>(5); // x, w, y, bias, acc
-  TensorList in, out;
-  uint64_t arenaBytes = 0;
-};
-
 struct BuilderCase {
   const char *name;
   conv::Pass pass;
@@ -339,51 +224,17 @@ depthwise::Geometry geometryOf(const BuilderCase &b) {
 
 void makeLayer(const BuilderCase &b, Layer &layer) {
   const depthwise::Geometry g = geometryOf(b);
-  const cuda::Shape xs{b.N, b.C, b.H, b.W}, ws{b.C, 1, b.K, b.K}, ys{b.N, b.C, g.P, g.Q}, bs{b.C};
-  const cuda::Shape *shapes[5] = {&xs, &ws, &ys, &bs, &xs};
-  for (uint32_t i = 0; i < 5; ++i) {
-    plan::Tensor &t = layer.tensors[i];
-    t.set_id(i + 1);
-    t.set_dtype(plan::DType(b.dt));
-    for (int64_t d : *shapes[i])
-      t.add_shape(d);
-    t.set_kind(plan::Tensor::ACTIVATION);
-    t.set_offset(layer.arenaBytes);
-    t.set_bytes(uint64_t(countOf(t)) * elementSize(b.dt));
-    layer.arenaBytes += (t.bytes() + 255) / 256 * 256;
-  }
-  const plan::Tensor *x = &layer.tensors[0], *w = &layer.tensors[1], *y = &layer.tensors[2],
-                     *bias = &layer.tensors[3], *acc = &layer.tensors[4];
-  plan::Kernel &k = layer.k;
-  if (b.pass == conv::Pass::Forward) {
-    k.set_op("conv2d");
-    layer.in = {x, w};
-    if (b.bias)
-      layer.in.push_back(bias);
-    layer.out = {y};
-  } else if (b.pass == conv::Pass::BackwardData) {
-    k.set_op("conv2d_backward_data");
-    layer.in = {y, w};
-    if (b.accumulate)
-      layer.in.push_back(acc);
-    layer.out = {x};
-  } else {
-    k.set_op("conv2d_backward_filter");
-    layer.in = {x, y};
-    layer.out = {w};
-  }
-  (*k.mutable_attrs())["strides"] = plan::intsAttr({b.stride, b.stride});
-  (*k.mutable_attrs())["pads"] = plan::intsAttr({b.pad, b.pad, b.pad, b.pad});
-  (*k.mutable_attrs())["dilations"] = plan::intsAttr({b.dilation, b.dilation});
-  (*k.mutable_attrs())["groups"] = plan::intAttr(b.C);
-  k.set_name(b.name);
+  convtest::makeLayer(LayerSpec{b.pass, b.dt, Shape{b.N, b.C, b.H, b.W}, Shape{b.C, 1, b.K, b.K},
+                                Shape{b.N, b.C, g.P, g.Q}, b.stride, b.pad, b.dilation, b.C, b.bias, b.accumulate,
+                                b.name},
+                      layer);
 }
 
 // The reference of a builder case, dilation included (the kernels' reference does not take one).
-Expected3 builderReference(const BuilderCase &b, const std::vector<float> &x, const std::vector<float> &w,
+Reference builderReference(const BuilderCase &b, const std::vector<float> &x, const std::vector<float> &w,
                            const std::vector<float> &y, const std::vector<float> &bias, const std::vector<float> &acc) {
   const depthwise::Geometry g = geometryOf(b);
-  Expected3 out(b.pass == conv::Pass::Forward ? y.size() : b.pass == conv::Pass::BackwardData ? x.size() : w.size());
+  Reference out(b.pass == conv::Pass::Forward ? y.size() : b.pass == conv::Pass::BackwardData ? x.size() : w.size());
   for (int64_t n = 0; n < g.N; ++n)
     for (int64_t p = 0; p < g.P; ++p)
       for (int64_t q = 0; q < g.Q; ++q)
@@ -395,47 +246,25 @@ Expected3 builderReference(const BuilderCase &b, const std::vector<float> &x, co
               if (h < 0 || h >= g.H || ww < 0 || ww >= g.W)
                 continue;
               const size_t xi = size_t(((n * g.H + h) * g.W + ww) * g.C + c), wi = size_t((c * g.K + r) * g.K + s);
-              if (b.pass == conv::Pass::Forward)
-                out.add(yi, double(x[xi]) * w[wi]);
-              else if (b.pass == conv::Pass::BackwardData)
-                out.add(xi, double(y[yi]) * w[wi]);
-              else
-                out.add(wi, double(y[yi]) * x[xi]);
+              addTap(out, b.pass, x, w, y, xi, wi, yi);
             }
         }
   if (b.pass == conv::Pass::Forward && b.bias)
     for (size_t i = 0; i < out.value.size(); ++i)
       out.add(i, bias[i % size_t(b.C)]);
-  if (b.pass == conv::Pass::BackwardData && b.accumulate) {
-    out.intermediate.resize(out.value.size());
-    for (size_t i = 0; i < out.value.size(); ++i) {
-      out.intermediate[i] = std::fabs(out.value[i]);
-      out.add(i, acc[i]);
-    }
-  }
+  if (b.pass == conv::Pass::BackwardData && b.accumulate)
+    addAccumulated(out, acc);
   return out;
 }
 
 class BuilderHarness {
 public:
   BuilderHarness() {
-    cudaDeviceProp prop{};
-    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-    ctx.deviceName = prop.name;
-    ctx.smCount = prop.multiProcessorCount;
+    openContext(ctx);
     configureDevice(ctx.smCount);
-    CHECK_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
-    if (cudnnCreate(&ctx.cudnn) != CUDNN_STATUS_SUCCESS || cudnnSetStream(ctx.cudnn, ctx.stream) != CUDNN_STATUS_SUCCESS) {
-      std::fprintf(stderr, "cudnnCreate failed\n");
-      std::exit(2);
-    }
-    ctx.workspaceLimit = size_t(256) << 20;
     ctx.channelsLastEnabled = true;
   }
-  ~BuilderHarness() {
-    cudnnDestroy(ctx.cudnn);
-    cudaStreamDestroy(ctx.stream);
-  }
+  ~BuilderHarness() { closeContext(ctx); }
 
   // Builds and runs the case (directly, then from a captured graph); `wantOwn`: 1 the tuner's
   // choice must be Castor's kernel, 0 it must not be, -1 either.
@@ -454,7 +283,7 @@ public:
       auto bytes = encode(b.dt, host[i]);
       CHECK_CUDA(cudaMemcpy(ctx.ptr(&layer.tensors[i]), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
     }
-    Expected3 want = builderReference(b, host[0], host[1], host[2], host[3], host[4]);
+    Reference want = builderReference(b, host[0], host[1], host[2], host[3], host[4]);
     const plan::Tensor *result = layer.out[0];
     ctx.workspace = nullptr;
     ctx.workspaceBytes = 0;
@@ -483,27 +312,16 @@ public:
         return decode(b.dt, bytes);
       };
       // In place: the accumulated gradient's slot is its own here, so dx starts as NaN bytes.
-      CHECK_CUDA(cudaMemset(ctx.ptr(result), 0xff, result->bytes()));
-      Status s = (*fn)();
-      CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-      Comparison direct = s ? compare(b.dt, download(), want) : Comparison{1, INFINITY};
-      CHECK_CUDA(cudaMemset(ctx.ptr(result), 0xff, result->bytes()));
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      CHECK_CUDA(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
-      Status sc = (*fn)();
-      const cudaError_t ended = cudaStreamEndCapture(ctx.stream, &graph);
-      Comparison replay{1, INFINITY};
-      if (sc && ended == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
-        CHECK_CUDA(cudaGraphLaunch(exec, ctx.stream));
-        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-        replay = compare(b.dt, download(), want);
-      }
-      if (exec)
-        cudaGraphExecDestroy(exec);
-      if (graph)
-        cudaGraphDestroy(graph);
-      cudaGetLastError();
+      Status s;
+      Comparison direct, replay{1, INFINITY};
+      const Status sc = runDirectAndReplayed(
+                            ctx, *fn, result,
+                            [&](const Status &st) {
+                              s = st;
+                              direct = s ? compare(b.dt, download(), want) : Comparison{1, INFINITY};
+                            },
+                            [&] { replay = compare(b.dt, download(), want); })
+                            .status;
       worst = std::max(direct.worst, replay.worst);
       ok = s && sc && direct.outside == 0 && replay.outside == 0;
       if (!s)
@@ -534,15 +352,8 @@ public:
 } // namespace
 
 int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "no CUDA device\n");
-    return 2;
-  }
-  cudaDeviceProp prop{};
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  const cudaDeviceProp prop = firstDevice();
   configureDevice(prop.multiProcessorCount);
-  std::printf("device %s (%d SMs), cuDNN %zu\n", prop.name, prop.multiProcessorCount, cudnnGetVersion());
   // The tuning cache in memory only: the race below is timed afresh.
   setenv("CASTOR_TUNING_CACHE", "off", 1);
   cudaStream_t stream;

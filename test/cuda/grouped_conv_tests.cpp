@@ -22,131 +22,27 @@
 #include "cuda/cudnn/builders.h"
 #include "cuda/cudnn/convolution.h"
 #include "cuda/tuning/tuner.h"
-
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
+#include "conv_reference.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 using namespace castor;
 using namespace castor::cuda;
+using namespace castor::cuda::convtest;
 
 namespace {
 
 int failures = 0;
 
-#define CHECK_CUDA(call)                                                                                               \
-  do {                                                                                                                 \
-    cudaError_t e_ = (call);                                                                                           \
-    if (e_ != cudaSuccess) {                                                                                           \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_));                      \
-      std::exit(2);                                                                                                    \
-    }                                                                                                                  \
-  } while (0)
-
-const char *shortName(plan::DType dt) { return dt == plan::F16 ? "f16" : dt == plan::BF16 ? "bf16" : "f32"; }
-size_t elementSize(plan::DType dt) { return dt == plan::F32 ? 4 : 2; }
-
-float roundTo(plan::DType dt, float v) {
-  if (dt == plan::F16)
-    return __half2float(__float2half_rn(v));
-  if (dt == plan::BF16)
-    return __bfloat162float(__float2bfloat16_rn(v));
-  return v;
-}
-
-double unitRoundoff(plan::DType dt) {
-  return dt == plan::F16 ? std::ldexp(1.0, -11) : dt == plan::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -24);
-}
-double absoluteFloor(plan::DType dt) { return dt == plan::F16 ? std::ldexp(1.0, -25) : 0.0; }
+// cuDNN's allowance beyond the bound of one fp32 accumulation (conv_reference.h's k): reduced-
+// precision reductions of partial sums in f16/bf16, FFT and Winograd transforms in f32.
 double allowance(plan::DType dt) { return dt == plan::F32 ? 16.0 : 4.0; }
-
-// The element of logical [d0,d1,d2,d3] index i as stored: channels-last [d0,d2,d3,d1] for rank 4.
-size_t physicalIndex(const Shape &s, size_t i) {
-  if (s.size() != 4)
-    return i;
-  const int64_t w = int64_t(i) % s[3], h = int64_t(i) / s[3] % s[2], c = int64_t(i) / (s[2] * s[3]) % s[1],
-                n = int64_t(i) / (s[1] * s[2] * s[3]);
-  return size_t(((n * s[2] + h) * s[3] + w) * s[1] + c);
-}
-
-std::vector<uint8_t> encode(plan::DType dt, const Shape &s, const std::vector<float> &v) {
-  std::vector<uint8_t> bytes(v.size() * elementSize(dt));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const size_t p = physicalIndex(s, i);
-    if (dt == plan::F16) {
-      __half h = __float2half_rn(v[i]);
-      std::memcpy(bytes.data() + 2 * p, &h, 2);
-    } else if (dt == plan::BF16) {
-      __nv_bfloat16 h = __float2bfloat16_rn(v[i]);
-      std::memcpy(bytes.data() + 2 * p, &h, 2);
-    } else {
-      std::memcpy(bytes.data() + 4 * p, &v[i], 4);
-    }
-  }
-  return bytes;
-}
-
-std::vector<float> decode(plan::DType dt, const Shape &s, const std::vector<uint8_t> &bytes) {
-  std::vector<float> v(bytes.size() / elementSize(dt));
-  for (size_t i = 0; i < v.size(); ++i) {
-    const size_t p = physicalIndex(s, i);
-    if (dt == plan::F16) {
-      __half h;
-      std::memcpy(&h, bytes.data() + 2 * p, 2);
-      v[i] = __half2float(h);
-    } else if (dt == plan::BF16) {
-      __nv_bfloat16 h;
-      std::memcpy(&h, bytes.data() + 2 * p, 2);
-      v[i] = __bfloat162float(h);
-    } else {
-      std::memcpy(&v[i], bytes.data() + 4 * p, 4);
-    }
-  }
-  return v;
-}
-
-// A reference result: each element's value, the sum of its terms' magnitudes and their count;
-// `intermediate` |the convolution rounded before the accumulated gradient was added| where the
-// composed data gradient rounds it (the convolution, then the add).
-struct Reference {
-  std::vector<double> value, magnitude, intermediate;
-  std::vector<int64_t> terms;
-  explicit Reference(size_t n = 0) : value(n, 0.0), magnitude(n, 0.0), terms(n, 0) {}
-  void add(size_t i, double term) {
-    value[i] += term;
-    magnitude[i] += std::fabs(term);
-    ++terms[i];
-  }
-};
-
-struct Comparison {
-  size_t outside = 0;
-  double worst = 0;
-};
-
-Comparison compare(plan::DType dt, const std::vector<float> &got, const Reference &want) {
-  Comparison c;
-  const double u = unitRoundoff(dt), fp32 = std::ldexp(1.0, -24);
-  const double sMax = want.magnitude.empty() ? 0.0 : *std::max_element(want.magnitude.begin(), want.magnitude.end());
-  for (size_t i = 0; i < got.size(); ++i) {
-    const double g = double(want.terms[i] + 1) * fp32 * want.magnitude[i];
-    const double rounded = want.intermediate.empty() ? 0.0 : u * (want.intermediate[i] + g);
-    const double bound = u * (std::fabs(want.value[i]) + g) + g + rounded + absoluteFloor(dt) + allowance(dt) * u * sMax;
-    const double err = std::isfinite(got[i]) ? std::fabs(double(got[i]) - want.value[i]) : INFINITY;
-    if (!(err <= bound))
-      ++c.outside;
-    c.worst = std::max(c.worst, bound > 0 ? err / bound : (err > 0 ? INFINITY : 0.0));
-  }
-  return c;
-}
 
 struct Case {
   std::string name;
@@ -181,75 +77,23 @@ Reference reference(const Case &b, const std::vector<float> &x, const std::vecto
                 const int64_t ci = (k / Kg) * Cg + c;
                 const size_t xi = size_t(((n * b.C + ci) * b.H + h) * b.W + ww);
                 const size_t wi = size_t(((k * Cg + c) * b.R + r) * b.R + s);
-                if (b.pass == conv::Pass::Forward)
-                  out.add(yi, double(x[xi]) * w[wi]);
-                else if (b.pass == conv::Pass::BackwardData)
-                  out.add(xi, double(y[yi]) * w[wi]);
-                else
-                  out.add(wi, double(y[yi]) * x[xi]);
+                addTap(out, b.pass, x, w, y, xi, wi, yi);
               }
         }
   if (b.pass == conv::Pass::Forward && b.bias)
     for (size_t i = 0; i < out.value.size(); ++i)
       out.add(i, bias[i / size_t(P * Q) % size_t(b.K)]);
-  if (b.pass == conv::Pass::BackwardData && b.accumulate) {
-    out.intermediate.resize(out.value.size());
-    for (size_t i = 0; i < out.value.size(); ++i) {
-      out.intermediate[i] = std::fabs(out.value[i]);
-      out.add(i, acc[i]);
-    }
-  }
+  if (b.pass == conv::Pass::BackwardData && b.accumulate)
+    addAccumulated(out, acc);
   return out;
 }
 
-struct Layer {
-  plan::Kernel k;
-  std::vector<plan::Tensor> tensors = std::vector<plan::Tensor>(5); // x, w, y, bias, acc
-  std::vector<Shape> shapes;
-  TensorList in, out;
-  uint64_t arenaBytes = 0;
-};
-
 void makeLayer(const Case &b, Layer &layer) {
   const int64_t P = outDim(b, b.H), Q = outDim(b, b.W);
-  layer.shapes = {Shape{b.N, b.C, b.H, b.W}, Shape{b.K, b.groupWidth, b.R, b.R}, Shape{b.N, b.K, P, Q}, Shape{b.K},
-                  Shape{b.N, b.C, b.H, b.W}};
-  for (uint32_t i = 0; i < 5; ++i) {
-    plan::Tensor &t = layer.tensors[i];
-    t.set_id(i + 1);
-    t.set_dtype(b.dt);
-    for (int64_t d : layer.shapes[i])
-      t.add_shape(d);
-    t.set_kind(plan::Tensor::ACTIVATION);
-    t.set_offset(layer.arenaBytes);
-    t.set_bytes(uint64_t(countOf(t)) * elementSize(b.dt));
-    layer.arenaBytes += (t.bytes() + 255) / 256 * 256;
-  }
-  const plan::Tensor *x = &layer.tensors[0], *w = &layer.tensors[1], *y = &layer.tensors[2],
-                     *bias = &layer.tensors[3], *acc = &layer.tensors[4];
-  plan::Kernel &k = layer.k;
-  if (b.pass == conv::Pass::Forward) {
-    k.set_op("conv2d");
-    layer.in = {x, w};
-    if (b.bias)
-      layer.in.push_back(bias);
-    layer.out = {y};
-  } else if (b.pass == conv::Pass::BackwardData) {
-    k.set_op("conv2d_backward_data");
-    layer.in = {y, w};
-    if (b.accumulate)
-      layer.in.push_back(acc);
-    layer.out = {x};
-  } else {
-    k.set_op("conv2d_backward_filter");
-    layer.in = {x, y};
-    layer.out = {w};
-  }
-  (*k.mutable_attrs())["strides"] = plan::intsAttr({b.stride, b.stride});
-  (*k.mutable_attrs())["pads"] = plan::intsAttr({b.pad, b.pad, b.pad, b.pad});
-  (*k.mutable_attrs())["dilations"] = plan::intsAttr({1, 1});
-  (*k.mutable_attrs())["groups"] = plan::intAttr(b.C / b.groupWidth);
-  k.set_name(b.name);
+  convtest::makeLayer(LayerSpec{b.pass, b.dt, Shape{b.N, b.C, b.H, b.W}, Shape{b.K, b.groupWidth, b.R, b.R},
+                                Shape{b.N, b.K, P, Q}, b.stride, b.pad, 1, b.C / b.groupWidth, b.bias, b.accumulate,
+                                b.name},
+                      layer);
 }
 
 // Whether the layer's choice is a legacy algorithm: the last of the choices noted for it (the
@@ -265,23 +109,11 @@ bool isLegacy(const std::string &chosen) {
 class Harness {
 public:
   Harness() {
-    cudaDeviceProp prop{};
-    CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-    ctx.deviceName = prop.name;
-    ctx.smCount = prop.multiProcessorCount;
+    openContext(ctx);
     configureDevice(ctx.smCount);
-    CHECK_CUDA(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
-    if (cudnnCreate(&ctx.cudnn) != CUDNN_STATUS_SUCCESS || cudnnSetStream(ctx.cudnn, ctx.stream) != CUDNN_STATUS_SUCCESS) {
-      std::fprintf(stderr, "cudnnCreate failed\n");
-      std::exit(2);
-    }
-    ctx.workspaceLimit = size_t(256) << 20;
     ctx.channelsLastEnabled = true;
   }
-  ~Harness() {
-    cudnnDestroy(ctx.cudnn);
-    cudaStreamDestroy(ctx.stream);
-  }
+  ~Harness() { closeContext(ctx); }
 
   // Builds and runs the case in `mode` (CASTOR_CONV_LEGACY's value, null: unset); `wantLegacy`:
   // 1 the tuner's choice must be a legacy algorithm, 0 it must not be, -1 either; `wantCached`:
@@ -295,12 +127,9 @@ public:
     CHECK_CUDA(cudaMemset(arena, 0xff, layer.arenaBytes));
     ctx.arena = arena;
     std::vector<std::vector<float>> host(5);
-    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
     for (size_t i = 0; i < 5; ++i) {
-      host[i].resize(size_t(countOf(layer.tensors[i])));
-      for (float &v : host[i])
-        v = roundTo(b.dt, uni(rng));
-      auto bytes = encode(b.dt, layer.shapes[i], host[i]);
+      host[i] = randomValues(b.dt, size_t(countOf(layer.tensors[i])), rng);
+      auto bytes = encode(b.dt, host[i], layer.shapes[i], true);
       CHECK_CUDA(cudaMemcpy(ctx.ptr(&layer.tensors[i]), bytes.data(), bytes.size(), cudaMemcpyHostToDevice));
     }
     Reference want = reference(b, host[0], host[1], host[2], host[3], host[4], 0);
@@ -325,7 +154,7 @@ public:
       want.intermediate.clear();
       planted.intermediate.clear();
     }
-    const std::string label = b.name + " " + shortName(b.dt) + " [" + (mode ? mode : "race") +
+    const std::string label = b.name + " " + dtypeName(b.dt) + " [" + (mode ? mode : "race") +
                               (wantCached ? ", cached" : "") + "]";
     bool ok = bool(fn);
     std::string detail = fn ? "" : " build: " + fn.message();
@@ -337,32 +166,21 @@ public:
       auto download = [&]() {
         std::vector<uint8_t> bytes(result->bytes());
         CHECK_CUDA(cudaMemcpy(bytes.data(), ctx.ptr(result), bytes.size(), cudaMemcpyDeviceToHost));
-        return decode(b.dt, resultShape, bytes);
+        return decode(b.dt, bytes, resultShape, true);
       };
-      CHECK_CUDA(cudaMemset(ctx.ptr(result), 0xff, result->bytes())); // NaN bytes: unwritten elements fail
-      Status s = (*fn)();
-      CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-      const std::vector<float> got = download();
-      count = got.size();
-      const Comparison direct = s ? compare(b.dt, got, want) : Comparison{1, INFINITY};
-      plantedOutside = compare(b.dt, got, planted).outside;
-      CHECK_CUDA(cudaMemset(ctx.ptr(result), 0xff, result->bytes()));
-      cudaGraph_t graph = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      CHECK_CUDA(cudaStreamBeginCapture(ctx.stream, cudaStreamCaptureModeThreadLocal));
-      Status sc = (*fn)();
-      const cudaError_t ended = cudaStreamEndCapture(ctx.stream, &graph);
-      Comparison replay{1, INFINITY};
-      if (sc && ended == cudaSuccess && cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess) {
-        CHECK_CUDA(cudaGraphLaunch(exec, ctx.stream));
-        CHECK_CUDA(cudaStreamSynchronize(ctx.stream));
-        replay = compare(b.dt, download(), want);
-      }
-      if (exec)
-        cudaGraphExecDestroy(exec);
-      if (graph)
-        cudaGraphDestroy(graph);
-      cudaGetLastError();
+      Status s;
+      Comparison direct, replay{1, INFINITY};
+      const Status sc = runDirectAndReplayed(
+                            ctx, *fn, result,
+                            [&](const Status &st) {
+                              s = st;
+                              const std::vector<float> got = download();
+                              count = got.size();
+                              direct = s ? compare(b.dt, got, want, allowance(b.dt)) : Comparison{1, INFINITY};
+                              plantedOutside = compare(b.dt, got, planted, allowance(b.dt)).outside;
+                            },
+                            [&] { replay = compare(b.dt, download(), want, allowance(b.dt)); })
+                            .status;
       worst = std::max(direct.worst, replay.worst);
       ok = s && sc && direct.outside == 0 && replay.outside == 0;
       if (!s)
@@ -371,8 +189,7 @@ public:
         detail += " capture: " + sc.message();
       if (direct.outside || replay.outside)
         detail += " " + std::to_string(std::max(direct.outside, replay.outside)) + " elements outside the bound";
-      // The planted bug must put at least half of the elements outside their bound.
-      if (!(plantedOutside > 0 && plantedOutside * 2 >= count)) {
+      if (!plantedCaught(plantedOutside, count)) {
         ok = false;
         detail += " (the planted off-by-one passes the bound)";
       }
@@ -429,14 +246,7 @@ std::vector<Case> cases() {
 } // namespace
 
 int main() {
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "no CUDA device\n");
-    return 2;
-  }
-  cudaDeviceProp prop{};
-  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
-  std::printf("device %s (%d SMs), cuDNN %zu\n", prop.name, prop.multiProcessorCount, cudnnGetVersion());
+  firstDevice();
   // The tuning cache in memory only: every race is timed afresh, and the cached round reads
   // what this process recorded.
   setenv("CASTOR_TUNING_CACHE", "off", 1);
