@@ -94,11 +94,13 @@ void signatures() {
   setenv("CASTOR_CONV_LEGACY", "off", 1);
   const std::string off = conv::signature(p);
   unsetenv("CASTOR_CONV_LEGACY");
-  const std::string race = conv::signature(p);
+  const std::string unset = conv::signature(p);
+  expect(unset == off && !conv::legacyCandidatesOffered(p), "unset: off, the same key");
   setenv("CASTOR_CONV_LEGACY", "only", 1);
   const std::string only = conv::signature(p);
   expect(conv::legacyCandidatesForced(p), "only: forced");
-  unsetenv("CASTOR_CONV_LEGACY");
+  setenv("CASTOR_CONV_LEGACY", "race", 1);
+  const std::string race = conv::signature(p);
   expect(!contains(off, "|legacy"), "off: no tag in '" + off + "'");
   expect(contains(race, "|legacy=1") && !contains(race, ",only"), "race: tagged '" + race + "'");
   expect(contains(only, "|legacy=1,only"), "only: tagged '" + only + "'");
@@ -111,9 +113,11 @@ void signatures() {
   conv::Problem mixed = p;
   mixed.wNhwc = false;
   expect(!conv::legacyCandidatesOffered(mixed) && conv::legacyCandidatesTag(mixed).empty(), "mixed layouts: not offered");
+  unsetenv("CASTOR_CONV_LEGACY");
 }
 
 void cacheRoundTrip() {
+  setenv("CASTOR_CONV_LEGACY", "race", 1); // the keys of a run that races the legacy candidates
   const conv::Problem p = regnetLayer();
   conv::Problem dgrad = p;
   dgrad.pass = conv::Pass::BackwardData;
@@ -125,7 +129,7 @@ void cacheRoundTrip() {
   // A choice cached before the legacy candidates raced: still read, under the untagged key.
   setenv("CASTOR_CONV_LEGACY", "off", 1);
   const std::string oldKey = conv::signature(p);
-  unsetenv("CASTOR_CONV_LEGACY");
+  setenv("CASTOR_CONV_LEGACY", "race", 1);
   entries[oldKey] = tuning::CacheEntry{"cudnn:eng1_k2=3", 0.5};
   const tuning::CacheIdentity id{"NVIDIA H100 80GB HBM3", 132, 91900};
   const std::string text = tuning::formatCacheText(id, entries);
@@ -145,6 +149,7 @@ void cacheRoundTrip() {
     expect(algo && algo->pass == conv::Pass::BackwardFilter && algo->algo == 3, "the cached name rebuilds algo 3");
   }
   expect(oldKey != conv::signature(p), "the old entry does not stand in for the race with the legacy candidates");
+  unsetenv("CASTOR_CONV_LEGACY");
 }
 
 } // namespace
