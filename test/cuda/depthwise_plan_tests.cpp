@@ -6,6 +6,7 @@
 //
 //   castor_depthwise_plan_tests        (exit status 0 when everything passes)
 //   castor_depthwise_plan_tests --print N C H W K stride pad   (the layer's launch plans as JSON)
+#include "../common/expectations.h"
 #include "cuda/cudnn/convolution.h"
 #include "cuda/kernels/depthwise_conv.h"
 
@@ -19,14 +20,7 @@ using namespace castor::cuda;
 
 namespace {
 
-int failures = 0;
-
-void expect(bool ok, const std::string &what) {
-  if (!ok) {
-    std::printf("FAIL %s\n", what.c_str());
-    ++failures;
-  }
-}
+using test::expect;
 
 depthwise::Geometry geometry(int64_t N, int64_t C, int64_t H, int64_t W, int K, int stride, int pad) {
   depthwise::Geometry g;
@@ -197,10 +191,5 @@ int main(int argc, char **argv) {
          "7x7 outputs take patches of 7");
   expect(!depthwise::launchPlan(geometry(1, 13, 11, 13, 7, 2, 3), depthwise::Pass::Forward, kF16, 132).vectorized,
          "C = 13 loads element by element");
-  if (failures) {
-    std::printf("%d FAILED\n", failures);
-    return 1;
-  }
-  std::printf("all passed\n");
-  return 0;
+  return test::verdict();
 }

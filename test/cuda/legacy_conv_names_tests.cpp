@@ -4,6 +4,7 @@
 // cached before are timed again), and a tuning-cache text holding them, written and read back.
 //
 //   castor_legacy_conv_names_tests        (exit status 0 when everything passes)
+#include "../common/expectations.h"
 #include "cuda/cudnn/convolution.h"
 #include "cuda/tuning/cache_format.h"
 
@@ -16,14 +17,7 @@ using namespace castor::cuda;
 
 namespace {
 
-int failures = 0;
-
-void expect(bool ok, const std::string &what) {
-  if (!ok) {
-    std::printf("FAIL %s\n", what.c_str());
-    ++failures;
-  }
-}
+using test::expect;
 
 const char *passName(conv::Pass p) {
   return p == conv::Pass::Forward ? "forward" : p == conv::Pass::BackwardData ? "data gradient" : "weight gradient";
@@ -161,10 +155,5 @@ int main() {
   modes();
   signatures();
   cacheRoundTrip();
-  if (failures) {
-    std::printf("%d FAILED\n", failures);
-    return 1;
-  }
-  std::printf("all passed\n");
-  return 0;
+  return test::verdict();
 }
