@@ -116,7 +116,7 @@ std::string signature(const Problem &p) {
          "|pad=" + std::to_string(p.padH) + "," + std::to_string(p.padW) + "|stride=" + std::to_string(p.strideH) +
          "," + std::to_string(p.strideW) + "|dil=" + std::to_string(p.dilationH) + "," +
          std::to_string(p.dilationW) + "|groups=" + std::to_string(p.groups) + (p.accumulate ? "|accumulate" : "") +
-         ownCandidatesTag(p) + legacyCandidatesTag(p);
+         ownCandidatesTag(p) + legacyCandidatesTag(p) + engineSetTag(p);
 }
 
 namespace {

@@ -130,6 +130,12 @@ bool legacyCandidatesForced(const Problem &p);
 // What signature(p) adds for them: "" where not offered, else their version (and ",only" when
 // forced), so that a choice cached before they raced is timed again; the file format stays.
 std::string legacyCandidatesTag(const Problem &p);
+// Whether the graph API's candidates of `p` include every engine cuDNN has for it (default knobs)
+// beside the heuristics' configurations: CASTOR_CONV_ENGINES=all for every convolution, =grouped
+// (the default) for grouped ones that are not depthwise, =heuristics for none (read once); and the
+// signature's part that says so ("|engines=all" or nothing).
+bool everyEngine(const Problem &p);
+std::string engineSetTag(const Problem &p);
 // The algorithms of p's pass that cuDNN reports running p (cudnnGet*Algorithm_v7: status
 // success, workspace within ctx.workspaceLimit, deterministic under ctx.deterministic), in the
 // heuristic's order, each once; p.bias and p.accumulate are not read (the callers add them).
