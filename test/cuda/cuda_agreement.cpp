@@ -407,6 +407,15 @@ int checkPlan(const std::string &path, const Options &given, const char *layout)
     }
     cpuMs += std::chrono::duration<double, std::milli>(t1 - t0).count();
     testMs += std::chrono::duration<double, std::milli>(t2 - t1).count();
+    // From the second step on, a CUDA step replays its captured graph, which launches kernels
+    // (castor-run bench reports its count): a capture that holds none would run nothing.
+    if (step >= 2 && o.device == "cuda" && !std::getenv("CASTOR_CUDA_GRAPH")) {
+      const auto launches = (*test)->backend().launchesPerStep();
+      if (!launches || launches->kernels == 0) {
+        std::printf("%s step %d: FAIL the captured step holds no kernel launch\n", path.c_str(), step);
+        return 1;
+      }
+    }
     if (step != 1 && step != o.steps) {
       // Every step's gradients mark the parameter elements whose sign rounding decides.
       auto r = snapshot(**cpu, p);

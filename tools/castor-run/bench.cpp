@@ -261,6 +261,12 @@ int bench(const BenchOptions &o) {
   for (const auto &[purpose, bytes] : b.allocatedBytesByPurpose())
     allocations += fmt::format("{}\"{}\": {}", allocations.empty() ? "" : ", ", purpose, bytes);
 
+  // Launches of one step, as the captured step holds them (null where no step was captured).
+  const auto launches = b.launchesPerStep();
+  const std::string launchesJson =
+      launches ? fmt::format("{{\"kernels\": {}, \"memsets\": {}, \"copies\": {}, \"other\": {}}}", launches->kernels,
+                             launches->memsets, launches->copies, launches->other)
+               : "null";
   if (o.json) {
     std::string cats, ops;
     for (const auto &[name, t] : byCategory)
@@ -271,12 +277,12 @@ int bench(const BenchOptions &o) {
                "\"min_ms\": {:.3f}, \"max_ms\": {:.3f}, \"img_per_s\": {:.1f}, \"peak_bytes\": {}, "
                "\"peak_gib\": {:.3f}, \"kernel_ms\": {{{}}}, \"op_ms\": {{{}}}, \"kernel_total_ms\": {:.3f}, "
                "\"allocated_bytes\": {{{}}}, \"predicted_peak_bytes\": {}, \"loss_first\": {}, "
-               "\"loss_last\": {}, \"deterministic\": {}, \"load_s\": {:.2f}, \"load_phases_s\": {{{}}}, \"first_step_s\": {:.2f}, {}, "
-               "{}}}\n",
+               "\"loss_last\": {}, \"deterministic\": {}, \"load_s\": {:.2f}, \"load_phases_s\": {{{}}}, \"first_step_s\": {:.2f}, "
+               "\"launches\": {}, {}, {}}}\n",
                o.plan, b.name(), batch, o.steps, median, sorted.front(), sorted.back(), imgPerS, peak, gib, cats, ops,
                kernelTotal, allocations, predicted, std::isfinite(*firstLoss) ? fmt::format("{:.6g}", *firstLoss) : "null",
                std::isfinite(*lastLoss) ? fmt::format("{:.6g}", *lastLoss) : "null", deterministic, loadSeconds,
-               loadPhases, firstStepSeconds, choicesJson(choices), generatedJson(s.plan(), byOp));
+               loadPhases, firstStepSeconds, launchesJson, choicesJson(choices), generatedJson(s.plan(), byOp));
     return 0;
   }
   fmt::print("{} on {}: batch {}, {} timed steps after {} warm-up\n", o.plan, b.name(), batch, o.steps, o.warmup);
@@ -289,6 +295,9 @@ int bench(const BenchOptions &o) {
     fmt::print("  predicted by the compiler {:.3f} GiB (measured/predicted {:.3f})\n",
                double(predicted) / double(uint64_t(1) << 30), double(peak) / double(predicted));
   fmt::print("  loss {:.6g} after warm-up, {:.6g} at the end\n", *firstLoss, *lastLoss);
+  if (launches)
+    fmt::print("  a step launches {} kernels, {} memsets, {} copies ({} other graph nodes)\n", launches->kernels,
+               launches->memsets, launches->copies, launches->other);
   if (choices.fused.empty())
     fmt::print("  fused kernels: none\n");
   else

@@ -799,6 +799,7 @@ private:
       if (!s)
         return s.withContext("capturing the step as a CUDA graph (CASTOR_CUDA_GRAPH=0 runs without)");
       CASTOR_CUDA(end);
+      launches_ = countLaunches(graph);
       cudaError_t inst = cudaGraphInstantiate(&graphExec_, graph, 0);
       cudaGraphDestroy(graph);
       CASTOR_CUDA(inst);
@@ -806,7 +807,41 @@ private:
     return cuda::cudaStatus(cudaGraphLaunch(graphExec_, ctx_.stream), "launching the step's CUDA graph");
   }
 
+  // The nodes of the captured step by what they put on the device (child graphs counted through).
+  static StepLaunches countLaunches(cudaGraph_t graph) {
+    StepLaunches n;
+    size_t count = 0;
+    if (cudaGraphGetNodes(graph, nullptr, &count) != cudaSuccess)
+      return n;
+    std::vector<cudaGraphNode_t> nodes(count);
+    if (cudaGraphGetNodes(graph, nodes.data(), &count) != cudaSuccess)
+      return n;
+    for (cudaGraphNode_t node : nodes) {
+      cudaGraphNodeType type;
+      if (cudaGraphNodeGetType(node, &type) != cudaSuccess)
+        continue;
+      if (type == cudaGraphNodeTypeKernel)
+        ++n.kernels;
+      else if (type == cudaGraphNodeTypeMemset)
+        ++n.memsets;
+      else if (type == cudaGraphNodeTypeMemcpy)
+        ++n.copies;
+      else if (type == cudaGraphNodeTypeGraph) {
+        cudaGraph_t child = nullptr;
+        if (cudaGraphChildGraphNodeGetGraph(node, &child) == cudaSuccess) {
+          StepLaunches c = countLaunches(child);
+          n.kernels += c.kernels, n.memsets += c.memsets, n.copies += c.copies, n.other += c.other;
+        }
+      } else if (type != cudaGraphNodeTypeEmpty)
+        ++n.other;
+    }
+    return n;
+  }
+
+  std::optional<StepLaunches> launchesPerStep() const override { return launches_; }
+
   enum class LayoutChoice { Auto, RowMajor, ChannelsLast };
+  std::optional<StepLaunches> launches_;
   bool poison_, syncEach_, useGraph_;
   NonFinitePlant plant_;
   mutable std::unique_ptr<cuda::BackgroundImageDecoder> decoder_;

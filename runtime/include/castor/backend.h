@@ -145,6 +145,12 @@ public:
   virtual std::vector<std::pair<std::string, uint64_t>> allocatedBytesByPurpose() const { return {}; }
   // run(), returning its duration in milliseconds (the cuda backend times it with events).
   virtual Expected<double> timedRun();
+  // What one step puts on the device, once a step has been captured (the cuda backend's CUDA
+  // graph): its kernel launches, memsets and copies; nullopt where nothing was captured.
+  struct StepLaunches {
+    uint64_t kernels = 0, memsets = 0, copies = 0, other = 0;
+  };
+  virtual std::optional<StepLaunches> launchesPerStep() const { return std::nullopt; }
   // Runs the plan once kernel by kernel, timing every kernel; milliseconds per category of
   // kernel ("conv", "batch_norm", ...) and per op ("op:max_pool2d_backward", ...).
   virtual Expected<std::vector<std::pair<std::string, double>>> profileRun() {
