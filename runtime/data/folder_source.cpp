@@ -190,6 +190,11 @@ Status FolderSource::sample(int64_t epoch, int64_t position, int64_t file, uint8
   const std::string &path = files_[size_t(file)];
   thread_local std::vector<uint8_t> bytes;
   CASTOR_RETURN_IF_ERROR(readFile(path, bytes));
+  return sampleBytes(epoch, position, path, bytes, out);
+}
+
+Status FolderSource::sampleBytes(int64_t epoch, int64_t position, const std::string &path,
+                                 const std::vector<uint8_t> &bytes, uint8_t *out) {
   const int outW = int(w_), outH = int(h_), channels = int(c_);
   if (!options_.train || !options_.augment || !options_.reducedDecode) {
     auto image = decodeImage(bytes.data(), bytes.size(), channels, path);
@@ -231,33 +236,34 @@ Status FolderSource::sampleEncoded(int64_t epoch, int64_t position, int64_t file
   const std::string &path = files_[size_t(file)];
   out = EncodedImage{};
   out.name = path;
-  if (madeHere(position - (position / n_) * n_, hostShare)) {
-    // Decoded and resized here: the plan's image itself, copied as it is on the device.
+  // Decoded and resized here: the plan's image itself, copied as it is on the device.
+  auto madeOnHost = [&](const std::vector<uint8_t> &bytes) {
     out.width = int(w_);
     out.height = int(h_);
     out.pixels.resize(size_t(h_ * w_ * c_));
-    CASTOR_RETURN_IF_ERROR(sample(epoch, position, file, out.pixels.data()));
+    CASTOR_RETURN_IF_ERROR(sampleBytes(epoch, position, path, bytes, out.pixels.data()));
     out.resize = planResizedCrop(out.width, out.height, {0, 0, out.width, out.height}, out.width, out.height, false);
     return Status::ok();
-  }
+  };
   std::vector<uint8_t> bytes;
   CASTOR_RETURN_IF_ERROR(readFile(path, bytes));
-  if (isYccOrGrayJpeg(bytes.data(), bytes.size())) {
-    auto size = imageSize(bytes.data(), bytes.size(), path);
-    if (!size)
-      return size.status();
-    out.width = size->first;
-    out.height = size->second;
-    out.baseline = isBaselineJpeg(bytes.data(), bytes.size());
-    out.jpeg = std::move(bytes);
-  } else { // PNG, CMYK: decoded here, as Pillow reads them
-    auto image = decodeImage(bytes.data(), bytes.size(), int(c_), path);
-    if (!image)
-      return image.status();
-    out.width = image->width;
-    out.height = image->height;
-    out.pixels = std::move(image->pixels);
-  }
+  if (madeHere(position - (position / n_) * n_, hostShare))
+    return madeOnHost(bytes);
+  // The device decodes baseline YCbCr and grayscale JPEGs (what a hardware JPEG decoder takes).
+  // Everything else is made here, at the size the step reads, whatever the share: progressive
+  // JPEGs would go through nvJPEG's CUDA decoder one by one on the decoding thread (its Huffman
+  // decoding on the host, at full size), PNGs and CMYK JPEGs would be decoded here at full size
+  // and copied up whole; here the pool's threads decode them reduced where the codec can
+  // (DCT scaling) and send the step's pixels alone.
+  if (!isYccOrGrayJpeg(bytes.data(), bytes.size()) || !isBaselineJpeg(bytes.data(), bytes.size()))
+    return madeOnHost(bytes);
+  auto size = imageSize(bytes.data(), bytes.size(), path);
+  if (!size)
+    return size.status();
+  out.width = size->first;
+  out.height = size->second;
+  out.baseline = true;
+  out.jpeg = std::move(bytes);
   out.resize = resizeFor(epoch, position, out.width, out.height);
   return Status::ok();
 }

@@ -89,6 +89,9 @@ private:
   // The batch at (epoch, cursor): decoded and augmented on the pool.
   Batch make(int64_t epoch, int64_t cursor);
   Status sample(int64_t epoch, int64_t position, int64_t file, uint8_t *out);
+  // sample() of a file already read.
+  Status sampleBytes(int64_t epoch, int64_t position, const std::string &path, const std::vector<uint8_t> &bytes,
+                     uint8_t *out);
   Status sampleEncoded(int64_t epoch, int64_t position, int64_t file, double hostShare, EncodedImage &out);
   // Sample i of a batch: made here, as pixels of the output size, at this host share.
   bool madeHere(int64_t i, double share) const;

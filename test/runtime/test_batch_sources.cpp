@@ -234,6 +234,15 @@ std::string makeImageFolder(const std::string &name) {
   castor::test::shell("cp " + fx + "/not_an_image.txt " + dir + "/c/"); // not an image name: ignored
   return dir;
 }
+
+// An image folder of baseline JPEGs alone (what a device decoder takes): 3 classes, 6 images.
+std::string makeBaselineJpegFolder(const std::string &name) {
+  const std::string dir = tempDir(name), fx = CASTOR_IMAGE_FIXTURES;
+  for (const char *c : {"a", "b", "c"})
+    castor::test::shell("mkdir -p " + dir + "/" + c + " && cp " + fx + "/rgb.jpg " + fx + "/gray.jpg " + dir + "/" + c +
+                        "/");
+  return dir;
+}
 } // namespace
 
 TEST_CASE("an image folder: classes by name, seeded epochs, resume mid-epoch", "[batch-sources]") {
@@ -315,7 +324,9 @@ TEST_CASE("an image folder for device decoding hands out files and resizes that 
       REQUIRE(batch.images.size() == 3);
       CHECK((batch.outWidth == 24 && batch.outHeight == 24 && batch.channels == 3));
       for (const EncodedImage &e : batch.images) {
-        CHECK((e.jpeg.empty() || e.baseline == data::isBaselineJpeg(e.jpeg.data(), e.jpeg.size())));
+        // Files go to the device as baseline JPEGs alone; anything made here is the step's image.
+        CHECK((e.jpeg.empty() || (e.baseline && data::isBaselineJpeg(e.jpeg.data(), e.jpeg.size()))));
+        CHECK((e.pixels.empty() || (e.width == 24 && e.height == 24)));
         jpegs += !e.jpeg.empty();
         decodedHere += !e.pixels.empty();
         padding += e.resize.empty;
@@ -324,8 +335,8 @@ TEST_CASE("an image folder for device decoding hands out files and resizes that 
       CHECK(fromFiles == pixels);
       CHECK(fileLabels == labels);
     }
-    CHECK(jpegs > 0);       // YCbCr and gray JPEGs go as files
-    CHECK(decodedHere > 0); // PNGs and the CMYK JPEG are decoded here
+    CHECK(jpegs > 0);       // baseline YCbCr and gray JPEGs go as files
+    CHECK(decodedHere > 0); // PNGs, the CMYK and the progressive JPEG are made here
     if (!train)
       CHECK(padding > 0); // the last evaluation batch of 8 files in 3s
   }
@@ -337,9 +348,10 @@ TEST_CASE("an image folder for device decoding hands out files and resizes that 
 
 TEST_CASE("an image folder's host share can change between batches", "[batch-sources]") {
   // Batches made after setHostShare split at the new share: images decoded here come at the
-  // output's size (21 x 23, no fixture's), the rest as files (or, for PNG and CMYK, as pixels at
-  // their own size). The batches already made keep their split. A source of pixels has no share.
-  const std::string dir = makeImageFolder("folder-share");
+  // output's size (21 x 23, no fixture's), the rest as files. The batches already made keep their
+  // split. A source of pixels has no share. (Baseline JPEGs alone: other files are made here at
+  // any share.)
+  const std::string dir = makeBaselineJpegFolder("folder-share");
   data::FolderOptions options;
   options.seed = 3;
   options.threads = 2;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <future>
 #include <mutex>
@@ -416,6 +417,15 @@ public:
         // A file the hardware does not take after all (a sampling it lacks): the batch again on
         // the CUDA decoder, one by one.
         slot.hwBatch = -1;
+        // Said once: a folder whose batches the hardware keeps refusing decodes at a fraction of
+        // its speed, and the note says why.
+        static std::once_flag noted;
+        std::call_once(noted, [&] {
+          std::fprintf(stderr,
+                       "castor-run: the hardware JPEG decoder refused a batch (nvJPEG status %d); such a batch is "
+                       "decoded again on nvJPEG's CUDA decoder, one image at a time\n",
+                       int(st));
+        });
         for (size_t k = 0; k < hwData.size() && cudaDecoding; ++k)
           cudaDecoding = decodeOnCuda(hwIndex[k], hwData[k], hwOut[k],
                                       ", the hardware decoder's " + std::to_string(int(st)));
