@@ -130,6 +130,11 @@ if [ -x "$castor" ]; then
         -o "$carry/plans/${m}_fp16_b128${suffix}.plan" >/dev/null
     done
   done
+  # EfficientNet-B0 with the pattern fusions alone (no generated kernels): the plan before them,
+  # for the launches and time they save.
+  "$castor" compile "$root/test/fixtures/torchvision/efficientnet_b0_train.onnx" --init kaiming --batch 128 --train \
+    --precision fp16 --optimizer adamw --lr 1e-3 --weight-decay 0.01 --fuse patterns \
+    -o "$carry/plans/efficientnet_b0_fp16_b128_patterns.plan" >/dev/null
   cp "$root/../shared/bench/torch_resnet50.py" "$carry/" 2>/dev/null || true
 fi
 ls -la "$carry/bin" "$carry/plans"

@@ -68,4 +68,28 @@ uint64_t fusedBytesMoved(const Plan &plan, const Kernel &k) {
   return bytes;
 }
 
+const char *fusedGroupKind(const Plan &plan, const Kernel &k) {
+  std::vector<const Tensor *> in, out;
+  for (uint32_t id : k.inputs())
+    in.push_back(&plan.tensors(int(id)));
+  for (uint32_t id : k.outputs())
+    out.push_back(&plan.tensors(int(id)));
+  auto group = parseFusedElementwise(k, in, out);
+  if (!group)
+    return "invalid";
+  if (group->program.reduces())
+    return "reduce";
+  int64_t domain = 1;
+  for (int64_t d : group->domain)
+    domain *= d;
+  for (const Tensor *t : in) {
+    int64_t n = 1;
+    for (int64_t d : t->shape())
+      n *= d;
+    if (n < domain)
+      return "broadcast";
+  }
+  return "map";
+}
+
 } // namespace castor::plan

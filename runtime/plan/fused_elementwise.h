@@ -39,4 +39,10 @@ Expected<FusedElementwise> parseFusedElementwise(const Kernel &k, const std::vec
 // bandwidth is measured against (castor-run bench, castor compile's fusion report).
 uint64_t fusedBytesMoved(const Plan &plan, const Kernel &k);
 
+// What kind of group a fused_elementwise kernel of `plan` is, for reporting its bandwidth by kind:
+// "reduce" (an output is a reduction), "broadcast" (an input has fewer elements than the domain:
+// a per-channel, per-sample or scalar operand), else "map" (every operand the domain's size).
+// "invalid" for a kernel parseFusedElementwise refuses.
+const char *fusedGroupKind(const Plan &plan, const Kernel &k);
+
 } // namespace castor::plan

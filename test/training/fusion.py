@@ -127,7 +127,19 @@ def main():
                     for fuse in ("auto", unfused)}
         total = fused + accumulating + elementwise
         generated = reported["auto"]["generated"]
-        report_ok = (reported["auto"]["fused_kernels"] == total
+        # By group kind: every generated kernel under one kind (its large ones again under KIND_large),
+        # the reducing ones under "reduce".
+        kinds = {k: v for k, v in generated["by_kind"].items() if not k.endswith("_large")}
+        by_kind_ok = (set(kinds) <= {"map", "broadcast", "reduce"}
+                      and sum(v["kernels"] for v in kinds.values()) == elementwise
+                      and sum(v["bytes"] for v in kinds.values()) == generated["bytes"]
+                      and kinds.get("reduce", {}).get("kernels", 0) == counts["auto"].get(REDUCING, 0)
+                      and all(generated["by_kind"][k]["kernels"] <= kinds[k[:-6]]["kernels"]
+                              for k in generated["by_kind"] if k.endswith("_large")))
+        if not by_kind_ok:
+            print(f"{name}: castor-run bench's generated kernels by kind {generated['by_kind']} do not add up to "
+                  f"{elementwise} kernels, {generated['bytes']} bytes, {counts['auto'].get(REDUCING, 0)} reducing: FAILED")
+        report_ok = by_kind_ok and (reported["auto"]["fused_kernels"] == total
                      and reported["auto"]["ways"] == {"reference": total}
                      and generated["kernels"] == elementwise and (generated["bytes"] > 0) == (elementwise > 0)
                      and reported["none"]["generated"]["kernels"] == 0

@@ -96,26 +96,50 @@ std::string countList(const std::map<std::string, int> &counts) {
 }
 
 // The report's JSON members: "fusion": {...}, "tuning": [...].
-// The generated kernels (fused_elementwise) as a whole: how many, the bytes they read and write
-// once each in a step, their time in the profiled step and the bandwidth that makes.
-std::string generatedJson(const plan::Plan &p, const std::vector<std::pair<std::string, double>> &byOp) {
+// Generated kernels that move at least this much in a step count as large (the bandwidth target
+// is set on large tensors; small groups are bound by their launch and tail).
+constexpr uint64_t kLargeGroupBytes = uint64_t(64) << 20;
+
+// Kernels, bytes, milliseconds of a set of generated kernels.
+struct GroupTotals {
   int64_t kernels = 0;
   uint64_t bytes = 0;
-  for (const plan::Kernel &k : p.kernels()) {
+  double ms = 0;
+  std::string json() const {
+    // No time where the backend profiles no kernel times (the CPU reference): null, not zero.
+    const std::string time = ms > 0 ? fmt::format("{:.3f}", ms) : "null";
+    const std::string rate = ms > 0 ? fmt::format("{:.1f}", double(bytes) / (ms * 1e6)) : "null";
+    return fmt::format("\"kernels\": {}, \"bytes\": {}, \"ms\": {}, \"gb_per_s\": {}", kernels, bytes, time, rate);
+  }
+};
+
+// The generated kernels (fused_elementwise) as a whole: how many, the bytes they read and write
+// once each in a step, their time in the profiled step and the bandwidth that makes; then the same
+// by group kind (plan::fusedGroupKind), and for each kind its large groups alone.
+std::string generatedJson(const plan::Plan &p, const std::vector<std::pair<std::string, double>> &byOp,
+                          const std::map<int, double> &byKernel) {
+  GroupTotals all;
+  std::map<std::string, GroupTotals> byKind;
+  for (int i = 0; i < p.kernels_size(); ++i) {
+    const plan::Kernel &k = p.kernels(i);
     if (k.op() != "fused_elementwise")
       continue;
-    ++kernels;
-    bytes += plan::fusedBytesMoved(p, k);
+    const uint64_t bytes = plan::fusedBytesMoved(p, k);
+    auto t = byKernel.find(i);
+    const double ms = t == byKernel.end() ? 0.0 : t->second;
+    const std::string kind = plan::fusedGroupKind(p, k);
+    for (GroupTotals *g : {&byKind[kind], bytes >= kLargeGroupBytes ? &byKind[kind + "_large"] : nullptr})
+      if (g)
+        g->kernels += 1, g->bytes += bytes, g->ms += ms;
+    all.kernels += 1, all.bytes += bytes;
   }
-  double ms = 0;
   for (const auto &[op, t] : byOp)
     if (op == "fused_elementwise")
-      ms = t;
-  // No time where the backend profiles no kernel times (the CPU reference): null, not zero.
-  const std::string time = ms > 0 ? fmt::format("{:.3f}", ms) : "null";
-  const std::string rate = ms > 0 ? fmt::format("{:.1f}", double(bytes) / (ms * 1e6)) : "null";
-  return fmt::format("\"generated\": {{\"kernels\": {}, \"bytes\": {}, \"ms\": {}, \"gb_per_s\": {}}}", kernels,
-                     bytes, time, rate);
+      all.ms = t;
+  std::string kinds;
+  for (const auto &[kind, g] : byKind)
+    kinds += fmt::format("{}\"{}\": {{{}}}", kinds.empty() ? "" : ", ", kind, g.json());
+  return fmt::format("\"generated\": {{{}, \"by_kind\": {{{}}}}}", all.json(), kinds);
 }
 
 std::string choicesJson(const ChoiceReport &r) {
@@ -240,11 +264,14 @@ int bench(const BenchOptions &o) {
   const double imgPerS = double(batch) * 1000.0 / median;
   auto categories = b.profileRun();
   std::vector<std::pair<std::string, double>> byCategory, byOp;
+  std::map<int, double> byKernel;
   std::string profileNote;
   if (categories) {
     for (const auto &[name, t] : *categories)
       if (name.rfind("op:", 0) == 0)
         byOp.push_back({name.substr(3), t});
+      else if (name.rfind("kernel:", 0) == 0)
+        byKernel[std::atoi(name.c_str() + 7)] = t;
       else
         byCategory.push_back({name, t});
     std::sort(byOp.begin(), byOp.end(), [](const auto &a, const auto &b) { return a.second > b.second; });
@@ -282,7 +309,7 @@ int bench(const BenchOptions &o) {
                o.plan, b.name(), batch, o.steps, median, sorted.front(), sorted.back(), imgPerS, peak, gib, cats, ops,
                kernelTotal, allocations, predicted, std::isfinite(*firstLoss) ? fmt::format("{:.6g}", *firstLoss) : "null",
                std::isfinite(*lastLoss) ? fmt::format("{:.6g}", *lastLoss) : "null", deterministic, loadSeconds,
-               loadPhases, firstStepSeconds, launchesJson, choicesJson(choices), generatedJson(s.plan(), byOp));
+               loadPhases, firstStepSeconds, launchesJson, choicesJson(choices), generatedJson(s.plan(), byOp, byKernel));
     return 0;
   }
   fmt::print("{} on {}: batch {}, {} timed steps after {} warm-up\n", o.plan, b.name(), batch, o.steps, o.warmup);

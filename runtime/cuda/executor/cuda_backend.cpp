@@ -535,6 +535,7 @@ public:
       s = cuda::cudaStatus(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]), "kernel timing");
       byCategory[std::string(plan::categoryName(categories_[i]))] += ms;
       byCategory["op:" + plan_.kernels(int(i)).op()] += ms;
+      byCategory["kernel:" + std::to_string(i)] = ms;
       if (s && eachKernel)
         std::fprintf(stderr, "castor-run: kernel %zu %.4f ms %s\n", i, double(ms),
                      plan::describeKernel(plan_, int(i)).c_str());

@@ -152,7 +152,8 @@ public:
   };
   virtual std::optional<StepLaunches> launchesPerStep() const { return std::nullopt; }
   // Runs the plan once kernel by kernel, timing every kernel; milliseconds per category of
-  // kernel ("conv", "batch_norm", ...) and per op ("op:max_pool2d_backward", ...).
+  // kernel ("conv", "batch_norm", ...), per op ("op:max_pool2d_backward", ...) and per kernel of
+  // the plan ("kernel:12").
   virtual Expected<std::vector<std::pair<std::string, double>>> profileRun() {
     return Status::error("the " + name() + " backend cannot time kernels");
   }
