@@ -132,7 +132,8 @@ bool legacyCandidatesForced(const Problem &p);
 std::string legacyCandidatesTag(const Problem &p);
 // Whether the graph API's candidates of `p` include every engine cuDNN has for it (default knobs)
 // beside the heuristics' configurations: CASTOR_CONV_ENGINES=all for every convolution, =grouped
-// (the default) for grouped ones that are not depthwise, =heuristics for none (read once); and the
+// (the default) for grouped ones that are not depthwise, =heuristics for none (read once); never
+// for fp32 (default knobs may mean TF32 that no note declares); and the
 // signature's part that says so ("|engines=all" or nothing).
 bool everyEngine(const Problem &p);
 std::string engineSetTag(const Problem &p);
