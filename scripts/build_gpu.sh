@@ -13,11 +13,11 @@ carry="$root/gpu-carry"
 
 cmake -G Ninja -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCASTOR_ENABLE_COMPILER=OFF \
   -DCASTOR_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES="$archs"
-ninja -C "$build" -j"${JOBS:-2}" castor-run castor_cuda_tests castor_cuda_kernel_tests castor_conv_tests castor-bn-bench \
+ninja -C "$build" -j"${JOBS:-2}" castor-run castor_cuda_tests castor_cuda_kernel_tests castor_conv_tests castor-bn-bench castor_grouped_conv_tests \
   castor_depthwise_conv_tests castor-dwconv-bench castor-ln-bench
 
 mkdir -p "$carry/bin" "$carry/plans" "$carry/lib"
-for b in castor-run castor_cuda_tests castor_cuda_kernel_tests castor_conv_tests castor-bn-bench \
+for b in castor-run castor_cuda_tests castor_cuda_kernel_tests castor_conv_tests castor-bn-bench castor_grouped_conv_tests \
   castor_depthwise_conv_tests castor-dwconv-bench castor-ln-bench; do
   strip -o "$carry/bin/$b" "$build/bin/$b"
 done
