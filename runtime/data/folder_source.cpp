@@ -160,15 +160,18 @@ bool FolderSource::setHostShare(double share) {
 
 FolderSource::~FolderSource() { stop(); }
 
-const std::vector<int64_t> &FolderSource::order(int64_t epoch) {
+std::shared_ptr<const std::vector<int64_t>> FolderSource::order(int64_t epoch) {
   std::lock_guard<std::mutex> lock(orderMutex_);
-  if (orderEpoch_ != epoch) {
+  if (orderEpoch_ != epoch || !order_) {
+    std::vector<int64_t> ord;
     if (options_.train) {
-      order_ = shuffledOrder(options_.seed, kFolderShuffleTag, epoch, int64_t(files_.size()));
+      ord = shuffledOrder(options_.seed, kFolderShuffleTag, epoch, int64_t(files_.size()));
     } else {
-      order_.resize(files_.size());
-      std::iota(order_.begin(), order_.end(), 0);
+      ord.resize(files_.size());
+      std::iota(ord.begin(), ord.end(), 0);
     }
+    // Shared: batches of the epoch before may still be in the making.
+    order_ = std::make_shared<const std::vector<int64_t>>(std::move(ord));
     orderEpoch_ = epoch;
   }
   return order_;
@@ -268,15 +271,14 @@ Status FolderSource::sampleEncoded(int64_t epoch, int64_t position, int64_t file
   return Status::ok();
 }
 
-FolderSource::Batch FolderSource::make(int64_t epoch, int64_t cursor) {
-  Batch b;
+std::unique_ptr<FolderSource::Job> FolderSource::startBatch(int64_t epoch, int64_t cursor) {
+  auto job = std::make_unique<Job>();
+  Batch &b = job->batch;
   b.epoch = epoch;
   b.cursor = cursor;
-  const std::vector<int64_t> &ord = order(epoch);
-  const size_t per = size_t(h_ * w_ * c_);
-  const bool encoded = options_.deviceDecode;
-  const double hostShare = hostShare_; // one share for the whole batch
-  if (encoded) {
+  job->order = order(epoch);
+  job->hostShare = hostShare_; // one share for the whole batch
+  if (options_.deviceDecode) {
     b.encoded.images.assign(size_t(n_), EncodedImage{});
     for (EncodedImage &e : b.encoded.images)
       e.resize.empty = true; // padding until filled
@@ -284,53 +286,44 @@ FolderSource::Batch FolderSource::make(int64_t epoch, int64_t cursor) {
     b.encoded.outWidth = int(w_);
     b.encoded.outHeight = int(h_);
   } else {
-    b.pixels.assign(size_t(n_) * per, 0);
+    b.pixels.assign(size_t(n_ * h_ * w_ * c_), 0);
   }
   b.labels.assign(size_t(n_), 0);
-  std::vector<Status> errors(size_t(n_), Status::ok());
-  std::atomic<int64_t> nextSample{0};
-  auto work = [&] {
-    for (int64_t i = nextSample++; i < n_; i = nextSample++) {
-      const int64_t position = cursor + i;
-      if (position >= int64_t(ord.size()))
-        continue; // evaluation's last batch: padding
-      int64_t file = ord[size_t(position)];
-      auto one = [&](int64_t f) {
-        return encoded ? sampleEncoded(epoch, position, f, hostShare, b.encoded.images[size_t(i)])
-                       : sample(epoch, position, f, b.pixels.data() + size_t(i) * per);
-      };
-      Status st = one(file);
-      // A file that does not decode, when skipped: the next ones in the epoch's order instead.
-      for (int64_t k = 1; !st && options_.skipCorrupt && k < int64_t(ord.size()); ++k) {
-        ++skipped_;
-        {
-          std::lock_guard<std::mutex> lock(skippedMutex_);
-          if (std::find(skippedFiles_.begin(), skippedFiles_.end(), files_[size_t(file)]) == skippedFiles_.end())
-            skippedFiles_.push_back(files_[size_t(file)]);
-        }
-        file = ord[size_t((position + k) % int64_t(ord.size()))];
-        st = one(file);
-      }
-      b.labels[size_t(i)] = labels_[size_t(file)];
-      errors[size_t(i)] = std::move(st);
-    }
-  };
-  const int threads = std::max(1, options_.threads > 0 ? options_.threads : host::hostThreads());
-  std::vector<std::thread> pool;
-  for (int t = 1; t < std::min<int64_t>(threads, n_); ++t)
-    pool.emplace_back(work);
-  work();
-  for (std::thread &t : pool)
-    t.join();
-  for (Status &e : errors)
-    if (!e) {
-      b.status = std::move(e);
-      break;
-    }
-  return b;
+  job->errors.assign(size_t(n_), Status::ok());
+  job->remaining = n_;
+  return job;
 }
 
-// Batches in order from the position the producer started at, `ahead` at most waiting.
+void FolderSource::makeSample(Job &job, int64_t i) {
+  Batch &b = job.batch;
+  const std::vector<int64_t> &ord = *job.order;
+  const int64_t position = job.first + i;
+  if (position >= int64_t(ord.size()))
+    return; // evaluation's last batch: padding
+  int64_t file = ord[size_t(position)];
+  auto one = [&](int64_t f) {
+    return options_.deviceDecode
+               ? sampleEncoded(b.epoch, position, f, job.hostShare, b.encoded.images[size_t(i)])
+               : sample(b.epoch, position, f, b.pixels.data() + size_t(i) * size_t(h_ * w_ * c_));
+  };
+  Status st = one(file);
+  // A file that does not decode, when skipped: the next ones in the epoch's order instead.
+  for (int64_t k = 1; !st && options_.skipCorrupt && k < int64_t(ord.size()); ++k) {
+    ++skipped_;
+    {
+      std::lock_guard<std::mutex> lock(skippedMutex_);
+      if (std::find(skippedFiles_.begin(), skippedFiles_.end(), files_[size_t(file)]) == skippedFiles_.end())
+        skippedFiles_.push_back(files_[size_t(file)]);
+    }
+    file = ord[size_t((position + k) % int64_t(ord.size()))];
+    st = one(file);
+  }
+  b.labels[size_t(i)] = labels_[size_t(file)];
+  job.errors[size_t(i)] = std::move(st);
+}
+
+// Batches in order from the position the producer started at, `ahead` at most in the making or
+// waiting: the producer lays them out, the pool's threads make their samples, oldest batch first.
 void FolderSource::produce() {
   int64_t epoch, cursor;
   {
@@ -346,17 +339,20 @@ void FolderSource::produce() {
     }
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      changed_.wait(lock, [&] { return stopping_ || int64_t(ready_.size()) < std::max(1, options_.ahead); });
+      changed_.wait(lock, [&] {
+        // `ahead` waiting and one more in the making, as many as when one batch was made at a time.
+        return stopping_ || int64_t(ready_.size() + making_.size()) < std::max(1, options_.ahead) + 1;
+      });
       if (stopping_)
         return;
     }
-    Batch b = make(epoch, cursor + offset);
-    b.cursor = cursor; // the position to resume from is the step's, shared by every replica
+    std::unique_ptr<Job> job = startBatch(epoch, cursor); // the step's position, shared by every replica
+    job->first = cursor + offset;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (stopping_)
         return;
-      ready_.push_back(std::move(b));
+      making_.push_back(std::move(job));
     }
     changed_.notify_all();
     cursor += group;
@@ -367,9 +363,52 @@ void FolderSource::produce() {
   }
 }
 
+// A thread of the pool: the next sample of the oldest batch with one left, so that a thread done
+// with a batch starts the next while others finish theirs (a slow file no longer idles the pool).
+// A batch whose samples are all made joins ready_ once every batch before it has.
+void FolderSource::work() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    Job *job = nullptr;
+    changed_.wait(lock, [&] {
+      if (stopping_)
+        return true;
+      for (const auto &j : making_)
+        if (j->next < n_) {
+          job = j.get();
+          return true;
+        }
+      return false;
+    });
+    if (stopping_)
+      return;
+    const int64_t i = job->next++;
+    lock.unlock();
+    makeSample(*job, i);
+    lock.lock();
+    if (--job->remaining > 0)
+      continue;
+    while (!making_.empty() && making_.front()->remaining == 0) {
+      Job &done = *making_.front();
+      for (Status &e : done.errors)
+        if (!e) {
+          done.batch.status = std::move(e);
+          break;
+        }
+      ready_.push_back(std::move(done.batch));
+      making_.pop_front();
+    }
+    changed_.notify_all();
+  }
+}
+
 void FolderSource::start() {
-  if (!producer_.joinable())
-    producer_ = std::thread([this] { produce(); });
+  if (producer_.joinable())
+    return;
+  producer_ = std::thread([this] { produce(); });
+  const int threads = std::max(1, options_.threads > 0 ? options_.threads : host::hostThreads());
+  for (int t = 0; t < std::min<int64_t>(threads, n_); ++t)
+    pool_.emplace_back([this] { work(); });
 }
 
 void FolderSource::stop() {
@@ -380,8 +419,12 @@ void FolderSource::stop() {
   changed_.notify_all();
   if (producer_.joinable())
     producer_.join();
+  for (std::thread &t : pool_)
+    t.join();
+  pool_.clear();
   std::lock_guard<std::mutex> lock(mutex_);
   stopping_ = false;
+  making_.clear();
   ready_.clear();
 }
 

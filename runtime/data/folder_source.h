@@ -22,8 +22,10 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 namespace castor::data {
 
@@ -86,8 +88,18 @@ private:
   };
   FolderSource(std::vector<std::string> files, std::vector<int64_t> labels, std::vector<std::string> classNames,
                std::vector<int64_t> planImages, FolderOptions options);
-  // The batch at (epoch, cursor): decoded and augmented on the pool.
-  Batch make(int64_t epoch, int64_t cursor);
+  // A batch in the making: its samples are handed to the pool's threads one at a time.
+  struct Job {
+    Batch batch;
+    std::shared_ptr<const std::vector<int64_t>> order; // of the batch's epoch
+    int64_t first = 0;      // the epoch position of sample 0 (the step's, plus the replica's offset)
+    double hostShare = 0;   // one share for the whole batch
+    int64_t next = 0, remaining = 0; // samples not yet taken, not yet made (under mutex_)
+    std::vector<Status> errors;
+  };
+  // The batch at (epoch, cursor) laid out for the pool; makeSample makes its sample i.
+  std::unique_ptr<Job> startBatch(int64_t epoch, int64_t cursor);
+  void makeSample(Job &job, int64_t i);
   Status sample(int64_t epoch, int64_t position, int64_t file, uint8_t *out);
   // sample() of a file already read.
   Status sampleBytes(int64_t epoch, int64_t position, const std::string &path, const std::vector<uint8_t> &bytes,
@@ -99,8 +111,9 @@ private:
   ImageResize resizeFor(int64_t epoch, int64_t position, int width, int height) const;
   // Takes the next batch from the producer.
   Status take(Batch &batch);
-  const std::vector<int64_t> &order(int64_t epoch);
+  std::shared_ptr<const std::vector<int64_t>> order(int64_t epoch);
   void produce();
+  void work();
   void start();
   void stop();
 
@@ -117,15 +130,18 @@ private:
   mutable std::mutex skippedMutex_; // the pool's threads add to skippedFiles_
   std::vector<std::string> skippedFiles_;
 
-  // The producer makes batches in order from (epoch_, cursor_) into ready_, at most `ahead`.
+  // The producer lays batches out in order from (epoch_, cursor_) into making_, the pool's threads
+  // make them, and they move to ready_ in order: `ahead` at most in both.
   std::mutex mutex_;
   std::condition_variable changed_;
+  std::deque<std::unique_ptr<Job>> making_;
   std::deque<Batch> ready_;
   bool stopping_ = false;
   std::thread producer_;
+  std::vector<std::thread> pool_;
   std::mutex orderMutex_;
   int64_t orderEpoch_ = -1;
-  std::vector<int64_t> order_;
+  std::shared_ptr<const std::vector<int64_t>> order_;
 };
 
 } // namespace castor::data
