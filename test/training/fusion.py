@@ -104,9 +104,10 @@ def main():
             # A smaller first loss scale for the torchvision models, whose few steps would all overflow
             # from 65536 and be skipped (a run of skipped steps only, which castor-run refuses).
             scale = ["--loss-scale-init", "1024"] if arch.startswith("torchvision:") else []
+            report_dir = os.path.join(args.work, f"{name}_{fuse}_report")
             run([os.path.join(args.bin, "castor"), "compile", model, "--init", "kaiming", "--batch", str(batch),
                  "--train", "--precision", precision, "--optimizer", "adamw", "--lr", "1e-3", "--fuse", fuse,
-                 "-o", plan] + scale)
+                 "-o", plan, "--report", report_dir] + scale)
             counts["none" if fuse == unfused else fuse] = op_counts(args.bin, plan)
             run([os.path.join(args.bin, "castor-run"), "train", plan, "--device", "cpu", "--steps", str(steps),
                  "--data", "synthetic", "--seed", "7", "--save", state])
@@ -136,6 +137,14 @@ def main():
                       and kinds.get("reduce", {}).get("kernels", 0) == counts["auto"].get(REDUCING, 0)
                       and all(generated["by_kind"][k]["kernels"] <= kinds[k[:-6]]["kernels"]
                               for k in generated["by_kind"] if k.endswith("_large")))
+        # castor compile --report lists the same groups with the same kinds.
+        with open(os.path.join(args.work, f"{name}_auto_report", "fusion.json")) as f:
+            listed = json.load(f)["groups"]
+        listed_kinds = {}
+        for g in listed:
+            listed_kinds[g["kind"]] = listed_kinds.get(g["kind"], 0) + 1
+        by_kind_ok = by_kind_ok and len(listed) == elementwise and listed_kinds == {
+            k: v["kernels"] for k, v in kinds.items()}
         if not by_kind_ok:
             print(f"{name}: castor-run bench's generated kernels by kind {generated['by_kind']} do not add up to "
                   f"{elementwise} kernels, {generated['bytes']} bytes, {counts['auto'].get(REDUCING, 0)} reducing: FAILED")

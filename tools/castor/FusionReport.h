@@ -15,6 +15,7 @@ struct FusedGroup {
   int kernel = 0;    // index in the plan's kernel list
   std::string name;  // the kernel's label (its first op's layer)
   std::vector<std::string> ops;
+  std::string kind;  // plan::fusedGroupKind: map, broadcast or reduce (castor-run bench's by_kind)
   int inputs = 0, outputs = 0;
   uint64_t bytesMoved = 0;        // its inputs read and its outputs written, once each
   uint64_t unfusedBytesMoved = 0; // what the same ops read and write as separate kernels
