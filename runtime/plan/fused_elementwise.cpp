@@ -75,12 +75,14 @@ const char *fusedGroupKind(const Plan &plan, const Kernel &k) {
   for (uint32_t id : k.outputs())
     out.push_back(&plan.tensors(int(id)));
   auto group = parseFusedElementwise(k, in, out);
-  if (!group)
-    return "invalid";
-  if (group->program.reduces())
+  return group ? fusedGroupKind(*group, in) : "invalid";
+}
+
+const char *fusedGroupKind(const FusedElementwise &group, const std::vector<const Tensor *> &in) {
+  if (group.program.reduces())
     return "reduce";
   int64_t domain = 1;
-  for (int64_t d : group->domain)
+  for (int64_t d : group.domain)
     domain *= d;
   for (const Tensor *t : in) {
     int64_t n = 1;

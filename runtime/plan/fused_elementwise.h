@@ -44,5 +44,7 @@ uint64_t fusedBytesMoved(const Plan &plan, const Kernel &k);
 // a per-channel, per-sample or scalar operand), else "map" (every operand the domain's size).
 // "invalid" for a kernel parseFusedElementwise refuses.
 const char *fusedGroupKind(const Plan &plan, const Kernel &k);
+// The same of a group already parsed, with its inputs.
+const char *fusedGroupKind(const FusedElementwise &group, const std::vector<const Tensor *> &in);
 
 } // namespace castor::plan

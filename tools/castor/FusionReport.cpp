@@ -21,7 +21,7 @@ std::vector<FusedGroup> fusedGroups(const plan::Plan &p) {
     if (!fused) // the plan was validated: nothing to report rather than a wrong figure
       continue;
     const plan::ElementwiseProgram *program = &fused->program;
-    FusedGroup g{i, k.name(), {}, plan::fusedGroupKind(p, k), k.inputs_size(), k.outputs_size(), 0, 0};
+    FusedGroup g{i, k.name(), {}, plan::fusedGroupKind(*fused, in), k.inputs_size(), k.outputs_size(), 0, 0};
     const uint64_t elements = uint64_t(shape::elementCount(fused->domain).value_or(0));
     auto bytesOf = [&](const plan::ProgramValue &v) {
       return v.isInput ? p.tensors(int(k.inputs(v.index))).bytes()
