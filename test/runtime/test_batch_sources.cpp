@@ -294,6 +294,47 @@ TEST_CASE("an image folder: classes by name, seeded epochs, resume mid-epoch", "
   castor::test::shell("rm -rf " + dir);
 }
 
+TEST_CASE("an image folder's batches are the same bytes whatever its threads and read-ahead", "[batch-sources]") {
+  // The pool's threads take samples across the batches in the making: the batches still come
+  // out in order, each sample where it belongs, over epoch boundaries (8 files, batch 3: a new
+  // epoch every two batches), for pixels and for files handed to a device decoder alike.
+  const std::string dir = makeImageFolder("folder-threads");
+  for (bool encoded : {false, true}) {
+    std::vector<std::vector<uint8_t>> reference;
+    std::vector<std::vector<int64_t>> referenceLabels;
+    for (auto [threads, ahead] : {std::pair{1, 1}, std::pair{4, 1}, std::pair{3, 4}, std::pair{8, 2}}) {
+      data::FolderOptions options;
+      options.seed = 9;
+      options.threads = threads;
+      options.ahead = ahead;
+      options.deviceDecode = encoded;
+      options.hostShare = 0.5;
+      auto source = data::FolderSource::open(dir, {3, 3, 20, 20}, 3, options);
+      REQUIRE(source.isOk());
+      for (int step = 0; step < 7; ++step) {
+        std::vector<uint8_t> pixels;
+        std::vector<int64_t> labels;
+        if (encoded) {
+          EncodedImageBatch batch;
+          REQUIRE((*source)->nextEncoded(step, batch, labels).isOk());
+          REQUIRE(data::decodeEncodedBatch(batch, pixels).isOk());
+        } else {
+          REQUIRE((*source)->nextPixels(step, pixels, labels).isOk());
+        }
+        if (threads == 1) {
+          reference.push_back(pixels);
+          referenceLabels.push_back(labels);
+          continue;
+        }
+        INFO("threads " << threads << ", ahead " << ahead << ", step " << step << (encoded ? ", files" : ", pixels"));
+        CHECK(pixels == reference[size_t(step)]);
+        CHECK(labels == referenceLabels[size_t(step)]);
+      }
+    }
+  }
+  castor::test::shell("rm -rf " + dir);
+}
+
 TEST_CASE("an image folder for device decoding hands out files and resizes that make its pixels",
           "[batch-sources]") {
   // The same folder, seed and plan shape, in pixels and as files: the files decoded on the host
