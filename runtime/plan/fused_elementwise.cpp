@@ -59,6 +59,15 @@ Expected<FusedElementwise> checkFusedElementwise(const std::string &text, const 
   return FusedElementwise{std::move(*program), std::move(domain.shape)};
 }
 
+Expected<FusedElementwise> parseFusedElementwise(const Plan &plan, const Kernel &k) {
+  std::vector<const Tensor *> in, out;
+  for (uint32_t id : k.inputs())
+    in.push_back(&plan.tensors(int(id)));
+  for (uint32_t id : k.outputs())
+    out.push_back(&plan.tensors(int(id)));
+  return parseFusedElementwise(k, in, out);
+}
+
 uint64_t fusedBytesMoved(const Plan &plan, const Kernel &k) {
   uint64_t bytes = 0;
   for (uint32_t id : k.inputs())
@@ -69,28 +78,17 @@ uint64_t fusedBytesMoved(const Plan &plan, const Kernel &k) {
 }
 
 const char *fusedGroupKind(const Plan &plan, const Kernel &k) {
-  std::vector<const Tensor *> in, out;
-  for (uint32_t id : k.inputs())
-    in.push_back(&plan.tensors(int(id)));
-  for (uint32_t id : k.outputs())
-    out.push_back(&plan.tensors(int(id)));
-  auto group = parseFusedElementwise(k, in, out);
-  return group ? fusedGroupKind(*group, in) : "invalid";
+  auto group = parseFusedElementwise(plan, k);
+  return group ? fusedGroupKind(plan, k, *group) : "invalid";
 }
 
-const char *fusedGroupKind(const FusedElementwise &group, const std::vector<const Tensor *> &in) {
+const char *fusedGroupKind(const Plan &plan, const Kernel &k, const FusedElementwise &group) {
   if (group.program.reduces())
     return "reduce";
-  int64_t domain = 1;
-  for (int64_t d : group.domain)
-    domain *= d;
-  for (const Tensor *t : in) {
-    int64_t n = 1;
-    for (int64_t d : t->shape())
-      n *= d;
-    if (n < domain)
+  const int64_t domain = shape::elementCount(group.domain).value_or(0);
+  for (uint32_t id : k.inputs())
+    if (elementCount(plan.tensors(int(id))).value_or(0) < domain)
       return "broadcast";
-  }
   return "map";
 }
 

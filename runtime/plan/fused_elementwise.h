@@ -35,6 +35,9 @@ Expected<FusedElementwise> checkFusedElementwise(const std::string &program, con
 Expected<FusedElementwise> parseFusedElementwise(const Kernel &k, const std::vector<const Tensor *> &in,
                                                  const std::vector<const Tensor *> &out);
 
+// The same, the operands read from `plan`'s tensor list.
+Expected<FusedElementwise> parseFusedElementwise(const Plan &plan, const Kernel &k);
+
 // The bytes a fused_elementwise kernel of `plan` reads and writes, each operand once: what its
 // bandwidth is measured against (castor-run bench, castor compile's fusion report).
 uint64_t fusedBytesMoved(const Plan &plan, const Kernel &k);
@@ -44,7 +47,7 @@ uint64_t fusedBytesMoved(const Plan &plan, const Kernel &k);
 // a per-channel, per-sample or scalar operand), else "map" (every operand the domain's size).
 // "invalid" for a kernel parseFusedElementwise refuses.
 const char *fusedGroupKind(const Plan &plan, const Kernel &k);
-// The same of a group already parsed, with its inputs.
-const char *fusedGroupKind(const FusedElementwise &group, const std::vector<const Tensor *> &in);
+// The same of a kernel already parsed into `group`.
+const char *fusedGroupKind(const Plan &plan, const Kernel &k, const FusedElementwise &group);
 
 } // namespace castor::plan

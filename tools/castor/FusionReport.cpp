@@ -12,16 +12,11 @@ std::vector<FusedGroup> fusedGroups(const plan::Plan &p) {
     const plan::Kernel &k = p.kernels(i);
     if (k.op() != "fused_elementwise")
       continue;
-    std::vector<const plan::Tensor *> in, out;
-    for (uint32_t id : k.inputs())
-      in.push_back(&p.tensors(int(id)));
-    for (uint32_t id : k.outputs())
-      out.push_back(&p.tensors(int(id)));
-    auto fused = plan::parseFusedElementwise(k, in, out);
+    auto fused = plan::parseFusedElementwise(p, k);
     if (!fused) // the plan was validated: nothing to report rather than a wrong figure
       continue;
     const plan::ElementwiseProgram *program = &fused->program;
-    FusedGroup g{i, k.name(), {}, plan::fusedGroupKind(*fused, in), k.inputs_size(), k.outputs_size(), 0, 0};
+    FusedGroup g{i, k.name(), {}, plan::fusedGroupKind(p, k, *fused), k.inputs_size(), k.outputs_size(), 0, 0};
     const uint64_t elements = uint64_t(shape::elementCount(fused->domain).value_or(0));
     auto bytesOf = [&](const plan::ProgramValue &v) {
       return v.isInput ? p.tensors(int(k.inputs(v.index))).bytes()
