@@ -4,7 +4,8 @@
 // EfficientNet-B0: one JSON line per (layer, pass, implementation) with its time, the GB/s of
 // the bytes the pass must move (x or dy and the weights read, y, dx or dw written, once each)
 // and that as a fraction of the GPU's peak memory bandwidth (from its memory clock and bus
-// width, or --peak-gbps). L2 is flushed before every timed run (a 256 MiB memset), so a layer
+// width, or --peak-gbps); beside them a device-to-device copy of the same bytes, the ceiling a
+// layer of that size leaves once launch, ramp-up and tail are paid. L2 is flushed before every timed run (a 256 MiB memset), so a layer
 // smaller than L2 is not timed out of it. A benchmark, not a test: it asserts nothing about
 // speed (the depthwise kernels' correctness: castor_depthwise_conv_tests).
 //
@@ -166,6 +167,8 @@ int main(int argc, char **argv) {
     // 0x3c bytes: 1.0 in f16, about 0.0115 in bf16 and f32: normal values, no overflow in 49 terms.
     check(cudaMemset(arena, 0x3c, arenaBytes), "cudaMemset");
     uint8_t *x = arena, *y = arena + round256(nx * esize), *w = y + round256(ny * esize);
+    uint8_t *copyDst = nullptr;
+    check(cudaMalloc(reinterpret_cast<void **>(&copyDst), arenaBytes), "cudaMalloc");
     ctx.arena = arena;
     char layer[96];
     std::snprintf(layer, sizeof layer, "%s %lldch %lldx%lld k%d s%d", L.model, (long long)g.C, (long long)g.H,
@@ -181,6 +184,15 @@ int main(int argc, char **argv) {
                     layer, passNames[pi], impl, engine.c_str(), double(ms), bytes, gbps, gbps / peakGbps);
         std::fflush(stdout);
       };
+      // A device-to-device copy moving the same bytes (half read, half written), timed the same
+      // way: what launch, ramp-up and tail leave of the peak on a layer of this size.
+      if (pi == 0) {
+        const size_t half = size_t(bytes / 2) / 256 * 256;
+        const float copy = timeFlushed<float>(
+            [&]() -> cudaError_t { return cudaMemcpyAsync(copyDst, arena, half, cudaMemcpyDeviceToDevice, ctx.stream); },
+            iters, ctx.stream, flush);
+        line("copy", "cudaMemcpyAsync", copy);
+      }
       // Castor's kernel.
       const size_t wsBytes = depthwise::workspaceBytes(g, pass, dt);
       void *ws = nullptr;
@@ -201,6 +213,22 @@ int main(int argc, char **argv) {
       std::snprintf(config, sizeof config, "tile %d, %dx%d patches, %d channels, %lld chunks", lp.tile, lp.subH,
                     lp.subW, lp.channels, (long long)lp.chunks);
       line("castor", config, own);
+      // The row kernels, where they take the layer.
+      if (depthwise::rowsUnsupported(g, pass, dt).empty()) {
+        const float rows = timeFlushed<float>(
+            [&]() -> cudaError_t {
+              const Ref rx{x, dt}, rw{w, dt}, ry{y, dt};
+              if (pass == depthwise::Pass::Forward)
+                return depthwise::forward(rx, rw, Ref{}, ry, g, ctx.stream, depthwise::Kernel::Rows);
+              return depthwise::backwardData(ry, rw, Ref{}, rx, g, ctx.stream, depthwise::Kernel::Rows);
+            },
+            iters, ctx.stream, flush);
+        const depthwise::RowsPlan rp = depthwise::rowsPlan(g, pass, dt);
+        char rowsConfig[96];
+        std::snprintf(rowsConfig, sizeof rowsConfig, "%dx%d outputs, %d lanes x %d groups, %lld channel blocks",
+                      rp.rows, rp.cols, rp.lanes, rp.colGroups, (long long)rp.channelBlocks);
+        line("castor-rows", rowsConfig, rows);
+      }
       if (ws)
         cudaFree(ws);
       if (!cudnn)
@@ -231,6 +259,7 @@ int main(int argc, char **argv) {
       ctx.workspace = nullptr;
     }
     cudaFree(arena);
+    cudaFree(copyDst);
     ctx.arena = nullptr;
   }
   cudaFree(flush.buffer);

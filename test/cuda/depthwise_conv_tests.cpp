@@ -155,34 +155,46 @@ void runKernelCase(int dt, int K, int stride, const KernelShape &s, std::mt19937
     return true;
   };
 
-  // Forward, then with the bias.
-  dOut.poison();
-  if (sync(depthwise::forward(dX.ref(), dW.ref(), Ref{}, dOut.ref(), g, stream), "forward"))
-    check(base + " forward", dt, outOf(ny), want.y, planted.y);
+  // Forward, then with the bias; the tiles, then the row kernels where they take the layer (a
+  // misaligned operand: the tiles again, which the row kernels hand it to).
   Reference yb = want.y, ybPlanted = planted.y;
   for (size_t i = 0; i < ny; ++i) {
     yb.add(i, bias[i % size_t(g.C)]);
     ybPlanted.add(i, bias[i % size_t(g.C)]);
   }
-  dOut.poison();
-  if (sync(depthwise::forward(dX.ref(), dW.ref(), dB.ref(), dOut.ref(), g, stream), "forward+bias"))
-    check(base + " forward+bias", dt, outOf(ny), yb, ybPlanted);
-
-  // Data gradient, then with the accumulated gradient (in its own slot, then in dx's: in place).
-  dOut.poison();
-  if (sync(depthwise::backwardData(dY.ref(), dW.ref(), Ref{}, dOut.ref(), g, stream), "data gradient"))
-    check(base + " data gradient", dt, outOf(nx), want.dx, planted.dx);
   Reference dxa = want.dx, dxaPlanted = planted.dx;
   for (size_t i = 0; i < nx; ++i) {
     dxa.add(i, acc[i]);
     dxaPlanted.add(i, acc[i]);
   }
-  dOut.poison();
-  if (sync(depthwise::backwardData(dY.ref(), dW.ref(), dAcc.ref(), dOut.ref(), g, stream), "data gradient+acc"))
-    check(base + " data gradient+acc", dt, outOf(nx), dxa, dxaPlanted);
-  dOut.upload(acc);
-  if (sync(depthwise::backwardData(dY.ref(), dW.ref(), dOut.ref(), dOut.ref(), g, stream), "data gradient+acc in place"))
-    check(base + " data gradient+acc in place", dt, outOf(nx), dxa, dxaPlanted);
+  for (const depthwise::Kernel kernel : {depthwise::Kernel::Tiles, depthwise::Kernel::Rows}) {
+    const bool rows = kernel == depthwise::Kernel::Rows;
+    const bool rowsForward = depthwise::rowsUnsupported(g, depthwise::Pass::Forward, dt).empty();
+    const bool rowsData = depthwise::rowsUnsupported(g, depthwise::Pass::BackwardData, dt).empty();
+    const std::string tag = rows ? " [rows]" : "";
+    if (!rows || rowsForward) {
+      dOut.poison();
+      if (sync(depthwise::forward(dX.ref(), dW.ref(), Ref{}, dOut.ref(), g, stream, kernel), "forward"))
+        check(base + " forward" + tag, dt, outOf(ny), want.y, planted.y);
+      dOut.poison();
+      if (sync(depthwise::forward(dX.ref(), dW.ref(), dB.ref(), dOut.ref(), g, stream, kernel), "forward+bias"))
+        check(base + " forward+bias" + tag, dt, outOf(ny), yb, ybPlanted);
+    }
+    // Data gradient, then with the accumulated gradient (in its own slot, then in dx's: in place).
+    if (rows && !rowsData)
+      continue;
+    dOut.poison();
+    if (sync(depthwise::backwardData(dY.ref(), dW.ref(), Ref{}, dOut.ref(), g, stream, kernel), "data gradient"))
+      check(base + " data gradient" + tag, dt, outOf(nx), want.dx, planted.dx);
+    dOut.poison();
+    if (sync(depthwise::backwardData(dY.ref(), dW.ref(), dAcc.ref(), dOut.ref(), g, stream, kernel),
+             "data gradient+acc"))
+      check(base + " data gradient+acc" + tag, dt, outOf(nx), dxa, dxaPlanted);
+    dOut.upload(acc);
+    if (sync(depthwise::backwardData(dY.ref(), dW.ref(), dOut.ref(), dOut.ref(), g, stream, kernel),
+             "data gradient+acc in place"))
+      check(base + " data gradient+acc in place" + tag, dt, outOf(nx), dxa, dxaPlanted);
+  }
 
   // Weight gradient, with exactly the workspace it asks for.
   const size_t wsBytes = depthwise::workspaceBytes(g, depthwise::Pass::BackwardFilter, dt);
@@ -369,6 +381,8 @@ int main() {
       {5, 40, 9, 10, -10, 0},  // no padding; C = 40 (blocks of 40 or 8 channels)
       {2, 24, 7, 7, 1, 0},     // padding K/2 + 1
       {2, 48, 9, 11, 0, 1},    // misaligned operands: the scalar path with C a multiple of 8
+      {2, 144, 21, 19, 0, 0},  // rows: two channel blocks of 72 channels, strips and columns past the edge
+      {1, 2, 17, 30, 0, 0},    // rows: one channel vector, many column groups
   };
   for (int dt : {kF16, kBF16, kF32})
     for (int K : {3, 5, 7})

@@ -81,6 +81,36 @@ void checkPlans(const depthwise::Geometry &g) {
     }
 }
 
+// The row kernels' plans: whole 4-byte vectors of channels, blocks that cover every channel and
+// output column once with at most 256 threads, strips that cover every output row.
+void checkRowsPlans(const depthwise::Geometry &g) {
+  for (int dt : {kF16, kBF16, kF32})
+    for (const auto pass : {depthwise::Pass::Forward, depthwise::Pass::BackwardData}) {
+      const std::string what = describe(g) + (pass == depthwise::Pass::Forward ? " forward" : " data gradient") +
+                               (dt == kF32 ? " f32" : " f16") + " [rows]";
+      const std::string why = depthwise::rowsUnsupported(g, pass, dt);
+      const bool expected = g.C % (dt == kF32 ? 1 : 2) == 0 &&
+                            (pass == depthwise::Pass::Forward || g.stride == 1 || g.padH % 2 == g.padW % 2);
+      expect(why.empty() == expected, what + ": taken iff C is whole vectors (" + why + ")");
+      if (!why.empty())
+        continue;
+      const depthwise::RowsPlan rp = depthwise::rowsPlan(g, pass, dt);
+      const int64_t outH = pass == depthwise::Pass::Forward ? g.P : g.H, outW = pass == depthwise::Pass::Forward ? g.Q : g.W;
+      const int64_t vectors = g.C / rp.vector;
+      expect(rp.vector == (dt == kF32 ? 1 : 2), what + ": 4-byte vectors");
+      expect(rp.lanes >= 1 && rp.lanes <= 64 && rp.channelBlocks * rp.lanes >= vectors &&
+                 (rp.channelBlocks - 1) * rp.lanes < vectors,
+             what + ": " + std::to_string(rp.channelBlocks) + " channel blocks of " + std::to_string(rp.lanes));
+      expect(rp.threads == rp.lanes * rp.colGroups && rp.threads <= 256, what + ": " + std::to_string(rp.threads) +
+                                                                             " threads");
+      const int64_t perTile = int64_t(rp.colGroups) * rp.cols;
+      expect(rp.colTiles * perTile >= outW && (rp.colTiles - 1) * perTile < outW, what + ": column tiles");
+      expect(rp.rowTiles * rp.rows >= outH && (rp.rowTiles - 1) * rp.rows < outH, what + ": row strips");
+      expect(rp.blocks == g.N * rp.rowTiles * rp.colTiles * rp.channelBlocks && rp.blocks < (int64_t(1) << 31),
+             what + ": blocks");
+    }
+}
+
 // A conv::Problem of a depthwise layer, as parse makes it from a channels-last plan.
 struct ProblemTensors {
   plan::Tensor x, w, y;
@@ -183,7 +213,19 @@ int main(int argc, char **argv) {
   for (const depthwise::Geometry &g : layers) {
     expect(depthwise::unsupported(g).empty(), describe(g) + ": supported (" + depthwise::unsupported(g) + ")");
     checkPlans(g);
+    checkRowsPlans(g);
   }
+  // EfficientNet-B0's first depthwise layer: 16 vectors a row, 7 groups of 4 of its 112 columns.
+  const depthwise::RowsPlan first = depthwise::rowsPlan(geometry(128, 32, 112, 112, 3, 1, 1), depthwise::Pass::Forward, kF16);
+  expect(first.lanes == 16 && first.colGroups == 7 && first.colTiles == 4, "C = 32 at 112 columns: 16 lanes x 7 groups");
+  expect(depthwise::rowsPlan(geometry(128, 144, 56, 56, 3, 1, 1), depthwise::Pass::Forward, kF16).lanes == 36,
+         "C = 144 in f16: two channel blocks of 36 vectors");
+  depthwise::Geometry uneven = geometry(2, 32, 14, 14, 3, 2, 1);
+  uneven.padW = 2;
+  uneven.Q = (uneven.W + 2 * uneven.padW - 3) / 2 + 1;
+  expect(!depthwise::rowsUnsupported(uneven, depthwise::Pass::BackwardData, kF16).empty() &&
+             depthwise::rowsUnsupported(uneven, depthwise::Pass::Forward, kF16).empty(),
+         "paddings of different parity: the stride-2 data gradient is left to the tiles");
   // Channels per block: the largest that keeps the lanes busy.
   expect(depthwise::launchPlan(geometry(128, 144, 56, 56, 3, 1, 1), depthwise::Pass::Forward, kF16, 132).channels == 24,
          "C = 144 takes blocks of 24 channels");

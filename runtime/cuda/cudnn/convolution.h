@@ -99,8 +99,9 @@ std::string ownCandidatesTag(const Problem &p);
 // epilogue; the cuDNN engines racing it are timed with the bias add after them), so that
 // buildConvolution does not add it again.
 bool candidatesAddBias(const Problem &p);
-// The kernel of p's pass (p's bias or accumulated gradient added in its epilogue: named
-// "castor:dwconv", "castor:dwconv+bias" or "castor:dwconv+add"); empty where not offered.
+// The kernels of p's pass (p's bias or accumulated gradient added in their epilogue): the tiles,
+// named "castor:dwconv", "castor:dwconv+bias" or "castor:dwconv+add", and where they take the
+// layer the row kernels, "castor:dwconv-rows" with the same suffixes; empty where not offered.
 std::vector<tuning::Candidate> depthwiseCandidates(DeviceContext &ctx, const Problem &p);
 
 // cuDNN's legacy convolution API, its heuristic's algorithm (cudnn/convolution_legacy.cpp); the only path

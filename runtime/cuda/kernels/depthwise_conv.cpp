@@ -1,5 +1,6 @@
 // Castor's depthwise convolution kernels (kernels/depthwise_conv.h) as candidates of the
-// convolution tuner: a layer they take races them against cuDNN's engines (cudnn/convolution*.cpp),
+// convolution tuner, the tiles and, where they take the layer, the row kernels: a layer they take
+// races them against cuDNN's engines (cudnn/convolution*.cpp),
 // and the tuning cache records which won under a key that says they ran (ownCandidatesTag).
 #include "cuda/cudnn/convolution.h"
 #include "cuda/kernels/depthwise_conv.h"
@@ -27,8 +28,9 @@ Mode mode() {
 
 // The version of the kernels the tuning key names: raise it when a change of the kernels should
 // make every layer that cached a choice time them again.
-constexpr const char *kTag = "|own=dwconv1";
+constexpr const char *kTag = "|own=dwconv2";
 constexpr const char *kName = "castor:dwconv";
+constexpr const char *kRowsName = "castor:dwconv-rows";
 
 depthwise::Pass depthwisePass(Pass p) {
   switch (p) {
@@ -84,30 +86,38 @@ std::vector<tuning::Candidate> depthwiseCandidates(DeviceContext &ctx, const Pro
   const depthwise::Pass pass = depthwisePass(p.pass);
   DeviceContext *c = &ctx;
   const plan::Tensor *x = p.x, *w = p.w, *y = p.y, *bias = p.bias, *acc = p.accumulate;
-  tuning::Candidate candidate;
-  candidate.name = std::string(kName) + (bias ? "+bias" : acc ? "+add" : "");
   const size_t workspace = depthwise::workspaceBytes(g, pass, int(p.dtype));
-  candidate.build = [=]() -> Expected<tuning::Executable> {
-    tuning::Executable e;
-    e.workspaceBytes = workspace;
-    e.run = [=](void *ws) -> Status {
-      cudaError_t err = cudaSuccess;
-      switch (pass) {
-      case depthwise::Pass::Forward:
-        err = depthwise::forward(c->ref(x), c->ref(w), bias ? c->ref(bias) : Ref{}, c->ref(y), g, c->stream);
-        break;
-      case depthwise::Pass::BackwardData: // x is dx, y is dy
-        err = depthwise::backwardData(c->ref(y), c->ref(w), acc ? c->ref(acc) : Ref{}, c->ref(x), g, c->stream);
-        break;
-      case depthwise::Pass::BackwardFilter: // w is dw
-        err = depthwise::backwardFilter(c->ref(x), c->ref(y), c->ref(w), g, ws, workspace, c->stream);
-        break;
-      }
-      return cudaStatus(err, "depthwise convolution");
+  auto candidate = [&](depthwise::Kernel kernel, const char *name) {
+    tuning::Candidate cand;
+    cand.name = std::string(name) + (bias ? "+bias" : acc ? "+add" : "");
+    cand.build = [=]() -> Expected<tuning::Executable> {
+      tuning::Executable e;
+      e.workspaceBytes = workspace;
+      e.run = [=](void *ws) -> Status {
+        cudaError_t err = cudaSuccess;
+        switch (pass) {
+        case depthwise::Pass::Forward:
+          err = depthwise::forward(c->ref(x), c->ref(w), bias ? c->ref(bias) : Ref{}, c->ref(y), g, c->stream, kernel);
+          break;
+        case depthwise::Pass::BackwardData: // x is dx, y is dy
+          err = depthwise::backwardData(c->ref(y), c->ref(w), acc ? c->ref(acc) : Ref{}, c->ref(x), g, c->stream,
+                                        kernel);
+          break;
+        case depthwise::Pass::BackwardFilter: // w is dw
+          err = depthwise::backwardFilter(c->ref(x), c->ref(y), c->ref(w), g, ws, workspace, c->stream);
+          break;
+        }
+        return cudaStatus(err, "depthwise convolution");
+      };
+      return e;
     };
-    return e;
+    return cand;
   };
-  return {std::move(candidate)};
+  std::vector<tuning::Candidate> all;
+  all.push_back(candidate(depthwise::Kernel::Tiles, kName));
+  if (depthwise::rowsUnsupported(g, pass, int(p.dtype)).empty())
+    all.push_back(candidate(depthwise::Kernel::Rows, kRowsName));
+  return all;
 }
 
 } // namespace castor::cuda::conv

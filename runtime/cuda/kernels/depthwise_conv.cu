@@ -1,6 +1,7 @@
 // The depthwise convolution kernels (depthwise_conv.h): what a block loads and how a thread
 // computes its patch. Launch shapes come from launchPlan (depthwise_conv_plan.cpp).
 #include "cuda/kernels/depthwise_conv.h"
+#include "cuda/kernels/depthwise_rows.h"
 #include "cuda/kernels/device_common.cuh"
 
 #include <type_traits>
@@ -449,9 +450,11 @@ size_t workspaceBytes(const Geometry &g, Pass pass, int dtype) {
   return pass == Pass::BackwardFilter ? launchPlan(g, pass, dtype, detail::smCount()).workspaceBytes : 0;
 }
 
-cudaError_t forward(Ref x, Ref w, Ref bias, Ref y, const Geometry &g, cudaStream_t s) {
+cudaError_t forward(Ref x, Ref w, Ref bias, Ref y, const Geometry &g, cudaStream_t s, Kernel k) {
   if (cudaError_t e = unsupportedLaunch(g, x.dt); e != cudaSuccess)
     return e;
+  if (k == Kernel::Rows && rowsUnsupported(g, Pass::Forward, x.dt).empty() && rowsAligned(x.p, y.p, nullptr))
+    return launchRows(g, Pass::Forward, x.dt, x.p, w.p, bias, nullptr, y.p, s);
   const LaunchPlan lp = launchPlan(g, Pass::Forward, x.dt, detail::smCount());
   CorrelateArgs a = correlateArgs(lp, g);
   a.in = x.p, a.w = w.p, a.bias = bias, a.out = y.p;
@@ -461,9 +464,11 @@ cudaError_t forward(Ref x, Ref w, Ref bias, Ref y, const Geometry &g, cudaStream
   return launchCorrelate(x.dt, g.K, g.stride, lp, a, s);
 }
 
-cudaError_t backwardData(Ref dy, Ref w, Ref acc, Ref dx, const Geometry &g, cudaStream_t s) {
+cudaError_t backwardData(Ref dy, Ref w, Ref acc, Ref dx, const Geometry &g, cudaStream_t s, Kernel k) {
   if (cudaError_t e = unsupportedLaunch(g, dy.dt); e != cudaSuccess)
     return e;
+  if (k == Kernel::Rows && rowsUnsupported(g, Pass::BackwardData, dy.dt).empty() && rowsAligned(dy.p, dx.p, acc.p))
+    return launchRows(g, Pass::BackwardData, dy.dt, dy.p, w.p, Ref{}, acc.p, dx.p, s);
   const LaunchPlan lp = launchPlan(g, Pass::BackwardData, dy.dt, detail::smCount());
   CorrelateArgs a = correlateArgs(lp, g);
   a.in = dy.p, a.w = w.p, a.add = acc.p, a.out = dx.p;

@@ -16,6 +16,13 @@
 //   registers; a block walks a chunk of tiles, then writes its per-channel partial sums (fp32)
 //   to the workspace; one reduction kernel sums the chunks in a fixed order (fp64) and rounds
 //   into dw. No atomics: deterministic.
+// - forward and data gradient, row kernels (depthwise_rows.cu): no shared memory and no barrier; each thread owns a 4-byte vector of
+//   channels (two f16/bf16, one f32) at `cols` adjacent output columns and sweeps a strip of
+//   `rows` output rows, reading every input row of the strip once into registers (4-byte loads,
+//   a warp's 128 contiguous bytes) and adding it into the K output rows it reaches; the rows'
+//   neighbours across columns come from L1 (the stride-2 data gradient: dy's rows, each into
+//   the dx rows its taps reach). The tuner races them against the tile kernels and
+//   cuDNN (two candidates of the convolution builder).
 // Conventions of every launch function: kernels/types.h.
 #pragma once
 
@@ -28,6 +35,9 @@
 namespace castor::cuda::depthwise {
 
 enum class Pass { Forward, BackwardData, BackwardFilter };
+
+// Which kernels run a forward or data gradient: the tiles in shared memory, or the row sweeps.
+enum class Kernel { Tiles, Rows };
 
 // One depthwise convolution: x [N,H,W,C] (*) w [C,K,K] -> y [N,P,Q,C], P and Q from H, W,
 // the padding and the stride.
@@ -58,16 +68,33 @@ struct LaunchPlan {
 // `smCount` multiprocessors.
 LaunchPlan launchPlan(const Geometry &g, Pass pass, int dtype, int smCount);
 
+// Why the row kernels cannot run `pass` on `g` for `dtype` ("" when they can): the weight
+// gradient, a stride-2 data gradient whose two paddings differ in parity, or C not a whole number
+// of 4-byte vectors.
+std::string rowsUnsupported(const Geometry &g, Pass pass, int dtype);
+
+// How the row kernels are launched: a block holds `lanes` channel vectors (fastest) x
+// `colGroups` groups of `cols` output columns, over a strip of `rows` output rows.
+struct RowsPlan {
+  int cols = 4, rows = 8; // 2 columns at 7x7
+  int vector = 2; // channels per thread: 4 bytes
+  int lanes = 32, colGroups = 4, threads = 128;
+  int64_t channelBlocks = 1, colTiles = 1, rowTiles = 1, blocks = 1;
+};
+RowsPlan rowsPlan(const Geometry &g, Pass pass, int dtype);
+
 // The workspace `pass` needs on this GPU (the grids' multiprocessor count: configureDevice): the
 // weight gradient's partial sums, 0 for the other passes.
 size_t workspaceBytes(const Geometry &g, Pass pass, int dtype);
 
-// y = x (*) w (+ bias[C] when bias.p, of any float dtype).
-cudaError_t forward(Ref x, Ref w, Ref bias, Ref y, const Geometry &g, cudaStream_t s);
+// y = x (*) w (+ bias[C] when bias.p, of any float dtype). Kernel::Rows where rowsUnsupported
+// allows it and the operands are 4-byte aligned, else the tiles.
+cudaError_t forward(Ref x, Ref w, Ref bias, Ref y, const Geometry &g, cudaStream_t s, Kernel k = Kernel::Tiles);
 
 // dx = dy (*)^T w (+ acc, dx's shape and layout, added before the one rounding, when acc.p; acc
 // may be dx's own slot).
-cudaError_t backwardData(Ref dy, Ref w, Ref acc, Ref dx, const Geometry &g, cudaStream_t s);
+cudaError_t backwardData(Ref dy, Ref w, Ref acc, Ref dx, const Geometry &g, cudaStream_t s,
+                         Kernel k = Kernel::Tiles);
 
 // dw = the sum over n, p, q of dy[n,p,q,c] x[n, p*stride - pad + r, q*stride - pad + s, c]; the
 // workspace holds at least workspaceBytes(g, BackwardFilter, ...) bytes.

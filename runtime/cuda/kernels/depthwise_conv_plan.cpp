@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
+#include <tuple>
 
 namespace castor::cuda::depthwise {
 namespace {
@@ -103,6 +105,46 @@ std::string unsupported(const Geometry &g) {
       g.padW > 1 << 20)
     return "an image of 2^31 elements or more";
   return "";
+}
+
+std::string rowsUnsupported(const Geometry &g, Pass pass, int dtype) {
+  if (std::string why = unsupported(g); !why.empty())
+    return why;
+  if (pass == Pass::BackwardFilter)
+    return "the weight gradient (the tiles' kernels)";
+  if (pass == Pass::BackwardData && g.stride == 2 && (g.padH - g.padW) % 2 != 0)
+    return "the stride-2 data gradient with paddings of different parity";
+  if (g.C % int64_t(4 / elementSize(dtype)) != 0)
+    return "C = " + std::to_string(g.C) + ", not whole 4-byte vectors";
+  return "";
+}
+
+RowsPlan rowsPlan(const Geometry &g, Pass pass, int dtype) {
+  RowsPlan rp;
+  rp.vector = int(4 / elementSize(dtype));
+  rp.cols = g.K == 7 ? 2 : 4; // 7x7: two channels' 98 weights stay in registers
+  const int64_t outH = pass == Pass::Forward ? g.P : g.H, outW = pass == Pass::Forward ? g.Q : g.W;
+  // Channel vectors per block: at most 64, the blocks equal (C = 144 in f16: two of 36).
+  const int64_t vectors = ceilDiv(g.C, rp.vector);
+  rp.channelBlocks = ceilDiv(vectors, 64);
+  rp.lanes = int(ceilDiv(vectors, rp.channelBlocks));
+  // Column groups: as few idle columns as possible, then at least 64 threads, then closest to 128.
+  const int64_t slots = ceilDiv(outW, rp.cols);
+  const int most = int(std::max<int64_t>(1, std::min<int64_t>(slots, 256 / rp.lanes)));
+  auto score = [&](int d) {
+    const int64_t idle = ceilDiv(slots, d) * d - slots;
+    const int threads = rp.lanes * d;
+    return std::make_tuple(idle, threads < 64 && d < most ? 1 : 0, std::abs(threads - 128));
+  };
+  rp.colGroups = 1;
+  for (int d = 2; d <= most; ++d)
+    if (score(d) < score(rp.colGroups))
+      rp.colGroups = d;
+  rp.threads = rp.lanes * rp.colGroups;
+  rp.colTiles = ceilDiv(slots, rp.colGroups);
+  rp.rowTiles = ceilDiv(outH, rp.rows);
+  rp.blocks = g.N * rp.rowTiles * rp.colTiles * rp.channelBlocks;
+  return rp;
 }
 
 LaunchPlan launchPlan(const Geometry &g, Pass pass, int dtype, int smCount) {

@@ -1,0 +1,337 @@
+// The depthwise row kernels (depthwise_conv.h, Kernel::Rows): the forward and the data gradient.
+// A thread
+// owns one 4-byte vector of channels at `cols` adjacent output columns and sweeps a strip of
+// `rows` output rows: each input row of the strip is read once, straight into registers, and
+// added into every output row it reaches; an output row is rounded and stored as soon as its last
+// input row is in. Launch shapes come from rowsPlan (depthwise_conv_plan.cpp).
+#include "cuda/kernels/depthwise_conv.h"
+#include "cuda/kernels/depthwise_rows.h"
+#include "cuda/kernels/device_common.cuh"
+
+#include <type_traits>
+
+namespace castor::cuda::depthwise {
+namespace {
+
+using detail::fromAcc;
+using detail::toAcc;
+
+// Channels in a 4-byte vector of T.
+template <typename T> constexpr int kVector = int(4 / sizeof(T));
+
+// A 4-byte vector's elements as floats, and floats rounded once into one.
+template <typename T> __device__ __forceinline__ void unpack(uint32_t bits, float (&v)[kVector<T>]) {
+  if constexpr (std::is_same_v<T, float>) {
+    v[0] = __uint_as_float(bits);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    v[0] = __half2float(__ushort_as_half(static_cast<unsigned short>(bits & 0xffffu)));
+    v[1] = __half2float(__ushort_as_half(static_cast<unsigned short>(bits >> 16)));
+  } else {
+    v[0] = __uint_as_float(bits << 16);
+    v[1] = __uint_as_float(bits & 0xffff0000u);
+  }
+}
+template <typename T> __device__ __forceinline__ uint32_t pack(const float (&v)[kVector<T>]) {
+  if constexpr (std::is_same_v<T, float>) {
+    return __float_as_uint(v[0]);
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return uint32_t(__half_as_ushort(fromAcc<__half>(v[0]))) |
+           uint32_t(__half_as_ushort(fromAcc<__half>(v[1]))) << 16;
+  } else {
+    return uint32_t(__bfloat16_as_ushort(fromAcc<__nv_bfloat16>(v[0]))) |
+           uint32_t(__bfloat16_as_ushort(fromAcc<__nv_bfloat16>(v[1]))) << 16;
+  }
+}
+
+// out[n, o, c] = sum over taps of in[n, o*ST - off + tap, c] wk(c, tap) (+ bias[c]) (+ add[n, o, c]),
+// wk = w, or w flipped in both axes (the stride-1 data gradient).
+struct RowsArgs {
+  const void *in = nullptr, *w = nullptr, *add = nullptr;
+  Ref bias;
+  void *out = nullptr;
+  int C = 0, inH = 0, inW = 0, outH = 0, outW = 0, offH = 0, offW = 0;
+  int lanes = 32, colGroups = 4;
+  int64_t channelBlocks = 1, colTiles = 1, rowTiles = 1;
+  bool flip = false;
+};
+
+template <typename T, int K, int ST, int TQ, int TP>
+__global__ void __launch_bounds__(256) rowsKernel(RowsArgs a) {
+  constexpr int V = kVector<T>;
+  constexpr int kCols = (TQ - 1) * ST + K, kRows = (TP - 1) * ST + K;
+  // Channel blocks fastest, then column tiles, row strips, images: neighbours run together.
+  int64_t b = blockIdx.x;
+  const int channelBlock = int(b % a.channelBlocks);
+  b /= a.channelBlocks;
+  const int colTile = int(b % a.colTiles);
+  b /= a.colTiles;
+  const int rowTile = int(b % a.rowTiles);
+  const int64_t n = b / a.rowTiles;
+  const int lane = int(threadIdx.x) % a.lanes, group = int(threadIdx.x) / a.lanes;
+  const int c = (channelBlock * a.lanes + lane) * V;
+  const int q0 = (colTile * a.colGroups + group) * TQ, p0 = rowTile * TP;
+  if (c >= a.C || q0 >= a.outW) // no barrier below: idle threads leave
+    return;
+
+  float w[K][K][V];
+  const T *wc = static_cast<const T *>(a.w);
+#pragma unroll
+  for (int r = 0; r < K; ++r)
+#pragma unroll
+    for (int s = 0; s < K; ++s)
+#pragma unroll
+      for (int v = 0; v < V; ++v)
+        w[r][s][v] = toAcc(wc[size_t(c + v) * K * K + (a.flip ? (K - 1 - r) * K + (K - 1 - s) : r * K + s)]);
+  float bias[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v)
+    bias[v] = a.bias.p ? float(detail::ldAny(a.bias, c + v)) : 0.0f;
+
+  // The strip's input columns: offsets within a row, zero (padding) outside the image.
+  const int w0 = q0 * ST - a.offW;
+  int colAt[kCols];
+  bool colIn[kCols];
+#pragma unroll
+  for (int j = 0; j < kCols; ++j) {
+    colIn[j] = w0 + j >= 0 && w0 + j < a.inW;
+    colAt[j] = colIn[j] ? (w0 + j) * a.C : 0;
+  }
+  const T *in = static_cast<const T *>(a.in) + size_t(n) * a.inH * a.inW * a.C + c;
+  const size_t outImage = size_t(n) * a.outH * a.outW * a.C + c;
+  T *out = static_cast<T *>(a.out) + outImage;
+  const T *add = a.add ? static_cast<const T *>(a.add) + outImage : nullptr;
+
+  float acc[TP][TQ][V];
+#pragma unroll
+  for (int p = 0; p < TP; ++p)
+#pragma unroll
+    for (int q = 0; q < TQ; ++q)
+#pragma unroll
+      for (int v = 0; v < V; ++v)
+        acc[p][q][v] = bias[v];
+  const int h0 = p0 * ST - a.offH;
+#pragma unroll
+  for (int i = 0; i < kRows; ++i) {
+    const int h = h0 + i;
+    const bool rowIn = h >= 0 && h < a.inH;
+    const T *row = in + size_t(rowIn ? h : 0) * a.inW * a.C;
+    float x[kCols][V];
+#pragma unroll
+    for (int j = 0; j < kCols; ++j)
+      unpack<T>(rowIn && colIn[j] ? __ldg(reinterpret_cast<const unsigned *>(row + colAt[j])) : 0u, x[j]);
+#pragma unroll
+    for (int p = 0; p < TP; ++p) {
+      const int r = i - p * ST;
+      if (r < 0 || r >= K)
+        continue;
+#pragma unroll
+      for (int q = 0; q < TQ; ++q)
+#pragma unroll
+        for (int s = 0; s < K; ++s)
+#pragma unroll
+          for (int v = 0; v < V; ++v)
+            acc[p][q][v] = fmaf(x[q * ST + s][v], w[r][s][v], acc[p][q][v]);
+      if (r != K - 1) // output row p takes more input rows
+        continue;
+      const int oh = p0 + p;
+      if (oh >= a.outH)
+        continue;
+#pragma unroll
+      for (int q = 0; q < TQ; ++q) {
+        if (q0 + q >= a.outW)
+          continue;
+        const size_t at = (size_t(oh) * a.outW + q0 + q) * a.C;
+        if (add) {
+          float extra[V];
+          unpack<T>(*reinterpret_cast<const unsigned *>(add + at), extra);
+#pragma unroll
+          for (int v = 0; v < V; ++v)
+            acc[p][q][v] += extra[v];
+        }
+        *reinterpret_cast<unsigned *>(out + at) = pack<T>(acc[p][q]);
+      }
+    }
+  }
+}
+
+// The stride-2 data gradient: dx[h] = sum over taps r with h + pad - r even of dy[(h + pad - r) / 2]
+// w[r], in both axes. The strip's dx rows h0.. (h0 even) take dy rows i0 + ii, i0 = (h0 + pad -
+// (K-1) - PP) / 2 (exact: PP = pad mod 2), dy row i0 + ii reaching local dx row 2 ii + r - (K-1) - PP
+// through tap r; columns alike. Every index below is a constant of the unrolled loops.
+template <typename T, int K, int TQ, int TP, int PP>
+__global__ void __launch_bounds__(256) rowsTransposedKernel(RowsArgs a) {
+  constexpr int V = kVector<T>;
+  constexpr int kRows = (TP - 1 + K - 1 + PP) / 2 + 1, kCols = (TQ - 1 + K - 1 + PP) / 2 + 1;
+  int64_t b = blockIdx.x;
+  const int channelBlock = int(b % a.channelBlocks);
+  b /= a.channelBlocks;
+  const int colTile = int(b % a.colTiles);
+  b /= a.colTiles;
+  const int rowTile = int(b % a.rowTiles);
+  const int64_t n = b / a.rowTiles;
+  const int lane = int(threadIdx.x) % a.lanes, group = int(threadIdx.x) / a.lanes;
+  const int c = (channelBlock * a.lanes + lane) * V;
+  const int q0 = (colTile * a.colGroups + group) * TQ, h0 = rowTile * TP;
+  if (c >= a.C || q0 >= a.outW)
+    return;
+
+  float w[K][K][V];
+  const T *wc = static_cast<const T *>(a.w);
+#pragma unroll
+  for (int r = 0; r < K; ++r)
+#pragma unroll
+    for (int s = 0; s < K; ++s)
+#pragma unroll
+      for (int v = 0; v < V; ++v)
+        w[r][s][v] = toAcc(wc[size_t(c + v) * K * K + r * K + s]);
+
+  const int j0 = (q0 + a.offW - (K - 1) - PP) / 2, i0 = (h0 + a.offH - (K - 1) - PP) / 2;
+  int colAt[kCols];
+  bool colIn[kCols];
+#pragma unroll
+  for (int j = 0; j < kCols; ++j) {
+    colIn[j] = j0 + j >= 0 && j0 + j < a.inW;
+    colAt[j] = colIn[j] ? (j0 + j) * a.C : 0;
+  }
+  const T *in = static_cast<const T *>(a.in) + size_t(n) * a.inH * a.inW * a.C + c;
+  const size_t outImage = size_t(n) * a.outH * a.outW * a.C + c;
+  T *out = static_cast<T *>(a.out) + outImage;
+  const T *add = a.add ? static_cast<const T *>(a.add) + outImage : nullptr;
+
+  float acc[TP][TQ][V];
+#pragma unroll
+  for (int p = 0; p < TP; ++p)
+#pragma unroll
+    for (int q = 0; q < TQ; ++q)
+#pragma unroll
+      for (int v = 0; v < V; ++v)
+        acc[p][q][v] = 0.0f;
+#pragma unroll
+  for (int ii = 0; ii < kRows; ++ii) {
+    const int i = i0 + ii;
+    const bool rowIn = i >= 0 && i < a.inH;
+    const T *row = in + size_t(rowIn ? i : 0) * a.inW * a.C;
+    float x[kCols][V];
+#pragma unroll
+    for (int j = 0; j < kCols; ++j)
+      unpack<T>(rowIn && colIn[j] ? __ldg(reinterpret_cast<const unsigned *>(row + colAt[j])) : 0u, x[j]);
+#pragma unroll
+    for (int r = 0; r < K; ++r) {
+      const int p = 2 * ii + r - (K - 1) - PP;
+      if (p < 0 || p >= TP)
+        continue;
+#pragma unroll
+      for (int q = 0; q < TQ; ++q)
+#pragma unroll
+        for (int s = 0; s < K; ++s) {
+          const int jj2 = q + K - 1 + PP - s; // 2 jj
+          if (jj2 % 2 != 0)
+            continue;
+#pragma unroll
+          for (int v = 0; v < V; ++v)
+            acc[p][q][v] = fmaf(x[jj2 / 2][v], w[r][s][v], acc[p][q][v]);
+        }
+      if (ii != (p + K - 1 + PP) / 2) // dx row p takes more dy rows
+        continue;
+      const int oh = h0 + p;
+      if (oh >= a.outH)
+        continue;
+#pragma unroll
+      for (int q = 0; q < TQ; ++q) {
+        if (q0 + q >= a.outW)
+          continue;
+        const size_t at = (size_t(oh) * a.outW + q0 + q) * a.C;
+        if (add) {
+          float extra[V];
+          unpack<T>(*reinterpret_cast<const unsigned *>(add + at), extra);
+#pragma unroll
+          for (int v = 0; v < V; ++v)
+            acc[p][q][v] += extra[v];
+        }
+        *reinterpret_cast<unsigned *>(out + at) = pack<T>(acc[p][q]);
+      }
+    }
+  }
+}
+
+template <int V> using Int = std::integral_constant<int, V>;
+
+template <typename F> cudaError_t withRowsShape(int dt, int K, int stride, F &&f) {
+  auto withStride = [&](auto t, auto k) -> cudaError_t {
+    if (stride == 1)
+      return f(t, k, Int<1>{});
+    if (stride == 2)
+      return f(t, k, Int<2>{});
+    return cudaErrorInvalidValue;
+  };
+  auto withK = [&](auto t) -> cudaError_t {
+    if (K == 3)
+      return withStride(t, Int<3>{});
+    if (K == 5)
+      return withStride(t, Int<5>{});
+    if (K == 7)
+      return withStride(t, Int<7>{});
+    return cudaErrorInvalidValue;
+  };
+  switch (dt) {
+  case kF32:
+    return withK(float{});
+  case kF16:
+    return withK(__half{});
+  case kBF16:
+    return withK(__nv_bfloat16{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+bool aligned4(const void *p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; }
+
+} // namespace
+
+bool rowsAligned(const void *in, const void *out, const void *add) {
+  return aligned4(in) && aligned4(out) && (!add || aligned4(add));
+}
+
+cudaError_t launchRows(const Geometry &g, Pass pass, int dt, const void *in, const void *w, Ref bias,
+                       const void *add, void *out, cudaStream_t s) {
+  if (!rowsUnsupported(g, pass, dt).empty() || !rowsAligned(in, out, add))
+    return cudaErrorInvalidValue;
+  const RowsPlan rp = rowsPlan(g, pass, dt);
+  RowsArgs a;
+  a.in = in, a.w = w, a.add = add, a.bias = bias, a.out = out;
+  a.C = int(g.C);
+  a.lanes = rp.lanes, a.colGroups = rp.colGroups;
+  a.channelBlocks = rp.channelBlocks, a.colTiles = rp.colTiles, a.rowTiles = rp.rowTiles;
+  if (pass == Pass::Forward) {
+    a.inH = int(g.H), a.inW = int(g.W), a.outH = int(g.P), a.outW = int(g.Q);
+    a.offH = g.padH, a.offW = g.padW;
+  } else {
+    // dx[h] = sum over r of dy[h + pad - r] w[r] = sum over r' of dy[h - (K-1-pad) + r'] w[K-1-r'].
+    a.inH = int(g.P), a.inW = int(g.Q), a.outH = int(g.H), a.outW = int(g.W);
+    a.offH = g.K - 1 - g.padH, a.offW = g.K - 1 - g.padW;
+    a.flip = true;
+  }
+  // The columns a thread owns: 4, or 2 at 7x7 (its 98 weights of two channels in registers).
+  if (rp.cols != (g.K == 7 ? 2 : 4) || rp.rows != 8)
+    return cudaErrorInvalidValue;
+  if (pass == Pass::BackwardData && g.stride == 2) {
+    a.inH = int(g.P), a.inW = int(g.Q), a.outH = int(g.H), a.outW = int(g.W);
+    a.offH = g.padH, a.offW = g.padW;
+    a.flip = false;
+    return withRowsShape(dt, g.K, 1 + (g.padH & 1), [&](auto t, auto k, auto parity) {
+      constexpr int K = decltype(k)::value;
+      rowsTransposedKernel<decltype(t), K, K == 7 ? 2 : 4, 8, decltype(parity)::value - 1>
+          <<<dim3(unsigned(rp.blocks)), dim3(unsigned(rp.threads)), 0, s>>>(a);
+      return cudaGetLastError();
+    });
+  }
+  const int stride = pass == Pass::Forward ? g.stride : 1;
+  return withRowsShape(dt, g.K, stride, [&](auto t, auto k, auto st) {
+    constexpr int K = decltype(k)::value;
+    rowsKernel<decltype(t), K, decltype(st)::value, K == 7 ? 2 : 4, 8>
+        <<<dim3(unsigned(rp.blocks)), dim3(unsigned(rp.threads)), 0, s>>>(a);
+    return cudaGetLastError();
+  });
+}
+
+} // namespace castor::cuda::depthwise
