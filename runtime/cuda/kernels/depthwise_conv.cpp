@@ -11,10 +11,11 @@
 namespace castor::cuda::conv {
 namespace {
 
-enum class Mode { Race, Off, Only };
+enum class Mode { Race, Off, Only, Tiles };
 
 // CASTOR_CONV_DEPTHWISE: 0 (or off) never offers the kernels, `only` offers them alone wherever
-// they take the layer (tests, comparisons); unset, they race cuDNN's engines.
+// they take the layer (tests, comparisons), `tiles` races the tile kernels alone against cuDNN's
+// engines (the row kernels' before and after); unset, every kernel races cuDNN's engines.
 Mode mode() {
   const char *v = std::getenv("CASTOR_CONV_DEPTHWISE");
   if (!v || !*v)
@@ -23,6 +24,8 @@ Mode mode() {
     return Mode::Off;
   if (std::strcmp(v, "only") == 0)
     return Mode::Only;
+  if (std::strcmp(v, "tiles") == 0)
+    return Mode::Tiles;
   return Mode::Race;
 }
 
@@ -72,8 +75,9 @@ bool depthwiseForced(const Problem &p) { return mode() == Mode::Only && depthwis
 std::string ownCandidatesTag(const Problem &p) {
   if (!depthwiseOffered(p))
     return "";
-  // A race of the kernels alone is no race: its choice must never stand in for one.
-  return mode() == Mode::Only ? std::string(kTag) + ",only" : kTag;
+  // A race of the kernels alone is no race: its choice must never stand in for one; nor a race
+  // without the row kernels.
+  return mode() == Mode::Only ? std::string(kTag) + ",only" : mode() == Mode::Tiles ? std::string(kTag) + ",tiles" : kTag;
 }
 
 bool candidatesAddBias(const Problem &p) { return p.bias && depthwiseOffered(p); }
@@ -115,7 +119,7 @@ std::vector<tuning::Candidate> depthwiseCandidates(DeviceContext &ctx, const Pro
   };
   std::vector<tuning::Candidate> all;
   all.push_back(candidate(depthwise::Kernel::Tiles, kName));
-  if (depthwise::rowsUnsupported(g, pass, int(p.dtype)).empty())
+  if (mode() != Mode::Tiles && depthwise::rowsUnsupported(g, pass, int(p.dtype)).empty())
     all.push_back(candidate(depthwise::Kernel::Rows, kRowsName));
   return all;
 }
