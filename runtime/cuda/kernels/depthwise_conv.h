@@ -16,13 +16,13 @@
 //   registers; a block walks a chunk of tiles, then writes its per-channel partial sums (fp32)
 //   to the workspace; one reduction kernel sums the chunks in a fixed order (fp64) and rounds
 //   into dw. No atomics: deterministic.
-// - forward and data gradient, row kernels (depthwise_rows.cu): no shared memory and no barrier; each thread owns a 4-byte vector of
-//   channels (two f16/bf16, one f32) at `cols` adjacent output columns and sweeps a strip of
-//   `rows` output rows, reading every input row of the strip once into registers (4-byte loads,
-//   a warp's 128 contiguous bytes) and adding it into the K output rows it reaches; the rows'
-//   neighbours across columns come from L1 (the stride-2 data gradient: dy's rows, each into
-//   the dx rows its taps reach). The tuner races them against the tile kernels and
-//   cuDNN (two candidates of the convolution builder).
+// - forward and data gradient of 3x3 and 5x5 layers, row kernels (depthwise_rows.cu): no shared
+//   memory and no barrier; each thread owns a 4-byte vector of channels (two f16/bf16, one f32)
+//   at `cols` adjacent output columns and sweeps a strip of `rows` output rows, reading every
+//   input row of the strip once into registers (4-byte loads, a warp's 128 contiguous bytes) and
+//   adding it into the K output rows it reaches; the rows' neighbours across columns come from
+//   L1 (the stride-2 data gradient: dy's rows, each into the dx rows its taps reach). The tuner
+//   races them against the tile kernels and cuDNN (two candidates of the convolution builder).
 // Conventions of every launch function: kernels/types.h.
 #pragma once
 
@@ -68,15 +68,15 @@ struct LaunchPlan {
 // `smCount` multiprocessors.
 LaunchPlan launchPlan(const Geometry &g, Pass pass, int dtype, int smCount);
 
-// Why the row kernels cannot run `pass` on `g` for `dtype` ("" when they can): the weight
-// gradient, a stride-2 data gradient whose two paddings differ in parity, or C not a whole number
-// of 4-byte vectors.
+// Why the row kernels cannot run `pass` on `g` for `dtype` ("" when they can): kernel size 7
+// (FMA-bound: the tiles' case), the weight gradient, a stride-2 data gradient whose two paddings
+// differ in parity, or C not a whole number of 4-byte vectors.
 std::string rowsUnsupported(const Geometry &g, Pass pass, int dtype);
 
 // How the row kernels are launched: a block holds `lanes` channel vectors (fastest) x
 // `colGroups` groups of `cols` output columns, over a strip of `rows` output rows.
 struct RowsPlan {
-  int cols = 4, rows = 8; // 2 columns at 7x7
+  int cols = 4, rows = 8;
   int vector = 2; // channels per thread: 4 bytes
   int lanes = 32, colGroups = 4, threads = 128;
   int64_t channelBlocks = 1, colTiles = 1, rowTiles = 1, blocks = 1;

@@ -110,6 +110,10 @@ std::string unsupported(const Geometry &g) {
 std::string rowsUnsupported(const Geometry &g, Pass pass, int dtype) {
   if (std::string why = unsupported(g); !why.empty())
     return why;
+  // 7x7 is FMA-bound: two channels' 98 weights and 7 rows of sums spill (255 registers), at half
+  // the tiles' speed on ConvNeXt-T's layers (H100, 2026-12-07).
+  if (g.K == 7)
+    return "kernel size 7 (the tiles' kernels)";
   if (pass == Pass::BackwardFilter)
     return "the weight gradient (the tiles' kernels)";
   if (pass == Pass::BackwardData && g.stride == 2 && (g.padH - g.padW) % 2 != 0)
@@ -122,7 +126,6 @@ std::string rowsUnsupported(const Geometry &g, Pass pass, int dtype) {
 RowsPlan rowsPlan(const Geometry &g, Pass pass, int dtype) {
   RowsPlan rp;
   rp.vector = int(4 / elementSize(dtype));
-  rp.cols = g.K == 7 ? 2 : 4; // 7x7: two channels' 98 weights stay in registers
   const int64_t outH = pass == Pass::Forward ? g.P : g.H, outW = pass == Pass::Forward ? g.Q : g.W;
   // Channel vectors per block: at most 64, the blocks equal (C = 144 in f16: two of 36).
   const int64_t vectors = ceilDiv(g.C, rp.vector);

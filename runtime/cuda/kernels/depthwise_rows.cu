@@ -1,5 +1,5 @@
-// The depthwise row kernels (depthwise_conv.h, Kernel::Rows): the forward and the data gradient.
-// A thread
+// The depthwise row kernels (depthwise_conv.h, Kernel::Rows): the forward and the data gradient
+// of 3x3 and 5x5 layers. A thread
 // owns one 4-byte vector of channels at `cols` adjacent output columns and sweeps a strip of
 // `rows` output rows: each input row of the strip is read once, straight into registers, and
 // added into every output row it reaches; an output row is rounded and stored as soon as its last
@@ -269,8 +269,6 @@ template <typename F> cudaError_t withRowsShape(int dt, int K, int stride, F &&f
       return withStride(t, Int<3>{});
     if (K == 5)
       return withStride(t, Int<5>{});
-    if (K == 7)
-      return withStride(t, Int<7>{});
     return cudaErrorInvalidValue;
   };
   switch (dt) {
@@ -311,24 +309,21 @@ cudaError_t launchRows(const Geometry &g, Pass pass, int dt, const void *in, con
     a.offH = g.K - 1 - g.padH, a.offW = g.K - 1 - g.padW;
     a.flip = true;
   }
-  // The columns a thread owns: 4, or 2 at 7x7 (its 98 weights of two channels in registers).
-  if (rp.cols != (g.K == 7 ? 2 : 4) || rp.rows != 8)
+  if (rp.cols != 4 || rp.rows != 8)
     return cudaErrorInvalidValue;
   if (pass == Pass::BackwardData && g.stride == 2) {
     a.inH = int(g.P), a.inW = int(g.Q), a.outH = int(g.H), a.outW = int(g.W);
     a.offH = g.padH, a.offW = g.padW;
     a.flip = false;
     return withRowsShape(dt, g.K, 1 + (g.padH & 1), [&](auto t, auto k, auto parity) {
-      constexpr int K = decltype(k)::value;
-      rowsTransposedKernel<decltype(t), K, K == 7 ? 2 : 4, 8, decltype(parity)::value - 1>
+      rowsTransposedKernel<decltype(t), decltype(k)::value, 4, 8, decltype(parity)::value - 1>
           <<<dim3(unsigned(rp.blocks)), dim3(unsigned(rp.threads)), 0, s>>>(a);
       return cudaGetLastError();
     });
   }
   const int stride = pass == Pass::Forward ? g.stride : 1;
   return withRowsShape(dt, g.K, stride, [&](auto t, auto k, auto st) {
-    constexpr int K = decltype(k)::value;
-    rowsKernel<decltype(t), K, decltype(st)::value, K == 7 ? 2 : 4, 8>
+    rowsKernel<decltype(t), decltype(k)::value, decltype(st)::value, 4, 8>
         <<<dim3(unsigned(rp.blocks)), dim3(unsigned(rp.threads)), 0, s>>>(a);
     return cudaGetLastError();
   });
