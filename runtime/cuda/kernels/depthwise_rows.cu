@@ -55,25 +55,33 @@ struct RowsArgs {
   bool flip = false;
 };
 
-template <typename T, int K, int ST, int TQ, int TP>
-__global__ void __launch_bounds__(256) rowsKernel(RowsArgs a) {
-  constexpr int V = kVector<T>;
-  constexpr int kCols = (TQ - 1) * ST + K, kRows = (TP - 1) * ST + K;
-  // Channel blocks fastest, then column tiles, row strips, images: neighbours run together.
+// A thread's place: its channel vector c, image n, first output column q0 and strip (row
+// tile); `valid` false for the threads past C or the output's width (no barrier follows: they
+// leave). Channel blocks fastest, then column tiles, row strips, images: neighbours run together.
+struct RowsPlace {
+  int c, q0, rowTile;
+  int64_t n;
+  bool valid;
+};
+template <int V, int TQ> __device__ __forceinline__ RowsPlace rowsPlace(const RowsArgs &a) {
+  RowsPlace at;
   int64_t b = blockIdx.x;
   const int channelBlock = int(b % a.channelBlocks);
   b /= a.channelBlocks;
   const int colTile = int(b % a.colTiles);
   b /= a.colTiles;
-  const int rowTile = int(b % a.rowTiles);
-  const int64_t n = b / a.rowTiles;
+  at.rowTile = int(b % a.rowTiles);
+  at.n = b / a.rowTiles;
   const int lane = int(threadIdx.x) % a.lanes, group = int(threadIdx.x) / a.lanes;
-  const int c = (channelBlock * a.lanes + lane) * V;
-  const int q0 = (colTile * a.colGroups + group) * TQ, p0 = rowTile * TP;
-  if (c >= a.C || q0 >= a.outW) // no barrier below: idle threads leave
-    return;
+  at.c = (channelBlock * a.lanes + lane) * V;
+  at.q0 = (colTile * a.colGroups + group) * TQ;
+  at.valid = at.c < a.C && at.q0 < a.outW;
+  return at;
+}
 
-  float w[K][K][V];
+// The weights of channels c.. in registers, flipped in both axes where `flip`.
+template <typename T, int K, int V>
+__device__ __forceinline__ void loadWeights(const RowsArgs &a, int c, bool flip, float (&w)[K][K][V]) {
   const T *wc = static_cast<const T *>(a.w);
 #pragma unroll
   for (int r = 0; r < K; ++r)
@@ -81,44 +89,104 @@ __global__ void __launch_bounds__(256) rowsKernel(RowsArgs a) {
     for (int s = 0; s < K; ++s)
 #pragma unroll
       for (int v = 0; v < V; ++v)
-        w[r][s][v] = toAcc(wc[size_t(c + v) * K * K + (a.flip ? (K - 1 - r) * K + (K - 1 - s) : r * K + s)]);
-  float bias[V];
-#pragma unroll
-  for (int v = 0; v < V; ++v)
-    bias[v] = a.bias.p ? float(detail::ldAny(a.bias, c + v)) : 0.0f;
+        w[r][s][v] = toAcc(wc[size_t(c + v) * K * K + (flip ? (K - 1 - r) * K + (K - 1 - s) : r * K + s)]);
+}
 
-  // The strip's input columns: offsets within a row, zero (padding) outside the image.
-  const int w0 = q0 * ST - a.offW;
-  int colAt[kCols];
-  bool colIn[kCols];
-#pragma unroll
-  for (int j = 0; j < kCols; ++j) {
-    colIn[j] = w0 + j >= 0 && w0 + j < a.inW;
-    colAt[j] = colIn[j] ? (w0 + j) * a.C : 0;
+// The thread's image and channels in the input, the output and the tensor added to it.
+template <typename T> struct ImageOperands {
+  const T *in;
+  T *out;
+  const T *add;
+  __device__ __forceinline__ ImageOperands(const RowsArgs &a, const RowsPlace &at) {
+    in = static_cast<const T *>(a.in) + size_t(at.n) * a.inH * a.inW * a.C + at.c;
+    const size_t outImage = size_t(at.n) * a.outH * a.outW * a.C + at.c;
+    out = static_cast<T *>(a.out) + outImage;
+    add = a.add ? static_cast<const T *>(a.add) + outImage : nullptr;
   }
-  const T *in = static_cast<const T *>(a.in) + size_t(n) * a.inH * a.inW * a.C + c;
-  const size_t outImage = size_t(n) * a.outH * a.outW * a.C + c;
-  T *out = static_cast<T *>(a.out) + outImage;
-  const T *add = a.add ? static_cast<const T *>(a.add) + outImage : nullptr;
+};
 
-  float acc[TP][TQ][V];
+// Every sum of a thread's strip starts at `value` (the bias, or zero).
+template <int TP, int TQ, int V>
+__device__ __forceinline__ void fill(float (&acc)[TP][TQ][V], const float (&value)[V]) {
 #pragma unroll
   for (int p = 0; p < TP; ++p)
 #pragma unroll
     for (int q = 0; q < TQ; ++q)
 #pragma unroll
       for (int v = 0; v < V; ++v)
-        acc[p][q][v] = bias[v];
-  const int h0 = p0 * ST - a.offH;
+        acc[p][q][v] = value[v];
+}
+
+// The input columns first, first + 1, ...: element offsets within a row, and whether each is
+// inside the image (else it reads as zero: the padding).
+template <int N> struct Columns {
+  int at[N];
+  bool in[N];
+  __device__ __forceinline__ Columns(int first, int width, int C) {
+#pragma unroll
+    for (int j = 0; j < N; ++j) {
+      in[j] = first + j >= 0 && first + j < width;
+      at[j] = in[j] ? (first + j) * C : 0;
+    }
+  }
+};
+
+// Input row h of the thread's image and channels, its columns' vectors as floats (zeros outside).
+template <typename T, int N, int V>
+__device__ __forceinline__ void loadRow(const T *image, int h, const RowsArgs &a, const Columns<N> &cols,
+                                        float (&x)[N][V]) {
+  const bool rowIn = h >= 0 && h < a.inH;
+  const T *row = image + size_t(rowIn ? h : 0) * a.inW * a.C;
+#pragma unroll
+  for (int j = 0; j < N; ++j)
+    unpack<T>(rowIn && cols.in[j] ? __ldg(reinterpret_cast<const unsigned *>(row + cols.at[j])) : 0u, x[j]);
+}
+
+// Output row oh's columns q0.. of the thread's image and channels: acc (+ add) rounded once and
+// stored, the positions past the output's edge left alone.
+template <typename T, int TQ, int V>
+__device__ __forceinline__ void storeRow(float (&acc)[TQ][V], T *out, const T *add, int oh, int q0,
+                                         const RowsArgs &a) {
+  if (oh >= a.outH)
+    return;
+#pragma unroll
+  for (int q = 0; q < TQ; ++q) {
+    if (q0 + q >= a.outW)
+      continue;
+    const size_t at = (size_t(oh) * a.outW + q0 + q) * a.C;
+    if (add) {
+      float extra[V];
+      unpack<T>(*reinterpret_cast<const unsigned *>(add + at), extra);
+#pragma unroll
+      for (int v = 0; v < V; ++v)
+        acc[q][v] += extra[v];
+    }
+    *reinterpret_cast<unsigned *>(out + at) = pack<T>(acc[q]);
+  }
+}
+
+template <typename T, int K, int ST, int TQ, int TP>
+__global__ void __launch_bounds__(256) rowsKernel(RowsArgs a) {
+  constexpr int V = kVector<T>;
+  constexpr int kCols = (TQ - 1) * ST + K, kRows = (TP - 1) * ST + K;
+  const RowsPlace at = rowsPlace<V, TQ>(a);
+  if (!at.valid)
+    return;
+  float w[K][K][V];
+  loadWeights<T>(a, at.c, a.flip, w);
+  float bias[V];
+#pragma unroll
+  for (int v = 0; v < V; ++v)
+    bias[v] = a.bias.p ? float(detail::ldAny(a.bias, at.c + v)) : 0.0f;
+  const Columns<kCols> cols(at.q0 * ST - a.offW, a.inW, a.C);
+  const ImageOperands<T> op(a, at);
+  float acc[TP][TQ][V];
+  fill(acc, bias);
+  const int p0 = at.rowTile * TP, h0 = p0 * ST - a.offH;
 #pragma unroll
   for (int i = 0; i < kRows; ++i) {
-    const int h = h0 + i;
-    const bool rowIn = h >= 0 && h < a.inH;
-    const T *row = in + size_t(rowIn ? h : 0) * a.inW * a.C;
     float x[kCols][V];
-#pragma unroll
-    for (int j = 0; j < kCols; ++j)
-      unpack<T>(rowIn && colIn[j] ? __ldg(reinterpret_cast<const unsigned *>(row + colAt[j])) : 0u, x[j]);
+    loadRow<T>(op.in, h0 + i, a, cols, x);
 #pragma unroll
     for (int p = 0; p < TP; ++p) {
       const int r = i - p * ST;
@@ -131,25 +199,8 @@ __global__ void __launch_bounds__(256) rowsKernel(RowsArgs a) {
 #pragma unroll
           for (int v = 0; v < V; ++v)
             acc[p][q][v] = fmaf(x[q * ST + s][v], w[r][s][v], acc[p][q][v]);
-      if (r != K - 1) // output row p takes more input rows
-        continue;
-      const int oh = p0 + p;
-      if (oh >= a.outH)
-        continue;
-#pragma unroll
-      for (int q = 0; q < TQ; ++q) {
-        if (q0 + q >= a.outW)
-          continue;
-        const size_t at = (size_t(oh) * a.outW + q0 + q) * a.C;
-        if (add) {
-          float extra[V];
-          unpack<T>(*reinterpret_cast<const unsigned *>(add + at), extra);
-#pragma unroll
-          for (int v = 0; v < V; ++v)
-            acc[p][q][v] += extra[v];
-        }
-        *reinterpret_cast<unsigned *>(out + at) = pack<T>(acc[p][q]);
-      }
+      if (r == K - 1) // output row p's last input row
+        storeRow<T>(acc[p], op.out, op.add, p0 + p, at.q0, a);
     }
   }
 }
@@ -162,59 +213,22 @@ template <typename T, int K, int TQ, int TP, int PP>
 __global__ void __launch_bounds__(256) rowsTransposedKernel(RowsArgs a) {
   constexpr int V = kVector<T>;
   constexpr int kRows = (TP - 1 + K - 1 + PP) / 2 + 1, kCols = (TQ - 1 + K - 1 + PP) / 2 + 1;
-  int64_t b = blockIdx.x;
-  const int channelBlock = int(b % a.channelBlocks);
-  b /= a.channelBlocks;
-  const int colTile = int(b % a.colTiles);
-  b /= a.colTiles;
-  const int rowTile = int(b % a.rowTiles);
-  const int64_t n = b / a.rowTiles;
-  const int lane = int(threadIdx.x) % a.lanes, group = int(threadIdx.x) / a.lanes;
-  const int c = (channelBlock * a.lanes + lane) * V;
-  const int q0 = (colTile * a.colGroups + group) * TQ, h0 = rowTile * TP;
-  if (c >= a.C || q0 >= a.outW)
+  const RowsPlace at = rowsPlace<V, TQ>(a);
+  if (!at.valid)
     return;
-
   float w[K][K][V];
-  const T *wc = static_cast<const T *>(a.w);
-#pragma unroll
-  for (int r = 0; r < K; ++r)
-#pragma unroll
-    for (int s = 0; s < K; ++s)
-#pragma unroll
-      for (int v = 0; v < V; ++v)
-        w[r][s][v] = toAcc(wc[size_t(c + v) * K * K + r * K + s]);
-
-  const int j0 = (q0 + a.offW - (K - 1) - PP) / 2, i0 = (h0 + a.offH - (K - 1) - PP) / 2;
-  int colAt[kCols];
-  bool colIn[kCols];
-#pragma unroll
-  for (int j = 0; j < kCols; ++j) {
-    colIn[j] = j0 + j >= 0 && j0 + j < a.inW;
-    colAt[j] = colIn[j] ? (j0 + j) * a.C : 0;
-  }
-  const T *in = static_cast<const T *>(a.in) + size_t(n) * a.inH * a.inW * a.C + c;
-  const size_t outImage = size_t(n) * a.outH * a.outW * a.C + c;
-  T *out = static_cast<T *>(a.out) + outImage;
-  const T *add = a.add ? static_cast<const T *>(a.add) + outImage : nullptr;
-
+  loadWeights<T>(a, at.c, false, w); // the taps as they are
+  const int h0 = at.rowTile * TP;
+  const int j0 = (at.q0 + a.offW - (K - 1) - PP) / 2, i0 = (h0 + a.offH - (K - 1) - PP) / 2;
+  const Columns<kCols> cols(j0, a.inW, a.C);
+  const ImageOperands<T> op(a, at);
   float acc[TP][TQ][V];
-#pragma unroll
-  for (int p = 0; p < TP; ++p)
-#pragma unroll
-    for (int q = 0; q < TQ; ++q)
-#pragma unroll
-      for (int v = 0; v < V; ++v)
-        acc[p][q][v] = 0.0f;
+  const float zero[V] = {};
+  fill(acc, zero);
 #pragma unroll
   for (int ii = 0; ii < kRows; ++ii) {
-    const int i = i0 + ii;
-    const bool rowIn = i >= 0 && i < a.inH;
-    const T *row = in + size_t(rowIn ? i : 0) * a.inW * a.C;
     float x[kCols][V];
-#pragma unroll
-    for (int j = 0; j < kCols; ++j)
-      unpack<T>(rowIn && colIn[j] ? __ldg(reinterpret_cast<const unsigned *>(row + colAt[j])) : 0u, x[j]);
+    loadRow<T>(op.in, i0 + ii, a, cols, x);
 #pragma unroll
     for (int r = 0; r < K; ++r) {
       const int p = 2 * ii + r - (K - 1) - PP;
@@ -231,25 +245,8 @@ __global__ void __launch_bounds__(256) rowsTransposedKernel(RowsArgs a) {
           for (int v = 0; v < V; ++v)
             acc[p][q][v] = fmaf(x[jj2 / 2][v], w[r][s][v], acc[p][q][v]);
         }
-      if (ii != (p + K - 1 + PP) / 2) // dx row p takes more dy rows
-        continue;
-      const int oh = h0 + p;
-      if (oh >= a.outH)
-        continue;
-#pragma unroll
-      for (int q = 0; q < TQ; ++q) {
-        if (q0 + q >= a.outW)
-          continue;
-        const size_t at = (size_t(oh) * a.outW + q0 + q) * a.C;
-        if (add) {
-          float extra[V];
-          unpack<T>(*reinterpret_cast<const unsigned *>(add + at), extra);
-#pragma unroll
-          for (int v = 0; v < V; ++v)
-            acc[p][q][v] += extra[v];
-        }
-        *reinterpret_cast<unsigned *>(out + at) = pack<T>(acc[p][q]);
-      }
+      if (ii == (p + K - 1 + PP) / 2) // dx row p's last dy row
+        storeRow<T>(acc[p], op.out, op.add, h0 + p, at.q0, a);
     }
   }
 }
