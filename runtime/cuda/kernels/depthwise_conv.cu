@@ -1,6 +1,7 @@
 // The depthwise convolution kernels (depthwise_conv.h): what a block loads and how a thread
 // computes its patch. Launch shapes come from launchPlan (depthwise_conv_plan.cpp).
 #include "cuda/kernels/depthwise_conv.h"
+#include "cuda/kernels/depthwise_dispatch.cuh"
 #include "cuda/kernels/depthwise_rows.h"
 #include "cuda/kernels/device_common.cuh"
 
@@ -377,45 +378,19 @@ template <typename T> __global__ void __launch_bounds__(256) filterReduceKernel(
 
 // --- Dispatch ---------------------------------------------------------------------------------------
 
-template <int V> using Int = std::integral_constant<int, V>;
-
-// f(T{}) for a float dtype of the kernels.
-template <typename F> cudaError_t withType(int dt, F &&f) {
-  switch (dt) {
-  case kF32:
-    return f(float{});
-  case kF16:
-    return f(__half{});
-  case kBF16:
-    return f(__nv_bfloat16{});
-  }
-  return cudaErrorInvalidValue;
-}
+using dispatch::Int;
+using dispatch::withType;
 
 template <typename F> cudaError_t withShape(int K, int stride, int tile, F &&f) {
-  auto withTile = [&](auto k, auto st) -> cudaError_t {
-    if (tile == 7)
-      return f(k, st, Int<7>{});
-    if (tile == 8)
-      return f(k, st, Int<8>{});
-    return cudaErrorInvalidValue;
-  };
-  auto withStride = [&](auto k) -> cudaError_t {
-    if (stride == 1)
-      return withTile(k, Int<1>{});
-    if (stride == 2)
-      return withTile(k, Int<2>{});
-    return cudaErrorInvalidValue;
-  };
-  switch (K) {
-  case 3:
-    return withStride(Int<3>{});
-  case 5:
-    return withStride(Int<5>{});
-  case 7:
-    return withStride(Int<7>{});
-  }
-  return cudaErrorInvalidValue;
+  return dispatch::withKernelSize(K, [&](auto k) {
+    return dispatch::withOneOrTwo(stride, [&](auto st) -> cudaError_t {
+      if (tile == 7)
+        return f(k, st, Int<7>{});
+      if (tile == 8)
+        return f(k, st, Int<8>{});
+      return cudaErrorInvalidValue;
+    });
+  });
 }
 
 bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -453,7 +428,7 @@ size_t workspaceBytes(const Geometry &g, Pass pass, int dtype) {
 cudaError_t forward(Ref x, Ref w, Ref bias, Ref y, const Geometry &g, cudaStream_t s, Kernel k) {
   if (cudaError_t e = unsupportedLaunch(g, x.dt); e != cudaSuccess)
     return e;
-  if (k == Kernel::Rows && rowsUnsupported(g, Pass::Forward, x.dt).empty() && rowsAligned(x.p, y.p, nullptr))
+  if (k == Kernel::Rows && rowsTake(g, Pass::Forward, x.dt, x.p, y.p, nullptr))
     return launchRows(g, Pass::Forward, x.dt, x.p, w.p, bias, nullptr, y.p, s);
   const LaunchPlan lp = launchPlan(g, Pass::Forward, x.dt, detail::smCount());
   CorrelateArgs a = correlateArgs(lp, g);
@@ -467,7 +442,7 @@ cudaError_t forward(Ref x, Ref w, Ref bias, Ref y, const Geometry &g, cudaStream
 cudaError_t backwardData(Ref dy, Ref w, Ref acc, Ref dx, const Geometry &g, cudaStream_t s, Kernel k) {
   if (cudaError_t e = unsupportedLaunch(g, dy.dt); e != cudaSuccess)
     return e;
-  if (k == Kernel::Rows && rowsUnsupported(g, Pass::BackwardData, dy.dt).empty() && rowsAligned(dy.p, dx.p, acc.p))
+  if (k == Kernel::Rows && rowsTake(g, Pass::BackwardData, dy.dt, dy.p, dx.p, acc.p))
     return launchRows(g, Pass::BackwardData, dy.dt, dy.p, w.p, Ref{}, acc.p, dx.p, s);
   const LaunchPlan lp = launchPlan(g, Pass::BackwardData, dy.dt, detail::smCount());
   CorrelateArgs a = correlateArgs(lp, g);

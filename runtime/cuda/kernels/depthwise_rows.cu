@@ -5,6 +5,7 @@
 // added into every output row it reaches; an output row is rounded and stored as soon as its last
 // input row is in. Launch shapes come from rowsPlan (depthwise_conv_plan.cpp).
 #include "cuda/kernels/depthwise_conv.h"
+#include "cuda/kernels/depthwise_dispatch.cuh"
 #include "cuda/kernels/depthwise_rows.h"
 #include "cuda/kernels/device_common.cuh"
 
@@ -251,46 +252,25 @@ __global__ void __launch_bounds__(256) rowsTransposedKernel(RowsArgs a) {
   }
 }
 
-template <int V> using Int = std::integral_constant<int, V>;
-
-template <typename F> cudaError_t withRowsShape(int dt, int K, int stride, F &&f) {
-  auto withStride = [&](auto t, auto k) -> cudaError_t {
-    if (stride == 1)
-      return f(t, k, Int<1>{});
-    if (stride == 2)
-      return f(t, k, Int<2>{});
-    return cudaErrorInvalidValue;
-  };
-  auto withK = [&](auto t) -> cudaError_t {
-    if (K == 3)
-      return withStride(t, Int<3>{});
-    if (K == 5)
-      return withStride(t, Int<5>{});
-    return cudaErrorInvalidValue;
-  };
-  switch (dt) {
-  case kF32:
-    return withK(float{});
-  case kF16:
-    return withK(__half{});
-  case kBF16:
-    return withK(__nv_bfloat16{});
-  }
-  return cudaErrorInvalidValue;
+// f(T{}, Int<K>{}, Int<v>{}) for the dtype, a kernel size 3 or 5 and v = 1 or 2.
+template <typename F> cudaError_t withRowsShape(int dt, int K, int v, F &&f) {
+  return dispatch::withType(dt, [&](auto t) {
+    return dispatch::withKernelSize<5>(K, [&](auto k) {
+      return dispatch::withOneOrTwo(v, [&](auto one) { return f(t, k, one); });
+    });
+  });
 }
 
 bool aligned4(const void *p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; }
 
 } // namespace
 
-bool rowsAligned(const void *in, const void *out, const void *add) {
-  return aligned4(in) && aligned4(out) && (!add || aligned4(add));
+bool rowsTake(const Geometry &g, Pass pass, int dt, const void *in, const void *out, const void *add) {
+  return aligned4(in) && aligned4(out) && (!add || aligned4(add)) && rowsUnsupported(g, pass, dt).empty();
 }
 
 cudaError_t launchRows(const Geometry &g, Pass pass, int dt, const void *in, const void *w, Ref bias,
                        const void *add, void *out, cudaStream_t s) {
-  if (!rowsUnsupported(g, pass, dt).empty() || !rowsAligned(in, out, add))
-    return cudaErrorInvalidValue;
   const RowsPlan rp = rowsPlan(g, pass, dt);
   RowsArgs a;
   a.in = in, a.w = w, a.add = add, a.bias = bias, a.out = out;
