@@ -14,10 +14,5 @@ Status cudnnStatus(cudnnStatus_t e, const char *what) {
     return Status::ok();
   return Status::error(std::string(what) + ": " + cudnnGetErrorString(e));
 }
-Status cublasStatus(cublasStatus_t e, const char *what) {
-  if (e == CUBLAS_STATUS_SUCCESS)
-    return Status::ok();
-  return Status::error(std::string(what) + ": " + cublasGetStatusName(e) + " (" + cublasGetStatusString(e) + ")");
-}
 
 } // namespace castor::cuda

@@ -12,7 +12,6 @@
 #include "plan/plan.h"
 
 #include <cublasLt.h>
-#include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 
@@ -46,8 +45,7 @@ enum class Layout { RowMajor, ChannelsLast };
 struct DeviceContext {
   cudaStream_t stream = nullptr;
   cudnnHandle_t cudnn = nullptr;
-  cublasHandle_t cublas = nullptr;
-  cublasLtHandle_t cublasLt = nullptr; // gemm and matmul (blas.cpp)
+  cublasLtHandle_t cublasLt = nullptr; // gemm and matmul (cublaslt/matmul.cpp)
   uint8_t *arena = nullptr;
   std::string deviceName;
   int smCount = 0;

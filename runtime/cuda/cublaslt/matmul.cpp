@@ -22,6 +22,7 @@
 // cuBLASLt gives the same bits for one algorithm and workspace on one GPU and stream (its split-K
 // reductions keep a fixed order).
 #include "cuda/cublaslt/matmul.h"
+#include "cuda/cublaslt/cublaslt_library.h"
 #include "cuda/kernels/broadcast.h"
 #include "cuda/kernels/elementwise.h"
 
@@ -88,9 +89,9 @@ struct LtMatmul {
   ~LtMatmul() {
     for (cublasLtMatrixLayout_t l : {a, b, d})
       if (l)
-        cublasLtMatrixLayoutDestroy(l);
+        cublasLtApi().MatrixLayoutDestroy(l);
     if (desc)
-      cublasLtMatmulDescDestroy(desc);
+      cublasLtApi().MatmulDescDestroy(desc);
   }
   const void *alpha() const { return f64 ? static_cast<const void *>(&alpha64) : &alpha32; }
   const void *beta() const { return f64 ? static_cast<const void *>(&beta64) : &beta32; }
@@ -130,15 +131,15 @@ std::string describe(const MatmulSpec &s) {
 }
 
 Status makeLayout(cublasLtMatrixLayout_t *l, const MatmulSpec &s, uint64_t rows, uint64_t cols, int64_t stride) {
-  CASTOR_RETURN_IF_ERROR(ltStatus(cublasLtMatrixLayoutCreate(l, cudaType(s.dt), rows, cols, int64_t(rows)), s.op,
+  CASTOR_RETURN_IF_ERROR(ltStatus(cublasLtApi().MatrixLayoutCreate(l, cudaType(s.dt), rows, cols, int64_t(rows)), s.op,
                                   "cublasLtMatrixLayoutCreate"));
   if (s.batch > 1) {
     const int32_t count = int32_t(s.batch);
     CASTOR_RETURN_IF_ERROR(
-        ltStatus(cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count), s.op,
+        ltStatus(cublasLtApi().MatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count), s.op,
                  "cublasLtMatrixLayoutSetAttribute(BATCH_COUNT)"));
     CASTOR_RETURN_IF_ERROR(ltStatus(
-        cublasLtMatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride), s.op,
+        cublasLtApi().MatrixLayoutSetAttribute(*l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride), s.op,
         "cublasLtMatrixLayoutSetAttribute(STRIDED_BATCH_OFFSET)"));
   }
   return Status::ok();
@@ -148,7 +149,7 @@ struct Preference {
   cublasLtMatmulPreference_t p = nullptr;
   ~Preference() {
     if (p)
-      cublasLtMatmulPreferenceDestroy(p);
+      cublasLtApi().MatmulPreferenceDestroy(p);
   }
 };
 
@@ -163,14 +164,14 @@ Expected<LtMatmulPtr> makeMatmul(DeviceContext &ctx, const MatmulSpec &s) {
   const cublasComputeType_t compute = m->f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F; // never TF32
   const cudaDataType_t scale = m->f64 ? CUDA_R_64F : CUDA_R_32F;
   CASTOR_RETURN_IF_ERROR(
-      ltStatus(cublasLtMatmulDescCreate(&m->desc, compute, scale), s.op, "cublasLtMatmulDescCreate"));
+      ltStatus(cublasLtApi().MatmulDescCreate(&m->desc, compute, scale), s.op, "cublasLtMatmulDescCreate"));
   // cuBLASLt's A is our B and its B our A (column-major Y^T = op(B)^T op(A)^T).
   const int32_t opA = s.transB ? CUBLAS_OP_T : CUBLAS_OP_N, opB = s.transA ? CUBLAS_OP_T : CUBLAS_OP_N;
   CASTOR_RETURN_IF_ERROR(
-      ltStatus(cublasLtMatmulDescSetAttribute(m->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA), s.op,
+      ltStatus(cublasLtApi().MatmulDescSetAttribute(m->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opA, sizeof opA), s.op,
                "cublasLtMatmulDescSetAttribute(TRANSA)"));
   CASTOR_RETURN_IF_ERROR(
-      ltStatus(cublasLtMatmulDescSetAttribute(m->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB), s.op,
+      ltStatus(cublasLtApi().MatmulDescSetAttribute(m->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opB, sizeof opB), s.op,
                "cublasLtMatmulDescSetAttribute(TRANSB)"));
   if (s.bias) {
     // The bias vector has D's dtype: CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE keeps its default (-1,
@@ -178,10 +179,10 @@ Expected<LtMatmulPtr> makeMatmul(DeviceContext &ctx, const MatmulSpec &s) {
     // does not move) and the heuristic reads its alignment.
     const uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     CASTOR_RETURN_IF_ERROR(
-        ltStatus(cublasLtMatmulDescSetAttribute(m->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
+        ltStatus(cublasLtApi().MatmulDescSetAttribute(m->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue),
                  s.op, "cublasLtMatmulDescSetAttribute(EPILOGUE)"));
     CASTOR_RETURN_IF_ERROR(
-        ltStatus(cublasLtMatmulDescSetAttribute(m->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &s.bias, sizeof s.bias),
+        ltStatus(cublasLtApi().MatmulDescSetAttribute(m->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &s.bias, sizeof s.bias),
                  s.op, "cublasLtMatmulDescSetAttribute(BIAS_POINTER)"));
   }
   // Stored (pre-op) column-major shapes: our B is [K,N] row-major = [N,K] column-major (or
@@ -193,9 +194,9 @@ Expected<LtMatmulPtr> makeMatmul(DeviceContext &ctx, const MatmulSpec &s) {
   CASTOR_RETURN_IF_ERROR(makeLayout(&m->d, s, uint64_t(s.N), uint64_t(s.M), s.strideY));
 
   Preference pref;
-  CASTOR_RETURN_IF_ERROR(ltStatus(cublasLtMatmulPreferenceCreate(&pref.p), s.op, "cublasLtMatmulPreferenceCreate"));
+  CASTOR_RETURN_IF_ERROR(ltStatus(cublasLtApi().MatmulPreferenceCreate(&pref.p), s.op, "cublasLtMatmulPreferenceCreate"));
   const uint64_t maxWorkspace = std::min(kMaxLtWorkspace, ctx.workspaceLimit);
-  CASTOR_RETURN_IF_ERROR(ltStatus(cublasLtMatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+  CASTOR_RETURN_IF_ERROR(ltStatus(cublasLtApi().MatmulPreferenceSetAttribute(pref.p, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                                        &maxWorkspace, sizeof maxWorkspace),
                                   s.op, "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)"));
   // Swapped as the operands are; C and D share Y's layout.
@@ -205,13 +206,13 @@ Expected<LtMatmulPtr> makeMatmul(DeviceContext &ctx, const MatmulSpec &s) {
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, s.alignC},
       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, s.alignY}};
   for (const auto &[attr, bytes] : alignments)
-    CASTOR_RETURN_IF_ERROR(ltStatus(cublasLtMatmulPreferenceSetAttribute(pref.p, attr, &bytes, sizeof bytes), s.op,
+    CASTOR_RETURN_IF_ERROR(ltStatus(cublasLtApi().MatmulPreferenceSetAttribute(pref.p, attr, &bytes, sizeof bytes), s.op,
                                     "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)"));
 
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t e =
-      cublasLtMatmulAlgoGetHeuristic(ctx.cublasLt, m->desc, m->a, m->b, m->d, m->d, pref.p, 1, &result, &found);
+      cublasLtApi().MatmulAlgoGetHeuristic(ctx.cublasLt, m->desc, m->a, m->b, m->d, m->d, pref.p, 1, &result, &found);
   if (e == CUBLAS_STATUS_NOT_SUPPORTED ||
       (e == CUBLAS_STATUS_SUCCESS && (found < 1 || result.state != CUBLAS_STATUS_SUCCESS)))
     return Status::error(std::string(s.op) + ": cublasLtMatmulAlgoGetHeuristic found no algorithm for " + describe(s));
@@ -226,7 +227,7 @@ Expected<LtMatmulPtr> makeMatmul(DeviceContext &ctx, const MatmulSpec &s) {
 // read it when running.
 Status runMatmul(const DeviceContext &c, const LtMatmul &m, const char *op, const void *A, const void *B, const void *C,
                  void *Y) {
-  return ltStatus(cublasLtMatmul(c.cublasLt, m.desc, m.alpha(), B, m.a, A, m.b, m.beta(), C, m.d, Y, m.d, &m.algo,
+  return ltStatus(cublasLtApi().Matmul(c.cublasLt, m.desc, m.alpha(), B, m.a, A, m.b, m.beta(), C, m.d, Y, m.d, &m.algo,
                                  c.workspace, m.workspaceBytes, c.stream),
                   op, "cublasLtMatmul");
 }

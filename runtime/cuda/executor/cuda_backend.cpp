@@ -31,6 +31,7 @@
 #include "cuda/kernels/pixels.h"
 #include "cuda/kernels/state_check.h"
 
+#include "cuda/cublaslt/cublaslt_library.h"
 #include "cuda/tuning/compile_ahead.h"
 #include "cuda/tuning/tuner.h"
 #include "cuda/tuning/tuning_cache.h"
@@ -115,9 +116,7 @@ public:
     if (ctx_.cudnn)
       cudnnDestroy(ctx_.cudnn);
     if (ctx_.cublasLt)
-      cublasLtDestroy(ctx_.cublasLt);
-    if (ctx_.cublas)
-      cublasDestroy(ctx_.cublas);
+      cuda::cublasLtApi().Destroy(ctx_.cublasLt);
     for (void *p : {static_cast<void *>(ctx_.arena), ctx_.workspace, static_cast<void *>(ctx_.scratch), staging_,
                     static_cast<void *>(stateCheckEntries_), static_cast<void *>(stateCheckCounts_)})
       if (p)
@@ -214,13 +213,11 @@ public:
     phases.mark("memory");
     CASTOR_CUDNN(cudnnCreate(&ctx_.cudnn));
     CASTOR_CUDNN(cudnnSetStream(ctx_.cudnn, ctx_.stream));
-    CASTOR_CUBLAS(cublasCreate(&ctx_.cublas));
-    CASTOR_CUBLAS(cublasSetStream(ctx_.cublas, ctx_.stream));
-    CASTOR_CUBLAS(cublasSetMathMode(ctx_.cublas, CUBLAS_DEFAULT_MATH)); // no TF32 for fp32
-    // gemm and matmul run through cuBLASLt, with the shared workspace (ctx_.workspace, sized by
-    // what their algorithms ask for); no kernel of the step calls cuBLAS, which therefore has no
-    // workspace of its own.
-    CASTOR_CUBLAS(cublasLtCreate(&ctx_.cublasLt));
+    // gemm and matmul run through cuBLASLt (opened here, not linked: cublaslt_library.h), with the
+    // shared workspace (ctx_.workspace, sized by what their algorithms ask for); nothing calls
+    // cuBLAS itself. Its fp32 compute type never uses TF32 (matmul.cpp).
+    CASTOR_RETURN_IF_ERROR(cuda::openCublasLt());
+    CASTOR_CUBLAS(cuda::cublasLtApi().Create(&ctx_.cublasLt));
     CASTOR_CUDA(cudaMemGetInfo(&freeBytes, &totalBytes));
     ctx_.workspaceLimit = std::min<size_t>(size_t(1) << 30, freeBytes / 2);
     if (plan_.workspace_limit_bytes() > 0) { // part of the plan's predicted peak: keep to it
