@@ -1,14 +1,17 @@
-// fp16/bf16 run conversions 4 lanes at a time (convert16.h), compiled with -mavx2 -mno-fma
-// (runtime/CMakeLists.txt) and called only where the CPU has AVX2. Each lane computes
-// castor/float_convert.h's encode/decode: the same integer steps and the same exact product,
-// with masks for its selects. No library code, so nothing here merges with code built for any
-// x86-64 at link time.
+// fp16/bf16 run conversions 4 lanes at a time (convert16.h), compiled with -mavx2 -mf16c -mno-fma
+// (runtime/CMakeLists.txt) and called only where the CPU has AVX2 and F16C. Each lane gives
+// castor/float_convert.h's bits. Decoding is exact in hardware: fp16 through F16C's conversion to
+// fp32, bf16 as the upper half of an fp32, then fp32 to fp64; NaNs then become the reference's
+// one quiet NaN of their sign. Encoding runs the reference's integer steps and its exact product,
+// with masks for its selects. Intrinsics and no library code, so nothing here merges with code
+// built for any x86-64 at link time.
+#include <immintrin.h>
+
 #include <cstdint>
 
 namespace castor::cpu {
 namespace {
 typedef int64_t i64x4 __attribute__((vector_size(32)));
-typedef int32_t i32x4 __attribute__((vector_size(16)));
 typedef uint16_t u16x4 __attribute__((vector_size(8)));
 typedef double f64x4 __attribute__((vector_size(32)));
 
@@ -48,23 +51,19 @@ inline u16x4 encode4(f64x4 x, Format16 f) {
   return __builtin_convertvector(r | sign, u16x4);
 }
 
-// float_convert.h's decode, lane by lane.
-inline f64x4 decode4(u16x4 h, Format16 f) {
-  const i32x4 b = __builtin_convertvector(h, i32x4);
-  const i32x4 mag = b & 0x7FFF, exp = mag >> f.mantBits, mant = mag & ((1 << f.mantBits) - 1);
-  const i32x4 sig = mant | ((exp != 0) & (1 << f.mantBits)), e1 = exp | ((exp == 0) & 1);
-  const i64x4 scaleBits = (__builtin_convertvector(e1, i64x4) + (1023 - f.bias - f.mantBits)) << 52;
-  const f64x4 m = __builtin_convertvector(sig, f64x4) * (f64x4)scaleBits;
-  const i64x4 special = __builtin_convertvector((mag & int32_t(f.infBits)) == int32_t(f.infBits), i64x4);
-  const i64x4 specialBits =
-      __builtin_convertvector(mant != 0, i64x4) ? i64x4{} + (int64_t(0x7FF8) << 48) : i64x4{} + (int64_t(0x7FF) << 52);
-  const i64x4 r = special ? specialBits : (i64x4)m;
-  return (f64x4)(r | (__builtin_convertvector(b & 0x8000, i64x4) << 48));
+// float_convert.h's decode of 4 values: exact widenings, NaNs made the reference's.
+template <bool BF16> inline __m256d decode4(const uint8_t *src) {
+  const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(src));
+  const __m128 f = BF16 ? _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16)) : _mm_cvtph_ps(h);
+  const __m256d d = _mm256_cvtps_pd(f);
+  const __m256d sign = _mm256_and_pd(d, _mm256_castsi256_pd(_mm256_set1_epi64x(INT64_MIN)));
+  const __m256d quiet = _mm256_or_pd(sign, _mm256_castsi256_pd(_mm256_set1_epi64x(int64_t(0x7FF8) << 48)));
+  return _mm256_blendv_pd(d, quiet, _mm256_cmp_pd(d, d, _CMP_UNORD_Q));
 }
 
 template <bool BF16> void decodeRun(const uint8_t *src, int64_t n, double *dst) {
   for (int64_t i = 0; i < n; i += 4)
-    store(dst + i, decode4(load<u16x4>(src + 2 * i), BF16 ? kBFloat16 : kHalf));
+    _mm256_storeu_pd(dst + i, decode4<BF16>(src + 2 * i));
 }
 
 template <bool BF16> void encodeRun(const double *src, int64_t n, uint8_t *dst) {

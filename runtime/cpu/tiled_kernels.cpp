@@ -14,17 +14,19 @@ namespace castor::cpu::tiled {
 const TileKernels *genericTileKernels();
 #if CASTOR_CPU_AVX2
 const TileKernels *avx2TileKernels();
+const TileKernels *avx512TileKernels(); // tiled_avx512.cpp: call only on a CPU with AVX-512F and VL
 #endif
 
 namespace {
 const TileKernels *chooseTables() {
   const char *v = std::getenv("CASTOR_CPU_VECTOR");
-  const bool generic = v && std::string(v) == "generic";
+  const std::string want = v ? v : "";
 #if CASTOR_CPU_AVX2
-  if (!generic && __builtin_cpu_supports("avx2"))
+  if (want.empty() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))
+    return avx512TileKernels();
+  if ((want.empty() || want == "avx2") && __builtin_cpu_supports("avx2"))
     return avx2TileKernels();
 #endif
-  (void)generic;
   return genericTileKernels();
 }
 } // namespace

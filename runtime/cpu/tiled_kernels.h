@@ -8,9 +8,9 @@
 // Padded taps are skipped (not multiplied by zero), as in the reference loops.
 //
 // The tile loops (tiled_loops.h) use GCC/Clang vector extensions, compiled once per instruction
-// set without contraction into fused multiply-adds: 4 doubles per vector where the CPU has AVX2
-// (tiled_avx2.cpp, chosen at run time), else 2 (SSE2 on x86-64, NEON on AArch64, scalar code
-// elsewhere: tiled_generic.cpp).
+// set without contraction into fused multiply-adds, chosen at run time: 8 doubles per vector where
+// the CPU has AVX-512 (tiled_avx512.cpp), 4 where it has AVX2 (tiled_avx2.cpp), else 2 (SSE2 on
+// x86-64, NEON on AArch64, scalar code elsewhere: tiled_generic.cpp).
 #pragma once
 
 #include <cstddef>

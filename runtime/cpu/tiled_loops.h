@@ -1,5 +1,5 @@
 // The tile loops behind tiled_kernels.h's TileKernels, for one vector type. Each instruction set's
-// translation unit (tiled_generic.cpp, tiled_avx2.cpp) includes this inside its own anonymous
+// translation unit (tiled_generic.cpp, tiled_avx2.cpp, tiled_avx512.cpp) includes this inside its own anonymous
 // namespace, so copies compiled with different flags never merge at link time; for the same
 // reason this uses no library code.
 //
@@ -17,7 +17,9 @@ template <typename V> inline V vload(const double *p) {
 template <typename V> inline void vstore(double *p, V v) { __builtin_memcpy(p, &v, sizeof v); }
 // A broadcast (not 0 + x, which would turn -0 into +0).
 template <typename V> inline V vsplat(double x) {
-  if constexpr (widthOf<V>() == 4)
+  if constexpr (widthOf<V>() == 8)
+    return V{x, x, x, x, x, x, x, x};
+  else if constexpr (widthOf<V>() == 4)
     return V{x, x, x, x};
   else
     return V{x, x};
