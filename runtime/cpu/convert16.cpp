@@ -1,11 +1,10 @@
 // The choice of fp16/bf16 run conversions for this CPU (convert16.h).
 #include "cpu/convert16.h"
+#include "cpu/vector_isa.h"
 
 #include "castor/float_convert.h"
 
-#include <cstdlib>
 #include <cstring>
-#include <string>
 
 namespace castor::cpu {
 
@@ -20,29 +19,6 @@ void encodeBFloat16Avx512(const double *src, int64_t n, uint8_t *dst);
 #endif
 
 namespace {
-#if CASTOR_CPU_AVX2
-// The widest the CPU has, unless CASTOR_CPU_VECTOR asks for avx2 or generic (as tiled_kernels.cpp);
-// asked at first use, not static initialization.
-const std::string &vectorWanted() {
-  static const std::string want = std::getenv("CASTOR_CPU_VECTOR") ? std::getenv("CASTOR_CPU_VECTOR") : "";
-  return want;
-}
-bool haveAvx2() {
-  static const bool avx2 =
-      vectorWanted() != "generic" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
-  return avx2;
-}
-bool haveAvx512() {
-  static const bool avx512 =
-      vectorWanted().empty() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
-  return avx512;
-}
-bool haveAvx512Fp16() {
-  static const bool fp16 = haveAvx512() && __builtin_cpu_supports("avx512fp16") && __builtin_cpu_supports("avx512bw");
-  return fp16;
-}
-#endif
-
 void decodeScalar(const uint8_t *src, int64_t n, bool bf16, double *dst) {
   for (int64_t i = 0; i < n; ++i) {
     uint16_t h;
@@ -62,7 +38,7 @@ void encodeScalar(const double *src, int64_t n, bool bf16, uint8_t *dst) {
 void decode16(const uint8_t *src, int64_t n, bool bf16, double *dst) {
   int64_t done = 0;
 #if CASTOR_CPU_AVX2
-  if (haveAvx2()) {
+  if (vectorIsa() != VectorIsa::Generic) {
     done = n / 4 * 4;
     decode16Avx2(src, done, bf16, dst);
   }
@@ -73,13 +49,13 @@ void decode16(const uint8_t *src, int64_t n, bool bf16, double *dst) {
 void encode16(const double *src, int64_t n, bool bf16, uint8_t *dst) {
   int64_t done = 0;
 #if CASTOR_CPU_AVX2
-  if (!bf16 && haveAvx512Fp16()) {
+  if (!bf16 && vectorHasFp16Conversion()) {
     done = n / 8 * 8;
     encodeHalfAvx512(src, done, dst);
-  } else if (bf16 && haveAvx512()) {
+  } else if (bf16 && vectorIsa() == VectorIsa::Avx512) {
     done = n / 8 * 8;
     encodeBFloat16Avx512(src, done, dst);
-  } else if (haveAvx2()) {
+  } else if (vectorIsa() != VectorIsa::Generic) {
     done = n / 4 * 4;
     encode16Avx2(src, done, bf16, dst);
   }

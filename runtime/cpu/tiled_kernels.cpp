@@ -1,10 +1,9 @@
 // The choice of tile loops for this CPU, and the direct convolution's walk over a plan's tiles
 // (tiled_kernels.h).
 #include "cpu/tiled_kernels.h"
+#include "cpu/vector_isa.h"
 
-#include <cstdlib>
 #include <cstring>
-#include <string>
 #include <vector>
 
 namespace castor::cpu::tiled {
@@ -19,13 +18,15 @@ const TileKernels *avx512TileKernels(); // tiled_avx512.cpp: call only on a CPU 
 
 namespace {
 const TileKernels *chooseTables() {
-  const char *v = std::getenv("CASTOR_CPU_VECTOR");
-  const std::string want = v ? v : "";
 #if CASTOR_CPU_AVX2
-  if (want.empty() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl"))
+  switch (vectorIsa()) {
+  case VectorIsa::Avx512:
     return avx512TileKernels();
-  if ((want.empty() || want == "avx2") && __builtin_cpu_supports("avx2"))
+  case VectorIsa::Avx2:
     return avx2TileKernels();
+  case VectorIsa::Generic:
+    break;
+  }
 #endif
   return genericTileKernels();
 }
