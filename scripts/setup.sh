@@ -14,7 +14,7 @@ DEBIAN_PACKAGES=(
   libfmt-dev catch2 libcli11-dev
   zlib1g-dev libzstd-dev libedit-dev libcurl4-openssl-dev libxml2-dev
   dataset-fashion-mnist
-  libturbojpeg0-dev libpng-dev
+  libturbojpeg0-dev libpng-dev libssl-dev
 )
 
 missing=()

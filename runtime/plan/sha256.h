@@ -1,10 +1,14 @@
-// SHA-256 (FIPS 180-4), used for the plan container's checksum.
+// SHA-256 (FIPS 180-4): the plan container's checksum, the digest that pairs a plan with its
+// weights file, the plan cache's keys. Computed by OpenSSL's libcrypto.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
+
+struct evp_md_ctx_st; // OpenSSL's EVP_MD_CTX, kept out of this header
 
 namespace castor::plan {
 
@@ -17,11 +21,10 @@ public:
   Sha256Digest finish();
 
 private:
-  void compress(const uint8_t *block);
-  uint32_t h_[8];
-  uint8_t buffer_[64];
-  size_t buffered_ = 0;
-  uint64_t totalBytes_ = 0;
+  struct Free {
+    void operator()(evp_md_ctx_st *context) const;
+  };
+  std::unique_ptr<evp_md_ctx_st, Free> context_;
 };
 
 Sha256Digest sha256(const void *data, size_t size);

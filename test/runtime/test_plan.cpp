@@ -4,9 +4,11 @@
 #include "core/session.h"
 #include "plan/plan_io.h"
 #include "plan/plan_validator.h"
+#include "plan/sha256.h"
 
 #include <google/protobuf/util/message_differencer.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <unistd.h>
@@ -234,4 +236,23 @@ TEST_CASE("slots of tensors whose lifetimes do not meet may share bytes", "[plan
   b.kernel("sigmoid", {a}, {c});
   b.kernel("relu", {c}, {d});
   CHECK(plan::validatePlan(b.plan).message() == "");
+}
+
+TEST_CASE("SHA-256 gives FIPS 180-2's digests, whole or in pieces", "[plan]") {
+  using plan::sha256;
+  using plan::toHex;
+  CHECK(toHex(sha256("", 0)) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  CHECK(toHex(sha256("abc", 3)) == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  const std::string twoBlocks = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  CHECK(toHex(sha256(twoBlocks.data(), twoBlocks.size())) ==
+        "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  // A million 'a', fed in uneven pieces that straddle the 64-byte blocks.
+  plan::Sha256 h;
+  const std::string a(1000, 'a');
+  for (size_t done = 0, piece = 1; done < 1000000; piece = piece % 997 + 1) {
+    const size_t n = std::min(piece, 1000000 - done);
+    h.update(a.data(), n);
+    done += n;
+  }
+  CHECK(toHex(h.finish()) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }

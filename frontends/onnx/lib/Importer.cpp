@@ -11,7 +11,6 @@
 
 #include <fstream>
 #include <set>
-#include <sstream>
 
 using namespace mlir;
 
@@ -281,9 +280,18 @@ ImportResult importOnnxFile(MLIRContext &context, const std::string &path, const
     result.errors.push_back(path + ": cannot open the file");
     return result;
   }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  return importOnnxBytes(context, bytes.str(), path, dirName(path), options);
+  // Read in one piece into a buffer of the file's size: a model with hundreds of MB of weights
+  // was copied three times more through a growing stream and its str().
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  std::string bytes(size > 0 ? size_t(size) : 0, '\0');
+  if (size < 0 || !in.read(bytes.data(), std::streamsize(bytes.size()))) {
+    ImportResult result;
+    result.errors.push_back(path + ": cannot read the file");
+    return result;
+  }
+  return importOnnxBytes(context, bytes, path, dirName(path), options);
 }
 
 } // namespace castor::onnx_import
