@@ -72,7 +72,8 @@ def main():
     ap.add_argument("--models", required=True)
     ap.add_argument("--data", required=True)
     ap.add_argument("--work", required=True)
-    ap.add_argument("--steps", type=int, default=600)
+    # 450 steps: fp32 0.770, fp16 0.776, bf16 0.771, the control 0.667 (600 steps: 0.798, 0.795, 0.788, 0.690).
+    ap.add_argument("--steps", type=int, default=450)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.1)
     ap.add_argument("--threshold", type=float, default=0.75)
