@@ -9,7 +9,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
 
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 using namespace mlir;
@@ -274,19 +276,32 @@ ImportResult importOnnxBytes(MLIRContext &context, const std::string &bytes, con
 }
 
 ImportResult importOnnxFile(MLIRContext &context, const std::string &path, const ImportOptions &options) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    ImportResult result;
+    result.errors.push_back(path + ": a directory, not an ONNX file");
+    return result;
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     ImportResult result;
     result.errors.push_back(path + ": cannot open the file");
     return result;
   }
-  // Read in one piece into a buffer of the file's size: a model with hundreds of MB of weights
-  // was copied three times more through a growing stream and its str().
+  // A file read in one piece into a buffer of its size: a model with hundreds of MB of weights was
+  // copied three times more through a growing stream and its str(). A pipe has no size: appended.
+  std::string bytes;
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  std::string bytes(size > 0 ? size_t(size) : 0, '\0');
-  if (size < 0 || !in.read(bytes.data(), std::streamsize(bytes.size()))) {
+  if (size >= 0) {
+    in.seekg(0, std::ios::beg);
+    bytes.resize(size_t(size));
+    in.read(bytes.data(), std::streamsize(bytes.size()));
+  } else {
+    in.clear();
+    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  if (in.bad() || (size >= 0 && in.gcount() != std::streamsize(bytes.size()))) {
     ImportResult result;
     result.errors.push_back(path + ": cannot read the file");
     return result;
