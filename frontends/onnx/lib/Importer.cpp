@@ -8,10 +8,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
+#include "llvm/Support/MemoryBuffer.h"
 
-#include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <set>
 
 using namespace mlir;
@@ -276,37 +274,17 @@ ImportResult importOnnxBytes(MLIRContext &context, const std::string &bytes, con
 }
 
 ImportResult importOnnxFile(MLIRContext &context, const std::string &path, const ImportOptions &options) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) {
+  // LLVM's reader: a file mapped in one piece (no growing stream to copy its weights through), a
+  // pipe read to its end, a directory refused.
+  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false, /*RequiresNullTerminator=*/false);
+  if (!buffer) {
     ImportResult result;
-    result.errors.push_back(path + ": a directory, not an ONNX file");
+    result.errors.push_back(path + (buffer.getError() == std::errc::is_a_directory
+                                        ? std::string(": a directory, not an ONNX file")
+                                        : ": cannot open the file (" + buffer.getError().message() + ")"));
     return result;
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    ImportResult result;
-    result.errors.push_back(path + ": cannot open the file");
-    return result;
-  }
-  // A file read in one piece into a buffer of its size: a model with hundreds of MB of weights was
-  // copied three times more through a growing stream and its str(). A pipe has no size: appended.
-  std::string bytes;
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  if (size >= 0) {
-    in.seekg(0, std::ios::beg);
-    bytes.resize(size_t(size));
-    in.read(bytes.data(), std::streamsize(bytes.size()));
-  } else {
-    in.clear();
-    bytes.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  if (in.bad() || (size >= 0 && in.gcount() != std::streamsize(bytes.size()))) {
-    ImportResult result;
-    result.errors.push_back(path + ": cannot read the file");
-    return result;
-  }
-  return importOnnxBytes(context, bytes, path, dirName(path), options);
+  return importOnnxBytes(context, (*buffer)->getBuffer().str(), path, dirName(path), options);
 }
 
 } // namespace castor::onnx_import
