@@ -246,22 +246,26 @@ TEST_CASE("pooling, batch norm and gemm give the reference loops' exact bits", "
           }
         requireSameBits(k.get(0), want);
       }
+    // One b for every product (the rows of one product), a b a product, and one a for every b.
     const int64_t B = 3, M = 5, K = 70, N = 6;
-    Vec a = randomValues(B * M * K, rng), b = randomValues(K * N, rng);
-    OneKernel k("matmul", {{B, M, K}, {K, N}}, {{B, M, N}}, {}, plan::F64);
-    k.set(0, a);
-    k.set(1, b);
-    k.run();
-    Vec want(static_cast<size_t>(B * M * N));
-    for (int64_t t = 0; t < B; ++t)
-      for (int64_t i = 0; i < M; ++i)
-        for (int64_t j = 0; j < N; ++j) {
-          double acc = 0;
-          for (int64_t p = 0; p < K; ++p)
-            acc += a[size_t((t * M + i) * K + p)] * b[size_t(p * N + j)];
-          want[size_t((t * M + i) * N + j)] = acc;
-        }
-    requireSameBits(k.get(0), want);
+    for (auto [aBatched, bBatched] : {std::pair{true, false}, {true, true}, {false, true}}) {
+      Vec a = randomValues((aBatched ? B : 1) * M * K, rng), b = randomValues((bBatched ? B : 1) * K * N, rng);
+      OneKernel k("matmul", {aBatched ? Shape{B, M, K} : Shape{M, K}, bBatched ? Shape{B, K, N} : Shape{K, N}},
+                  {{B, M, N}}, {}, plan::F64);
+      k.set(0, a);
+      k.set(1, b);
+      k.run();
+      Vec want(static_cast<size_t>(B * M * N));
+      for (int64_t t = 0; t < B; ++t)
+        for (int64_t i = 0; i < M; ++i)
+          for (int64_t j = 0; j < N; ++j) {
+            double acc = 0;
+            for (int64_t p = 0; p < K; ++p)
+              acc += a[size_t(((aBatched ? t : 0) * M + i) * K + p)] * b[size_t(((bBatched ? t : 0) * K + p) * N + j)];
+            want[size_t((t * M + i) * N + j)] = acc;
+          }
+      requireSameBits(k.get(0), want);
+    }
   }
   SECTION("batch norm training and its backward") {
     const int64_t N = 3, C = 5, H = 7, W = 6, inner = H * W;
