@@ -36,6 +36,10 @@ cl::opt<std::string> reportDir("report",
                                         "and fusion.json (every fused element-wise group: its ops, the bytes it "
                                         "moves and what its ops would move unfused)"),
                                cl::value_desc("DIR"), cl::sub(compileCommand));
+cl::opt<bool> reportPicture("report-picture",
+                            cl::desc("With --report, draw memory.png/.svg and report.html (python3 with matplotlib, "
+                                     "about a second); =false writes the JSON files only"),
+                            cl::init(true), cl::sub(compileCommand));
 cl::opt<Emit> emit("emit", cl::desc("Also print an intermediate form to stdout"), cl::init(Emit::None),
                    cl::values(clEnumValN(Emit::Mlir, "mlir", "the plan-level castor dialect"),
                               clEnumValN(Emit::PlanText, "plan-text", "the plan as protobuf text")),
@@ -119,10 +123,10 @@ int runCompile() {
 
   auto compiled = module.lookupSymbol<mlir::func::FuncOp>(compiledFunctionName(options));
   if (!reportDir.empty()) {
-    if (std::string error = writeMemoryReport(compiled, reportDir, "castor"); !error.empty())
+    if (std::string error = writeMemoryReport(compiled, reportDir, "castor", reportPicture); !error.empty())
       llvm::errs() << "warning: memory report: " << error << "\n";
     else
-      llvm::errs() << "memory report: " << reportDir << "/report.html\n";
+      llvm::errs() << "memory report: " << reportDir << (reportPicture ? "/report.html\n" : "/memory.json\n");
   }
   auto batchAttr = module->getAttrOfType<mlir::IntegerAttr>(castor::attr::kBatch);
   int64_t planBatch = (batchAttr ? batchAttr.getInt() : 1) * (options.train ? options.accumulate : 1);

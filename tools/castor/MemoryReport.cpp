@@ -47,7 +47,7 @@ std::string typeText(Type t) {
 
 } // namespace
 
-std::string writeMemoryReport(func::FuncOp step, const std::string &dir, const char *argv0) {
+std::string writeMemoryReport(func::FuncOp step, const std::string &dir, const char *argv0, bool picture) {
   auto liveness = analyzeStepLiveness(step, /*requireKernels=*/true);
   if (failed(liveness))
     return "the step has no memory plan to report";
@@ -184,6 +184,8 @@ std::string writeMemoryReport(func::FuncOp step, const std::string &dir, const c
     os << llvm::formatv("{0:2}", llvm::json::Value(std::move(report))) << "\n";
   }
 
+  if (!picture)
+    return {};
   // The picture: castor-plot-memory.py beside this executable, run by python3.
   std::string self = llvm::sys::fs::getMainExecutable(argv0, reinterpret_cast<void *>(&writeMemoryReport));
   llvm::SmallString<256> script(llvm::sys::path::parent_path(self));

@@ -9,8 +9,8 @@
 
 namespace castor::cli {
 
-// Writes DIR/memory.json for `step` (after castor-plan-memory) and runs the plotting script
-// next to the castor executable; an error message, or empty.
-std::string writeMemoryReport(mlir::func::FuncOp step, const std::string &dir, const char *argv0);
+// Writes DIR/memory.json for `step` (after castor-plan-memory) and, with `picture`, runs the
+// plotting script next to the castor executable; an error message, or empty.
+std::string writeMemoryReport(mlir::func::FuncOp step, const std::string &dir, const char *argv0, bool picture);
 
 } // namespace castor::cli
