@@ -2,6 +2,7 @@
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Dialect/PlanForm.h"
 #include "castor/Passes/Passes.h"
+#include "ProgramOps.h"
 #include "castor/shape_rules.h"
 #include "plan/elementwise_program.h"
 
@@ -20,33 +21,6 @@ namespace castor {
 using namespace mlir;
 
 namespace {
-
-// The instruction `op` is in a program, or nothing when it cannot be one: the plan library
-// decides which ops a program takes (plan::isProgramOp); every value is a float tensor.
-std::optional<castor::plan::ProgramInstruction> instructionOf(Operation *op) {
-  if (op->getNumResults() != 1 || op->getNumRegions() != 0)
-    return std::nullopt;
-  const std::string name = op->getName().stripDialect().str();
-  if (!castor::plan::isProgramOp(name))
-    return std::nullopt;
-  auto isFloatTensor = [](Type t) {
-    auto type = llvm::dyn_cast<RankedTensorType>(t);
-    return type && llvm::isa<FloatType>(type.getElementType()) && succeeded(castor::planDtypeOf(type.getElementType()));
-  };
-  if (!llvm::all_of(op->getOperandTypes(), isFloatTensor) || !isFloatTensor(op->getResult(0).getType()))
-    return std::nullopt;
-  castor::plan::ProgramInstruction inst;
-  inst.kernel.set_op(name);
-  inst.dtype = *castor::planDtypeOf(getElementTypeOrSelf(op->getResult(0).getType()));
-  if (auto props = llvm::dyn_cast_or_null<DictionaryAttr>(op->getPropertiesAsAttribute()))
-    for (NamedAttribute a : props) {
-      auto converted = castor::planAttrOf(a.getValue());
-      if (failed(converted))
-        return std::nullopt;
-      (*inst.kernel.mutable_attrs())[a.getName().str()] = *converted;
-    }
-  return inst;
-}
 
 // The reduction `op` is as a program output (reduce_sum_to: a sum times its scale;
 // global_avg_pool: a mean), or nothing when it cannot be one: its operand and result are float
@@ -155,7 +129,7 @@ struct FuseElementwisePass : castor::impl::CastorFuseElementwiseBase<FuseElement
         join(&op, *reduction, groups, groupOf, position);
         continue;
       }
-      if (!instructionOf(&op))
+      if (!castor::programInstructionOf(&op))
         continue;
       auto domain = llvm::cast<RankedTensorType>(op.getResult(0).getType()).getShape();
       size_t mine = groups.size();
@@ -224,7 +198,7 @@ struct FuseElementwisePass : castor::impl::CastorFuseElementwiseBase<FuseElement
     for (Operation *op : members) {
       if (reductionOf(op))
         continue; // an output, below
-      castor::plan::ProgramInstruction inst = *instructionOf(op);
+      castor::plan::ProgramInstruction inst = *castor::programInstructionOf(op);
       for (Value v : op->getOperands())
         inst.operands.push_back(names.lookup(v));
       names[op->getResult(0)] = {false, int(program.instructions.size())};

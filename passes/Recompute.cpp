@@ -4,6 +4,7 @@
 #include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
+#include "RecomputeCopies.h"
 #include "castor/Plan/StepLiveness.h"
 #include "castor/Support/OptionChoices.h"
 
@@ -76,61 +77,11 @@ std::string gib(uint64_t bytes) {
   return llvm::formatv("{0:F2} GiB", double(bytes) / double(1ull << 30)).str();
 }
 
-std::vector<Operation *> opsOf(func::FuncOp f) {
-  std::vector<Operation *> ops;
-  for (Operation &op : f.getBody().front())
-    ops.push_back(&op);
-  return ops;
-}
-
-// Rewrites `f` so that every backward reader (an op after `boundary`) of a chosen candidate
-// reads a copy computed just before the first such reader; returns the flops the copies add.
-// A copy's operand is copied too when it is a chosen candidate, or when it is a cheap forward
-// value that nothing in the backward reads (copying it keeps it from living on for the copy).
-int64_t recompute(func::FuncOp f, size_t boundary, ArrayRef<Candidate> chosen) {
-  std::vector<Operation *> ops = opsOf(f);
-  llvm::DenseMap<Operation *, size_t> position;
-  for (size_t i = 0; i < ops.size(); ++i)
-    position[ops[i]] = i;
-  auto forwardOnly = [&](Value w) {
-    Operation *def = w.getDefiningOp();
-    auto op = llvm::dyn_cast_or_null<castor::RecomputeOpInterface>(def);
-    if (!op || !op.isCheapToRecompute() || position.lookup(def) >= boundary)
-      return false;
-    for (Operation *user : w.getUsers())
-      if (llvm::isa<func::ReturnOp>(user) || position.lookup(user) > boundary)
-        return false;
-    return true;
-  };
-  llvm::DenseSet<Value> recomputed;
+std::vector<castor::RecomputedValue> valuesOf(ArrayRef<Candidate> chosen) {
+  std::vector<castor::RecomputedValue> values;
   for (const Candidate &c : chosen)
-    recomputed.insert(ops[c.op]->getResult(c.result));
-  llvm::DenseMap<Value, Value> copyOf;
-  int64_t flops = 0;
-  std::function<Value(Value, Operation *)> copy = [&](Value v, Operation *before) -> Value {
-    if (auto it = copyOf.find(v); it != copyOf.end())
-      return it->second;
-    Operation *def = v.getDefiningOp();
-    SmallVector<Value> operands;
-    for (Value w : def->getOperands()) {
-      Value c = recomputed.contains(w) || forwardOnly(w) ? copy(w, before) : Value();
-      operands.push_back(c ? c : w);
-    }
-    OpBuilder b(before);
-    auto cheap = llvm::cast<castor::RecomputeOpInterface>(def);
-    Value c = cheap.buildRecompute(b, llvm::cast<OpResult>(v).getResultNumber(), operands);
-    if (!c) // a result that cannot be recomputed alone: keep the original
-      return Value();
-    c.getDefiningOp()->setAttr(castor::attr::kRecomputed, b.getUnitAttr());
-    flops += llvm::cast<RankedTensorType>(c.getType()).getNumElements() * cheap.getRecomputeFlopsPerElement();
-    copyOf[v] = c;
-    return c;
-  };
-  for (size_t i = boundary + 1; i < ops.size(); ++i)
-    for (OpOperand &use : ops[i]->getOpOperands())
-      if (recomputed.contains(use.get()) && !llvm::isa<func::ReturnOp>(ops[i]))
-        use.set(copy(use.get(), ops[i]));
-  return flops;
+    values.push_back({c.op, c.result});
+  return values;
 }
 
 struct RecomputePass : castor::impl::CastorRecomputeBase<RecomputePass> {
@@ -139,7 +90,7 @@ struct RecomputePass : castor::impl::CastorRecomputeBase<RecomputePass> {
   // The planned peak of `f` with `chosen` recomputed: the arena plus the bytes outside it.
   FailureOr<uint64_t> peakWith(func::FuncOp f, size_t boundary, ArrayRef<Candidate> chosen) {
     func::FuncOp trial = f.clone();
-    recompute(trial, boundary, chosen);
+    castor::recomputeInBackward(trial, boundary, valuesOf(chosen));
     auto liveness = castor::analyzeStepLiveness(trial, /*requireKernels=*/false);
     uint64_t peak = 0;
     if (succeeded(liveness))
@@ -169,7 +120,7 @@ struct RecomputePass : castor::impl::CastorRecomputeBase<RecomputePass> {
     }
 
     // The backward starts after the last loss: every forward (each micro-batch's) precedes it.
-    std::vector<Operation *> ops = opsOf(f);
+    std::vector<Operation *> ops = castor::opsOf(f);
     std::optional<size_t> boundary;
     if (Operation *loss = castor::lastLoss(f))
       boundary = size_t(std::find(ops.begin(), ops.end(), loss) - ops.begin());
@@ -274,7 +225,7 @@ struct RecomputePass : castor::impl::CastorRecomputeBase<RecomputePass> {
       const size_t hi = *fits;
       chosen.assign(candidates.begin(), candidates.begin() + long(hi));
     }
-    const int64_t flops = recompute(f, *boundary, chosen);
+    const int64_t flops = castor::recomputeInBackward(f, *boundary, valuesOf(chosen));
     f->setAttr(castor::attr::kRecomputedValues, b.getI64IntegerAttr(int64_t(chosen.size())));
     f->setAttr(castor::attr::kRecomputeFlops, b.getI64IntegerAttr(flops));
   }

@@ -78,8 +78,12 @@ void addLowering(mlir::OpPassManager &pm, const CompileOptions &options, bool tr
   const int64_t workspaceBytes = int64_t(options.workspaceBytes());
   // Before castor-recompute, so that its plan of the step's memory (and a --memory-budget) is that
   // of the fused step; a group recomputes as a whole.
-  if (options.generatesKernels())
+  if (options.generatesKernels()) {
+    // First, so that its copies join the backward's groups.
+    if (training)
+      funcPm.addPass(createCastorRecomputeElementwise());
     funcPm.addPass(createCastorFuseElementwise());
+  }
   if (training)
     funcPm.addPass(createCastorRecompute(
         CastorRecomputeOptions{options.recompute, options.memoryBudget, workspaceBytes, kArenaAlignment}));

@@ -27,6 +27,8 @@ inline constexpr char kRecomputePolicy[] = "castor.recompute_policy";
 inline constexpr char kRecomputedValues[] = "castor.recomputed_values";
 inline constexpr char kRecomputeFlops[] = "castor.recompute_flops";
 inline constexpr char kRecomputed[] = "castor.recomputed";
+// castor-recompute-elementwise: on the function (its copies carry kRecomputed too).
+inline constexpr char kRecomputedInGroups[] = "castor.recomputed_in_groups";
 
 // On the module, from castor import.
 inline constexpr char kBatch[] = "castor.batch";

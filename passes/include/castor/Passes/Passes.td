@@ -332,6 +332,24 @@ def CastorFuseElementwise : Pass<"castor-fuse-elementwise", "mlir::func::FuncOp"
   let dependentDialects = ["::castor::CastorDialect"];
 }
 
+def CastorRecomputeElementwise : Pass<"castor-recompute-elementwise", "mlir::func::FuncOp"> {
+  let summary = "Recomputes, inside the backward's element-wise groups, forward values it would otherwise keep";
+  let description = [{
+    Runs on a training step (a function with a loss) just before castor-fuse-elementwise. A
+    forward value is recomputed in the backward when computing it again costs no memory and
+    no kernel: its op can be in a fused program (castor-fuse-elementwise's rule) and is cheap to
+    recompute, every operand is kept for the backward anyway (read by the backward itself, a
+    parameter, a constant or an argument of the step), and every backward reader is an
+    element-wise op of the same shape, whose group the copy then joins. SiLU exported as
+    sigmoid and mul is the case: the backward reads the sigmoid's output and its input; the
+    input is kept, so the sigmoid is computed again in the gradient's group and its output is
+    never stored (PyTorch's SiLU keeps its input alone). The copy is built as castor-recompute
+    builds its copies (castor.recomputed), the same op on the same operands, so the values are
+    the same bits. The function gets `castor.recomputed_in_groups`, the number of such values.
+  }];
+  let dependentDialects = ["::castor::CastorDialect"];
+}
+
 def CastorRecompute : Pass<"castor-recompute", "mlir::func::FuncOp"> {
   let summary = "Recomputes values in the backward instead of keeping them from the forward";
   let description = [{
