@@ -122,8 +122,8 @@ def batchnorm(b, x, module, c, zero_gamma=False):
     return y
 
 
-# "relu", or "relu6": Clip(x, 0, 6) as torch exports nn.ReLU6, its bounds Constant nodes (so that
-# they stay in the graph with --weights none).
+# "relu", "relu6": Clip(x, 0, 6) as torch exports nn.ReLU6, its bounds Constant nodes (so that
+# they stay in the graph with --weights none), or "silu": x * Sigmoid(x) as torch exports nn.SiLU.
 ACTIVATION = "relu"
 
 
@@ -133,6 +133,9 @@ def relu(b, x, module):
         lo = b.node("Constant", scope, [], value=helper.make_tensor("lo", TensorProto.FLOAT, [], [0.0]))
         hi = b.node("Constant", scope, [], value=helper.make_tensor("hi", TensorProto.FLOAT, [], [6.0]))
         return b.node("Clip", scope, [x, lo, hi])
+    if ACTIVATION == "silu":
+        scope = b.scope(module)
+        return b.node("Mul", scope, [x, b.node("Sigmoid", scope, [x])])
     return b.node("Relu", b.scope(module), [x])
 
 
@@ -368,8 +371,8 @@ def finish(model, args, what):
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--arch", choices=sorted(ARCHS), default="resnet50")
-    p.add_argument("--activation", choices=["relu", "relu6"], default="relu",
-                   help="relu6: every ReLU a Clip(0, 6), as torch exports nn.ReLU6")
+    p.add_argument("--activation", choices=["relu", "relu6", "silu"], default="relu",
+                   help="relu6: every ReLU a Clip(0, 6), as torch exports nn.ReLU6; silu: x * Sigmoid(x), as nn.SiLU")
     add_common_args(p)
     args = p.parse_args(argv)
     global ACTIVATION

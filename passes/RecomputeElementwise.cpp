@@ -10,6 +10,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <algorithm>
 
@@ -36,13 +37,23 @@ struct RecomputeElementwisePass : castor::impl::CastorRecomputeElementwiseBase<R
     for (size_t i = 0; i < ops.size(); ++i)
       position[ops[i]] = i;
 
-    auto readInBackward = [&](Value w) {
-      return llvm::any_of(w.getUsers(), [&](Operation *user) { return position.lookup(user) > boundary; });
-    };
-    // Alive through the backward whatever this pass does: read there, or never freed.
-    auto keptAnyway = [&](Value w) {
+    // An operand the copy of `v` at position `at` may read without raising the step's memory at
+    // any point: one never freed; one kept for the backward (read there) and still read at `at`
+    // or later; or one no larger than `v`, which then lives in v's stead until `at` (v lived
+    // through that stretch before): kept for the backward but last read before `at`, or itself
+    // recomputed (the copy reads its copy: SiLU's product from the recomputed sigmoid).
+    llvm::DenseSet<Value> recomputed;
+    auto operandFor = [&](Value w, Value v, size_t at) {
       Operation *def = w.getDefiningOp();
-      return !def || llvm::isa<castor::ParameterOp, castor::ConstantOp>(def) || readInBackward(w);
+      if (!def || llvm::isa<castor::ParameterOp, castor::ConstantOp>(def))
+        return true;
+      const bool noLarger = castor::tensorBytes(w.getType()) <= castor::tensorBytes(v.getType());
+      if (recomputed.contains(w))
+        return noLarger;
+      size_t last = 0;
+      for (Operation *user : w.getUsers())
+        last = std::max(last, position.lookup(user));
+      return last > boundary && (last >= at || noLarger);
     };
     std::vector<castor::RecomputedValue> chosen;
     for (size_t i = 0; i < boundary; ++i) {
@@ -52,21 +63,26 @@ struct RecomputeElementwisePass : castor::impl::CastorRecomputeElementwiseBase<R
         continue;
       Value v = op->getResult(0);
       auto domain = llvm::cast<RankedTensorType>(v.getType()).getShape();
-      bool backward = false, joins = true;
+      size_t firstReader = ops.size(); // the copy's place: before v's first backward reader
+      bool joins = true;
       for (Operation *user : v.getUsers()) {
         if (llvm::isa<func::ReturnOp>(user)) {
           joins = false;
           break;
         }
-        if (position.lookup(user) <= boundary)
+        const size_t at = position.lookup(user);
+        if (at <= boundary)
           continue;
-        backward = true;
+        firstReader = std::min(firstReader, at);
         // The copy joins its reader's group: an element-wise op over the same domain.
         joins &= castor::programInstructionOf(user) &&
                  llvm::cast<RankedTensorType>(user->getResult(0).getType()).getShape() == domain;
       }
-      if (backward && joins && llvm::all_of(op->getOperands(), keptAnyway))
-        chosen.push_back({i, 0});
+      if (firstReader == ops.size() || !joins ||
+          !llvm::all_of(op->getOperands(), [&](Value w) { return operandFor(w, v, firstReader); }))
+        continue;
+      chosen.push_back({i, 0});
+      recomputed.insert(v);
     }
     castor::recomputeInBackward(f, boundary, chosen);
     f->setAttr(castor::attr::kRecomputedInGroups, Builder(&getContext()).getI64IntegerAttr(int64_t(chosen.size())));

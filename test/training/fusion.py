@@ -12,6 +12,7 @@ Usage: fusion.py --bin BUILD/bin --models MODELS_DIR --work DIR
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -25,11 +26,13 @@ FUSED_OPS = ("batch_norm_relu_training", "batch_norm_relu_training_backward")
 ACCUMULATING = "conv2d_backward_data+accumulate"  # castor-fuse-gradient-add's kernels
 ELEMENTWISE = "fused_elementwise"  # castor-fuse-elementwise's groups
 REDUCING = "fused_elementwise+reduction"  # those of them with a reduction output
+RECOMPUTED = "recomputed in groups"  # castor-recompute-elementwise's values (SiLU's sigmoid)
 
 # (name, resnet.py arch, activation, precision, batch, steps, fusions the fused plan must show:
 # "bn" batch-norm groups, "accumulate" accumulating data gradients, "elementwise" fused
 # element-wise groups, "reduction" groups with a reduction output: squeeze-excitation's pool,
-# the sums of its scale's gradient); relu6: every ReLU a Clip(0, 6), whose batch-norm groups fuse with clip_max
+# the sums of its scale's gradient; "recomputed" forward values computed again in the backward's
+# groups instead of stored, castor-recompute-elementwise); relu6: every ReLU a Clip(0, 6), whose batch-norm groups fuse with clip_max
 # (those after a residual add stay unfused). Arch "torchvision:NAME": the training-mode export
 # test/fixtures/torchvision/NAME_train.onnx (224x224) as it is: MobileNetV2's ReLU6 after
 # depthwise convolutions, its inverted residuals; EfficientNet-B0's SiLU (sigmoid and mul) and
@@ -42,7 +45,9 @@ CASES = [
     ("tiny_fp32", "tiny", "relu", "fp32", 8, 50, {"accumulate", "elementwise"}),
     ("resnet18_fp16", "resnet18", "relu", "fp16", 4, 6, {"bn", "accumulate"}),
     ("mobilenet_v2_fp16", "torchvision:mobilenet_v2", "relu6", "fp16", 2, 3, {"bn", "accumulate"}),
-    ("efficientnet_b0_fp16", "torchvision:efficientnet_b0", "silu", "fp16", 2, 2, {"elementwise", "reduction"}),
+    ("tiny_silu_bf16", "tiny", "silu", "bf16", 8, 50, {"elementwise", "recomputed"}),
+    ("efficientnet_b0_fp16", "torchvision:efficientnet_b0", "silu", "fp16", 2, 2,
+     {"elementwise", "reduction", "recomputed"}),
     ("transformer_bf16", "transformer", "gelu", "bf16", 2, 50, {"elementwise"}),
 ]
 # Cases whose unfused plan is `--fuse patterns` (every pattern fusion, no generated kernels) rather
@@ -107,20 +112,25 @@ def main():
             scale = ["--loss-scale-init", "1024"] if arch.startswith("torchvision:") else []
             report_dir = os.path.join(args.work, f"{name}_{fuse}_report")
             shutil.rmtree(report_dir, ignore_errors=True)  # a picture of an earlier run must not count
-            run([os.path.join(args.bin, "castor"), "compile", model, "--init", "kaiming", "--batch", str(batch),
+            summary = subprocess.run(
+                [os.path.join(args.bin, "castor"), "compile", model, "--init", "kaiming", "--batch", str(batch),
                  "--train", "--precision", precision, "--optimizer", "adamw", "--lr", "1e-3", "--fuse", fuse,
-                 "-o", plan, "--report", report_dir, "--report-picture=false"] + scale)
+                 "-o", plan, "--report", report_dir, "--report-picture=false"] + scale,
+                check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True).stderr
             counts["none" if fuse == unfused else fuse] = op_counts(args.bin, plan)
+            # castor-recompute-elementwise's count, as the compile summary says it.
+            in_groups = re.search(r"element-wise groups, not stored: (\d+) values", summary)
+            counts["none" if fuse == unfused else fuse][RECOMPUTED] = int(in_groups.group(1)) if in_groups else 0
             run([os.path.join(args.bin, "castor-run"), "train", plan, "--device", "cpu", "--steps", str(steps),
                  "--data", "synthetic", "--seed", "7", "--save", state])
             states["none" if fuse == unfused else fuse] = read_state(state)
         fused = sum(counts["auto"].get(op, 0) for op in FUSED_OPS)
-        absent = (ELEMENTWISE,) if unfused == "patterns" else FUSED_OPS + (ACCUMULATING, ELEMENTWISE)
+        absent = (ELEMENTWISE, RECOMPUTED) if unfused == "patterns" else FUSED_OPS + (ACCUMULATING, ELEMENTWISE, RECOMPUTED)
         unfused_has = sum(counts["none"].get(op, 0) for op in absent)
         accumulating = counts["auto"].get(ACCUMULATING, 0)
         elementwise = counts["auto"].get(ELEMENTWISE, 0)
         made = {"bn": fused, "accumulate": accumulating, "elementwise": elementwise,
-                "reduction": counts["auto"].get(REDUCING, 0)}
+                "reduction": counts["auto"].get(REDUCING, 0), "recomputed": counts["auto"][RECOMPUTED]}
         a, b = states["auto"], states["none"]
         differing = sorted(n for n in a if n not in b or a[n].tobytes() != b[n].tobytes())
         missing = sorted(set(b) - set(a))
@@ -169,7 +179,8 @@ def main():
               and report_ok)
         failures += not ok
         print(f"{name}: {fused} fused batch-norm kernels, {accumulating} data gradients accumulating, "
-              f"{elementwise} fused element-wise groups ({made['reduction']} reducing) (expected: {', '.join(sorted(expected))}; unfused plan: "
+              f"{elementwise} fused element-wise groups ({made['reduction']} reducing, {made['recomputed']} values "
+              f"recomputed in them) (expected: {', '.join(sorted(expected))}; unfused plan: "
               f"{unfused_has}), {steps} steps, {len(a)} state tensors, "
               f"{len(differing) + len(missing)} differ: {'ok' if ok else 'FAILED'}"
               + (f" ({', '.join((differing + missing)[:5])})" if differing or missing else ""))

@@ -64,6 +64,9 @@ void printCompileReport(const plan::Plan &p, mlir::ModuleOp module, const std::s
     if (values && flops && policy)
       llvm::errs() << llvm::formatv("  recompute ({0}): {1} values, {2:F2} GFLOP a step\n", policy.getValue(),
                                     values.getInt(), double(flops.getInt()) / 1e9);
+    if (auto inGroups = f->getAttrOfType<mlir::IntegerAttr>(castor::attr::kRecomputedInGroups))
+      llvm::errs() << llvm::formatv("  recomputed in the backward's element-wise groups, not stored: {0} values\n",
+                                    inGroups.getInt());
   });
   if (!weightsFile.empty())
     llvm::errs() << "  weights: " << weightsFile << "\n";

@@ -338,8 +338,11 @@ def CastorRecomputeElementwise : Pass<"castor-recompute-elementwise", "mlir::fun
     Runs on a training step (a function with a loss) just before castor-fuse-elementwise. A
     forward value is recomputed in the backward when computing it again costs no memory and
     no kernel: its op can be in a fused program (castor-fuse-elementwise's rule) and is cheap to
-    recompute, every operand is kept for the backward anyway (read by the backward itself, a
-    parameter, a constant or an argument of the step), and every backward reader is an
+    recompute; every operand is one the copy may read without raising the step's memory at any
+    point (a parameter, a constant or an argument of the step; a value the backward reads there
+    or later; or one no larger than the value, which then lives in its stead: a value the
+    backward last reads a little earlier, or one recomputed itself, whose copy the copy reads);
+    and every backward reader is an
     element-wise op of the same shape, whose group the copy then joins. SiLU exported as
     sigmoid and mul is the case: the backward reads the sigmoid's output and its input; the
     input is kept, so the sigmoid is computed again in the gradient's group and its output is
