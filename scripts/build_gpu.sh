@@ -80,6 +80,14 @@ if [ -x "$castor" ]; then
     "$castor" compile "$carry/plans/tiny_relu6.onnx" --init kaiming --batch 16 --train --precision "$p" \
       --optimizer adamw --lr 1e-4 --emit-gradients --recompute cheap -o "$carry/plans/tiny_relu6_${p}_adamw_cheap.plan" >/dev/null
   done
+  # The tiny model with SiLU activations (x * Sigmoid(x)): castor-recompute-elementwise computes
+  # the sigmoid and the product again inside the backward's generated kernels.
+  python3 "$root/models/resnet.py" --arch tiny --activation silu --weights none --image-size 32 --num-classes 10 \
+    -o "$carry/plans/tiny_silu.onnx" >/dev/null
+  for p in fp16 bf16; do
+    "$castor" compile "$carry/plans/tiny_silu.onnx" --init kaiming --batch 16 --train --precision "$p" \
+      --optimizer adamw --lr 1e-4 --emit-gradients -o "$carry/plans/tiny_silu_${p}_adamw.plan" >/dev/null
+  done
   # Gradients as outputs (compared directly), SGD with momentum, gradient clipping.
   "$castor" compile "$carry/plans/tiny.onnx" --init kaiming --batch 16 --train --precision fp32 \
     --optimizer sgd --momentum 0.9 --emit-gradients -o "$carry/plans/tiny_fp32_sgd_grads.plan" >/dev/null
