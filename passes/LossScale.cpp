@@ -1,3 +1,4 @@
+#include "Matching.h"
 #include "StepFunctions.h"
 // castor-loss-scale: dynamic loss scaling and gradient clipping inside the training step.
 #include "castor/Dialect/AttributeNames.h"
@@ -93,15 +94,30 @@ struct LossScalePass : castor::impl::CastorLossScaleBase<LossScalePass> {
       scale = atStart.create<ConstantOp>(loc, DenseElementsAttr::get(f32, b.getF32FloatAttr(value)));
     }
 
-    // The seed of the backward pass, d(loss) = 1, becomes the scale.
+    // The seed of the backward pass, d(loss) = 1, becomes the scale; with k micro-batches each
+    // one's seed, 1/k, becomes the scale times 1/k (one product for the seeds that share it), as
+    // GradScaler scales each micro-batch's loss/k. The scale is a power of two, so the product
+    // is exact.
     if (scale && mode != "guard") {
       SmallVector<SoftmaxCrossEntropyBackwardOp> seeds;
       for (auto bwd : body.getOps<SoftmaxCrossEntropyBackwardOp>())
         if (bwd.getLossGrad().getDefiningOp<ConstantOp>())
           seeds.push_back(bwd);
-      if (seeds.size() != 1)
-        return step.emitError("expects one loss gradient seeded with a constant, found ") << seeds.size();
-      seeds.front().getLossGradMutable().assign(scale);
+      if (seeds.empty())
+        return step.emitError("expects the loss gradient seeded with a constant, found none");
+      llvm::DenseMap<Value, Value> scaled;
+      for (SoftmaxCrossEntropyBackwardOp seed : seeds) {
+        Value weight = seed.getLossGrad();
+        if (weight.getType() != scale.getType())
+          return seed.emitError("the loss gradient's seed is ") << weight.getType() << ", the loss scale " << scale.getType();
+        Value &seedValue = scaled[weight];
+        if (!seedValue) {
+          std::optional<double> w = splatValue(weight);
+          OpBuilder before(seeds.front());
+          seedValue = w && *w == 1.0 ? scale : before.create<MulOp>(loc, scale.getType(), scale, weight).getResult();
+        }
+        seed.getLossGradMutable().assign(seedValue);
+      }
     }
 
     // Unscale (and clip) every gradient the optimizer applies, once each.

@@ -2,6 +2,7 @@
 // RUN: castor-opt %s -castor-make-train-step='optimizer=adamw' -castor-loss-scale='mode=static init=128.0' | FileCheck --check-prefix=STATIC %s
 // RUN: castor-opt %s -castor-make-train-step='optimizer=sgd' -castor-loss-scale='mode=none' | FileCheck --check-prefix=NONE %s
 // RUN: castor-opt %s -castor-make-train-step='optimizer=sgd' -castor-loss-scale='mode=guard' | FileCheck --check-prefix=GUARD %s
+// RUN: castor-opt %s -castor-make-train-step='optimizer=sgd micro-batches=2' -castor-loss-scale | FileCheck --check-prefix=MICRO %s
 
 // Dynamic scaling: the scale and its growth tracker are state, the scale seeds the backward
 // pass, every gradient is unscaled in place (found_inf on any inf/NaN) and clipped, and on
@@ -45,6 +46,15 @@
 // GUARD: castor.sgd_update {{.*}} skip_if
 // GUARD: castor.increment %[[SKIPPED]] if %{{.*}} {when = "set"}
 // GUARD-NOT: castor.update_loss_scale
+
+// Two micro-batches: each one's seed, 1/2, becomes the scale times 1/2, one product for both.
+// MICRO-LABEL: func.func @train_step
+// MICRO-SAME: %[[SCALE:[a-z0-9]+]]: tensor<f32> {castor.init = #castor.init<fill>, castor.init_value = 6.553600e+04 : f64, castor.state = "castor.loss_scale"}
+// MICRO: %[[HALF:.*]] = castor.constant dense<5.000000e-01> : tensor<f32>
+// MICRO: %[[SEED:.*]] = castor.mul %[[SCALE]], %[[HALF]]
+// MICRO: castor.softmax_cross_entropy_backward %[[SEED]]
+// MICRO: castor.softmax_cross_entropy_backward %[[SEED]]
+// MICRO: castor.unscale_gradients {{.*}} scale %[[SCALE]]
 
 // NONE-NOT: unscale_gradients
 // NONE-NOT: skip_if
