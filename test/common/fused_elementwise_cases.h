@@ -134,6 +134,13 @@ inline std::vector<FusedProgramCase> fusedProgramCases(const std::vector<int64_t
        "t0 = mul(i0, i2) : {T}\nt1 = mul(i0, i1) : {T}\nt2 = cast(t1) : f32\nout t0, sum(t2)[2,3]{scale=0.5}\n",
        {{domain}, {domain}, {perSample}},
        {{domain}, {perSample, "f32"}}},
+      // The same backward with SiLU's product computed again from its input (dy, y, s), as
+      // castor-recompute-elementwise leaves it: dx = dy s, and ds = sum over H, W of dy y sigmoid(y).
+      {"se scale backward, silu recomputed",
+       "t0 = sigmoid(i1) : {T}\nt1 = mul(i1, t0) : {T}\nt2 = mul(i0, i2) : {T}\nt3 = mul(i0, t1) : {T}\n"
+       "out t2, sum(t3)[2,3]\n",
+       {{domain}, {domain}, {perSample}},
+       {{domain}, {perSample}}},
       // A bias gradient alone (nothing but the reduction leaves the group), without kept dims of 1.
       {"bias gradient", "t0 = mul(i0, i1) : {T}\nout sum(t0)[0,2,3]\n",
        {{domain}, {domain}},
