@@ -1,8 +1,9 @@
 // castor-fuse-elementwise: chains of element-wise ops as fused_elementwise ops (Passes.td).
+#include "ProgramOps.h"
+
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Dialect/PlanForm.h"
 #include "castor/Passes/Passes.h"
-#include "ProgramOps.h"
 #include "castor/shape_rules.h"
 #include "plan/elementwise_program.h"
 

@@ -1,10 +1,11 @@
 // castor-recompute: values of cheap ops (RecomputeOpInterface) that the backward reads are
 // computed again just before their first backward reader instead of staying alive from the
 // forward; `auto` picks the fewest such values whose planned peak fits a memory budget.
+#include "RecomputeCopies.h"
+
 #include "castor/Dialect/AttributeNames.h"
 #include "castor/Dialect/CastorOps.h"
 #include "castor/Passes/Passes.h"
-#include "RecomputeCopies.h"
 #include "castor/Plan/StepLiveness.h"
 #include "castor/Support/OptionChoices.h"
 
