@@ -84,8 +84,13 @@ struct RecomputeElementwisePass : castor::impl::CastorRecomputeElementwiseBase<R
       chosen.push_back({i, 0});
       recomputed.insert(v);
     }
+    uint64_t bytes = 0;
+    for (Value v : recomputed)
+      bytes += castor::tensorBytes(v.getType());
     castor::recomputeInBackward(f, boundary, chosen);
-    f->setAttr(castor::attr::kRecomputedInGroups, Builder(&getContext()).getI64IntegerAttr(int64_t(chosen.size())));
+    Builder b(&getContext());
+    f->setAttr(castor::attr::kRecomputedInGroups, b.getI64IntegerAttr(int64_t(chosen.size())));
+    f->setAttr(castor::attr::kRecomputedInGroupsBytes, b.getI64IntegerAttr(int64_t(bytes)));
   }
 };
 

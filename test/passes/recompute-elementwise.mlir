@@ -6,7 +6,7 @@
 // other reads the copy. Fused, the forward group writes the product alone and the backward's
 // group computes the sigmoid itself: nothing stores it.
 // CHECK-LABEL: func.func @silu
-// CHECK-SAME: castor.recomputed_in_groups = 1
+// CHECK-SAME: castor.recomputed_in_groups = 1 : i64, castor.recomputed_in_groups_bytes = 512 : i64
 // CHECK: %[[S:.*]] = castor.sigmoid %arg0 : tensor<2x8x4x4xf16>
 // CHECK: castor.mul %arg0, %[[S]]
 // CHECK: castor.softmax_cross_entropy
@@ -32,8 +32,8 @@ func.func @silu(%x: tensor<2x8x4x4xf16>, %logits: tensor<2x4xf32>, %labels: tens
 // The sigmoid's operand is a forward value the backward does not read: a copy would keep it
 // alive through the backward in the sigmoid's place. Kept as it is.
 // CHECK-LABEL: func.func @operand_not_kept
-// CHECK-SAME: castor.recomputed_in_groups = 0
-// CHECK-NOT: castor.recomputed
+// CHECK-SAME: castor.recomputed_in_groups = 0 : i64, castor.recomputed_in_groups_bytes = 0 : i64}
+// CHECK-NOT: {castor.recomputed}
 func.func @operand_not_kept(%x: tensor<2x8xf32>, %logits: tensor<2x4xf32>, %labels: tensor<2xi64>,
                             %dy: tensor<2x8xf32>) -> (tensor<f32>, tensor<2x8xf32>) {
   %a = castor.add %x, %x : (tensor<2x8xf32>, tensor<2x8xf32>) -> tensor<2x8xf32>
@@ -47,8 +47,8 @@ func.func @operand_not_kept(%x: tensor<2x8xf32>, %logits: tensor<2x4xf32>, %labe
 // group the copy could not join (it would be a kernel of its own). Kept; so is a value the step
 // returns.
 // CHECK-LABEL: func.func @reader_of_another_domain
-// CHECK-SAME: castor.recomputed_in_groups = 0
-// CHECK-NOT: castor.recomputed
+// CHECK-SAME: castor.recomputed_in_groups = 0 : i64, castor.recomputed_in_groups_bytes = 0 : i64}
+// CHECK-NOT: {castor.recomputed}
 func.func @reader_of_another_domain(%x: tensor<2x8x1x1xf32>, %logits: tensor<2x4xf32>, %labels: tensor<2xi64>,
                                     %dy: tensor<2x8x4x4xf32>) -> (tensor<f32>, tensor<2x8x4x4xf32>, tensor<2x4xf32>, tensor<2x4xf32>) {
   %s = castor.sigmoid %x : tensor<2x8x1x1xf32>
@@ -63,8 +63,8 @@ func.func @reader_of_another_domain(%x: tensor<2x8x1x1xf32>, %logits: tensor<2x4
 // reader: recomputing it there would keep the larger f32 operand alive in its place. Kept. (An
 // operand no larger than the value may replace it over that stretch: @silu's x.)
 // CHECK-LABEL: func.func @larger_operand_dies_before_the_reader
-// CHECK-SAME: castor.recomputed_in_groups = 0
-// CHECK-NOT: castor.recomputed
+// CHECK-SAME: castor.recomputed_in_groups = 0 : i64, castor.recomputed_in_groups_bytes = 0 : i64}
+// CHECK-NOT: {castor.recomputed}
 func.func @larger_operand_dies_before_the_reader(%x: tensor<2x4x8xf32>, %w: tensor<8x8xf32>, %logits: tensor<2x4xf32>,
                                                  %labels: tensor<2xi64>, %dy: tensor<2x4x8xf32>)
     -> (tensor<f32>, tensor<2x4x8xf32>, tensor<2x4x8xf16>) {
@@ -81,7 +81,7 @@ func.func @larger_operand_dies_before_the_reader(%x: tensor<2x4x8xf32>, %w: tens
 // A chain: the backward also reads SiLU's product (squeeze-excitation's gate gradient reads it).
 // The product is recomputed too, from the sigmoid's copy: neither is stored.
 // CHECK-LABEL: func.func @silu_product
-// CHECK-SAME: castor.recomputed_in_groups = 2
+// CHECK-SAME: castor.recomputed_in_groups = 2 : i64, castor.recomputed_in_groups_bytes = 1024 : i64
 // CHECK: castor.softmax_cross_entropy
 // CHECK: %[[S:.*]] = castor.sigmoid %arg0 {castor.recomputed}
 // CHECK-NEXT: %[[M:.*]] = castor.mul %arg0, %[[S]] {castor.recomputed}

@@ -64,9 +64,12 @@ void printCompileReport(const plan::Plan &p, mlir::ModuleOp module, const std::s
     if (values && flops && policy)
       llvm::errs() << llvm::formatv("  recompute ({0}): {1} values, {2:F2} GFLOP a step\n", policy.getValue(),
                                     values.getInt(), double(flops.getInt()) / 1e9);
-    if (auto inGroups = f->getAttrOfType<mlir::IntegerAttr>(castor::attr::kRecomputedInGroups))
-      llvm::errs() << llvm::formatv("  recomputed in the backward's element-wise groups, not stored: {0} values\n",
-                                    inGroups.getInt());
+    auto inGroups = f->getAttrOfType<mlir::IntegerAttr>(castor::attr::kRecomputedInGroups);
+    auto inGroupsBytes = f->getAttrOfType<mlir::IntegerAttr>(castor::attr::kRecomputedInGroupsBytes);
+    if (inGroups && inGroupsBytes)
+      llvm::errs() << llvm::formatv(
+          "  recomputed in the backward's element-wise groups, not stored: {0} values ({1:F1} MiB)\n",
+          inGroups.getInt(), mib(uint64_t(inGroupsBytes.getInt())));
   });
   if (!weightsFile.empty())
     llvm::errs() << "  weights: " << weightsFile << "\n";

@@ -29,6 +29,7 @@ inline constexpr char kRecomputeFlops[] = "castor.recompute_flops";
 inline constexpr char kRecomputed[] = "castor.recomputed";
 // castor-recompute-elementwise: on the function (its copies carry kRecomputed too).
 inline constexpr char kRecomputedInGroups[] = "castor.recomputed_in_groups";
+inline constexpr char kRecomputedInGroupsBytes[] = "castor.recomputed_in_groups_bytes"; // their sizes, summed
 
 // On the module, from castor import.
 inline constexpr char kBatch[] = "castor.batch";

@@ -348,7 +348,8 @@ def CastorRecomputeElementwise : Pass<"castor-recompute-elementwise", "mlir::fun
     input is kept, so the sigmoid is computed again in the gradient's group and its output is
     never stored (PyTorch's SiLU keeps its input alone). The copy is built as castor-recompute
     builds its copies (castor.recomputed), the same op on the same operands, so the values are
-    the same bits. The function gets `castor.recomputed_in_groups`, the number of such values.
+    the same bits. The function gets `castor.recomputed_in_groups`, the number of such values, and
+    `castor.recomputed_in_groups_bytes`, their sizes summed.
   }];
   let dependentDialects = ["::castor::CastorDialect"];
 }
